@@ -1,0 +1,5 @@
+"""assistants routes."""
+
+from fastapi import APIRouter
+
+router = APIRouter(tags=["Assistants"])

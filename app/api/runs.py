@@ -1,0 +1,5 @@
+"""runs routes."""
+
+from fastapi import APIRouter
+
+router = APIRouter(tags=["Runs"])

@@ -1,0 +1,5 @@
+"""threads routes."""
+
+from fastapi import APIRouter
+
+router = APIRouter(tags=["Threads"])

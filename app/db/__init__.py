@@ -1,0 +1,1 @@
+"""Engine, tables, dialect differences and every SQL statement Runyard issues."""

@@ -1,0 +1,35 @@
+"""The few SQL constructs that differ between PostgreSQL and SQLite."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import ColumnElement, Table, func, literal_column
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncSession
+
+
+def dialect_name(session: AsyncSession) -> str:
+    """`postgresql` or `sqlite` for the session's bind."""
+    return session.get_bind().dialect.name
+
+
+def insert_ignoring_conflicts(session: AsyncSession, table: Table) -> Any:
+    """An INSERT that silently skips rows whose primary key already exists."""
+    if dialect_name(session) == "postgresql":
+        return postgresql.insert(table).on_conflict_do_nothing()
+    return sqlite.insert(table).on_conflict_do_nothing()
+
+
+def db_now(session: AsyncSession) -> ColumnElement[Any]:
+    """The database clock (never the worker's), with sub-second precision."""
+    if dialect_name(session) == "postgresql":
+        return func.clock_timestamp()
+    return func.strftime("%Y-%m-%d %H:%M:%f", "now")
+
+
+def db_now_plus(session: AsyncSession, seconds: float) -> ColumnElement[Any]:
+    """The database clock moved forward by a number of seconds."""
+    if dialect_name(session) == "postgresql":
+        return func.clock_timestamp() + func.make_interval(0, 0, 0, 0, 0, 0, seconds)
+    return func.strftime("%Y-%m-%d %H:%M:%f", "now", literal_column(f"'+{float(seconds)} seconds'"))

@@ -1,0 +1,146 @@
+"""Table definitions shared by PostgreSQL (production) and SQLite (dev mode)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    Column,
+    DateTime,
+    Dialect,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    TypeDecorator,
+    func,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+
+metadata = MetaData()
+
+JSONType = JSON().with_variant(JSONB(), "postgresql")
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timezone-aware UTC timestamp on every backend (SQLite drops the zone otherwise)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if isinstance(value, str):
+            value = datetime.fromisoformat(value)
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+
+def _now() -> Any:
+    return func.now()
+
+
+assistants = Table(
+    "assistants",
+    metadata,
+    Column("assistant_id", String(64), primary_key=True),
+    Column("graph_id", String(255), nullable=False),
+    Column("name", String(255), nullable=False),
+    Column("description", Text, nullable=True),
+    Column("config", JSONType, nullable=False),
+    Column("context", JSONType, nullable=False),
+    Column("metadata", JSONType, nullable=False),
+    Column("version", Integer, nullable=False, default=1),
+    Column("created_at", UTCDateTime, nullable=False, server_default=_now()),
+    Column("updated_at", UTCDateTime, nullable=False, server_default=_now()),
+    Index("ix_assistants_graph_id", "graph_id"),
+)
+
+assistant_versions = Table(
+    "assistant_versions",
+    metadata,
+    Column(
+        "assistant_id",
+        String(64),
+        ForeignKey("assistants.assistant_id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    Column("version", Integer, primary_key=True),
+    Column("graph_id", String(255), nullable=False),
+    Column("name", String(255), nullable=False),
+    Column("description", Text, nullable=True),
+    Column("config", JSONType, nullable=False),
+    Column("context", JSONType, nullable=False),
+    Column("metadata", JSONType, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False, server_default=_now()),
+)
+
+threads = Table(
+    "threads",
+    metadata,
+    Column("thread_id", String(64), primary_key=True),
+    Column("metadata", JSONType, nullable=False),
+    Column("config", JSONType, nullable=False),
+    Column("status", String(16), nullable=False, default="idle"),
+    Column("values", JSONType, nullable=True),
+    Column("interrupts", JSONType, nullable=False),
+    Column("error", JSONType, nullable=True),
+    Column("created_at", UTCDateTime, nullable=False, server_default=_now()),
+    Column("updated_at", UTCDateTime, nullable=False, server_default=_now()),
+    Index("ix_threads_status", "status"),
+    Index("ix_threads_created_at", "created_at"),
+)
+
+runs = Table(
+    "runs",
+    metadata,
+    Column("run_id", String(64), primary_key=True),
+    Column(
+        "thread_id",
+        String(64),
+        ForeignKey("threads.thread_id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column("assistant_id", String(64), nullable=False),
+    Column("status", String(16), nullable=False, default="pending"),
+    Column("metadata", JSONType, nullable=False),
+    # Everything a worker needs to execute the run: input, command, config, stream modes...
+    Column("kwargs", JSONType, nullable=False),
+    Column("multitask_strategy", String(16), nullable=False, default="reject"),
+    Column("created_at", UTCDateTime, nullable=False, server_default=_now()),
+    Column("updated_at", UTCDateTime, nullable=False, server_default=_now()),
+    Column("scheduled_at", UTCDateTime, nullable=True),
+    Column("started_at", UTCDateTime, nullable=True),
+    Column("ended_at", UTCDateTime, nullable=True),
+    # Ownership and fencing: who holds the run, until when, and under which attempt.
+    Column("owner", String(128), nullable=True),
+    Column("lease_expires_at", UTCDateTime, nullable=True),
+    Column("attempt", Integer, nullable=False, default=0),
+    Column("cancel_action", String(16), nullable=True),
+    Column("output", JSONType, nullable=True),
+    Column("error", JSONType, nullable=True),
+    Column("idempotency_key", String(255), nullable=True, unique=True),
+    Column("request_hash", String(64), nullable=True),
+    Column("webhook", Text, nullable=True),
+    # Stateless runs live on a temporary thread removed after completion when asked.
+    Column("on_completion", String(16), nullable=True),
+    Column("temporary", Boolean, nullable=False, default=False),
+    Index("ix_runs_thread_status_created", "thread_id", "status", "created_at"),
+    Index("ix_runs_status_lease", "status", "lease_expires_at"),
+)

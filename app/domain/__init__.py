@@ -1,0 +1,1 @@
+"""Pure domain code: statuses, transitions, errors. No I/O."""

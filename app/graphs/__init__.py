@@ -1,0 +1,1 @@
+"""Loading graphs from langgraph.json, the graph registry, checkpointers per dialect."""

@@ -1,0 +1,44 @@
+"""Creates the FastAPI application; nothing runs at import."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from app import __version__
+from app.api import assistants, runs, system, threads
+from app.api.errors import install_error_handlers
+from app.observability.logs import configure_logging
+from app.runtime import Runtime
+from app.settings import Settings
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """The Runyard app for these settings; its lifespan starts and stops the runtime."""
+    settings = settings or Settings()
+    configure_logging(settings)
+    runtime = Runtime(settings)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await runtime.start()
+        try:
+            yield
+        finally:
+            await runtime.stop()
+
+    app = FastAPI(
+        title="Runyard",
+        version=__version__,
+        description="A self-hosted agent server for LangGraph graphs over the Agent Protocol.",
+        lifespan=lifespan,
+    )
+    app.state.runtime = runtime
+    install_error_handlers(app)
+    app.include_router(system.router)
+    app.include_router(assistants.router)
+    app.include_router(threads.router)
+    app.include_router(runs.router)
+    return app

@@ -1,0 +1,93 @@
+"""Configuration read from the environment (and an `.env` file), validated at start-up."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Every knob of a Runyard instance; see `.env.example` for the documented list."""
+
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore", populate_by_name=True)
+
+    # Storage and transport. Without DATABASE_URL the embedded SQLite store is used.
+    database_url: str | None = Field(default=None, alias="DATABASE_URL")
+    redis_url: str | None = Field(default=None, alias="REDIS_URL")
+    redis_prefix: str = Field(default="runyard:", alias="RUNYARD_REDIS_PREFIX")
+    data_dir: Path = Field(default=Path(".runyard"), alias="RUNYARD_DATA_DIR")
+    config_path: Path | None = Field(default=None, alias="RUNYARD_CONFIG")
+    migrate_on_start: bool = Field(default=True, alias="RUNYARD_MIGRATE_ON_START")
+    log_level: str = Field(default="INFO", alias="LOG_LEVEL")
+    log_format: Literal["text", "json"] = Field(default="text", alias="RUNYARD_LOG_FORMAT")
+
+    # Worker engine.
+    worker_count: int = Field(default=1, ge=0, alias="WORKER_COUNT")
+    n_jobs_per_worker: int = Field(default=100, ge=1, alias="N_JOBS_PER_WORKER")
+    bg_job_timeout_secs: float = Field(default=3600.0, gt=0, alias="BG_JOB_TIMEOUT_SECS")
+    bg_job_max_retries: int = Field(default=3, ge=1, alias="BG_JOB_MAX_RETRIES")
+    lease_duration_seconds: float = Field(default=30.0, gt=0, alias="LEASE_DURATION_SECONDS")
+    heartbeat_interval_seconds: float = Field(default=5.0, gt=0, alias="HEARTBEAT_INTERVAL_SECONDS")
+    reaper_interval_seconds: float = Field(default=10.0, gt=0, alias="REAPER_INTERVAL_SECONDS")
+    stuck_pending_threshold_seconds: float = Field(
+        default=30.0, gt=0, alias="STUCK_PENDING_THRESHOLD_SECONDS"
+    )
+    postgres_poll_interval_seconds: float = Field(
+        default=2.0, gt=0, alias="POSTGRES_POLL_INTERVAL_SECONDS"
+    )
+    worker_drain_timeout: float = Field(default=30.0, ge=0, alias="WORKER_DRAIN_TIMEOUT")
+
+    # Streaming.
+    stream_keepalive_seconds: float = Field(default=15.0, gt=0, alias="RUNYARD_KEEPALIVE_SECONDS")
+    event_retention_seconds: float = Field(
+        default=3600.0, gt=0, alias="RUNYARD_EVENT_RETENTION_SECONDS"
+    )
+    webhook_max_attempts: int = Field(default=3, ge=1, alias="RUNYARD_WEBHOOK_MAX_ATTEMPTS")
+
+    @field_validator("database_url")
+    @classmethod
+    def _check_database_url(cls, value: str | None) -> str | None:
+        if value is None or value == "":
+            return None
+        if value.startswith(("postgres://", "postgresql://")):
+            value = "postgresql+asyncpg://" + value.split("://", 1)[1]
+        if not value.startswith(("postgresql+asyncpg://", "sqlite+aiosqlite://")):
+            raise ValueError(
+                "DATABASE_URL must be a PostgreSQL URL (postgresql://user@host:5432/db) "
+                "or sqlite+aiosqlite:///path/to/file.sqlite"
+            )
+        return value
+
+    @field_validator("redis_url")
+    @classmethod
+    def _check_redis_url(cls, value: str | None) -> str | None:
+        if value is None or value == "":
+            return None
+        if not value.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("REDIS_URL must start with redis://, rediss:// or unix://")
+        return value
+
+    @model_validator(mode="after")
+    def _check_timings(self) -> Settings:
+        if self.heartbeat_interval_seconds * 2 > self.lease_duration_seconds:
+            raise ValueError(
+                "HEARTBEAT_INTERVAL_SECONDS "
+                f"({self.heartbeat_interval_seconds}) must be at most half of "
+                f"LEASE_DURATION_SECONDS ({self.lease_duration_seconds}) so a lease "
+                "is renewed at least twice before it expires"
+            )
+        return self
+
+    @property
+    def is_embedded(self) -> bool:
+        """True when no external database is configured (dev mode on SQLite)."""
+        return self.database_url is None or self.database_url.startswith("sqlite")
+
+    def resolved_database_url(self) -> str:
+        """The SQLAlchemy URL to connect to, defaulting to the SQLite file under the data dir."""
+        if self.database_url:
+            return self.database_url
+        return f"sqlite+aiosqlite:///{(self.data_dir / 'runyard.sqlite').resolve()}"

@@ -1,0 +1,61 @@
+"""Fixtures: a real Runyard server per storage backend and a langgraph-sdk client for it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+from langgraph_sdk import get_client
+from langgraph_sdk.client import LangGraphClient
+
+from tests.support.databases import create_database, drop_database, postgres_available
+from tests.support.server import ServerProcess
+
+BACKENDS = ["sqlite", "postgres"]
+
+
+@pytest.fixture(scope="session", params=BACKENDS)
+def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """A running server: `runyard dev` on SQLite, or `runyard serve` on a fresh PostgreSQL db."""
+    backend = request.param
+    workdir = tmp_path_factory.mktemp(f"server-{backend}")
+    if backend == "sqlite":
+        proc = ServerProcess("dev", workdir).start()
+        try:
+            yield proc
+        finally:
+            proc.stop()
+        return
+    if not postgres_available():
+        pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (see README)")
+    url = create_database()
+    proc = ServerProcess("serve", workdir, env={"DATABASE_URL": url, "REDIS_URL": ""})
+    try:
+        proc.start()
+        yield proc
+    finally:
+        proc.stop()
+        drop_database(url)
+
+
+@pytest.fixture
+async def client(server: ServerProcess) -> AsyncIterator[LangGraphClient]:
+    """A langgraph-sdk client talking to the server over HTTP."""
+    lg = get_client(url=server.url, api_key=None)
+    try:
+        yield lg
+    finally:
+        await lg.http.client.aclose()
+
+
+@pytest.fixture
+def base_url(server: ServerProcess) -> str:
+    """The server's base URL, for raw HTTP calls."""
+    return server.url
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    """The repository root."""
+    return Path(__file__).resolve().parents[1]

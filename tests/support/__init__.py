@@ -1,0 +1,1 @@
+"""Helpers for tests: real server processes and throwaway databases."""

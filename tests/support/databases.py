@@ -1,0 +1,35 @@
+"""Throwaway PostgreSQL databases, created and dropped per test session."""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import psycopg
+
+ADMIN_URL = os.environ.get("RUNYARD_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+def postgres_available() -> bool:
+    """True when the test PostgreSQL server answers."""
+    try:
+        with psycopg.connect(ADMIN_URL, connect_timeout=3):
+            return True
+    except psycopg.Error:
+        return False
+
+
+def create_database(prefix: str = "runyard_test") -> str:
+    """Create an empty database and return its URL."""
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    base = ADMIN_URL.rsplit("/", 1)[0]
+    return f"{base}/{name}"
+
+
+def drop_database(url: str) -> None:
+    """Drop a database made by create_database, disconnecting its clients."""
+    name = url.rsplit("/", 1)[1]
+    with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
