@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from sqlalchemy import ColumnElement, Table, func, literal_column
+from sqlalchemy import ColumnElement, Table, cast, func, literal, literal_column
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -33,3 +34,29 @@ def db_now_plus(session: AsyncSession, seconds: float) -> ColumnElement[Any]:
     if dialect_name(session) == "postgresql":
         return func.clock_timestamp() + func.make_interval(0, 0, 0, 0, 0, 0, seconds)
     return func.strftime("%Y-%m-%d %H:%M:%f", "now", literal_column(f"'+{float(seconds)} seconds'"))
+
+
+def json_contains(session: AsyncSession, column: Any, subset: dict[str, Any]) -> list[Any]:
+    """Conditions true when the JSON object in `column` contains every key/value of `subset`.
+
+    PostgreSQL uses JSONB containment (`@>`), so nested objects match partially. SQLite
+    compares each top-level key; nested objects and lists there must match exactly.
+    """
+    if not subset:
+        return []
+    if dialect_name(session) == "postgresql":
+        return [column.op("@>")(cast(literal(json.dumps(subset)), postgresql.JSONB))]
+    conditions = []
+    for key, value in subset.items():
+        path = '$."' + str(key).replace('"', '\\"') + '"'
+        extracted = func.json_extract(column, path)
+        if value is None:
+            conditions.append(func.json_type(column, path) == "null")
+        elif isinstance(value, bool):
+            conditions.append(func.json_type(column, path) == ("true" if value else "false"))
+        elif isinstance(value, (int, float, str)):
+            conditions.append(extracted == value)
+        else:
+            compact = json.dumps(value, separators=(",", ":"))
+            conditions.append(func.json(extracted) == func.json(compact))
+    return conditions
