@@ -9,6 +9,10 @@ import os
 import socket
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from app.settings import Settings
 
 DEFAULT_DEV_PORT = 2024
 DEFAULT_SERVE_PORT = 8000
@@ -44,7 +48,6 @@ def _parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="run in production on PostgreSQL (and Redis if set)")
     _add_server_options(serve)
     serve.add_argument("--no-migrate", action="store_true", help="skip migrations at start-up")
-    serve.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
     serve.set_defaults(handler=_serve)
 
     mig = sub.add_parser("migrate", help="apply database migrations to DATABASE_URL")
@@ -75,7 +78,37 @@ def _serve(args: argparse.Namespace) -> None:
     if args.no_migrate:
         os.environ["RUNYARD_MIGRATE_ON_START"] = "false"
     port = _require_free_port(args.host, args.port or DEFAULT_SERVE_PORT)
-    _run_server(args, port, reload=False, workers=args.workers)
+    _run_production_server(args, port)
+
+
+def _run_production_server(args: argparse.Namespace, port: int) -> None:
+    """One process; SIGTERM starts draining the workers at once, beside HTTP shutdown."""
+    import uvicorn
+
+    from app.main import create_app
+    from app.settings import Settings
+
+    if args.config is not None:
+        os.environ["RUNYARD_CONFIG"] = str(args.config.resolve())
+    settings = _load_settings(Settings)
+    app = create_app(settings)
+    runtime = app.state.runtime
+
+    class DrainingServer(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: object) -> None:
+            if runtime.workers_started:
+                runtime.begin_drain()
+            super().handle_exit(sig, frame)  # type: ignore[arg-type]
+
+    config = uvicorn.Config(
+        app,
+        host=args.host,
+        port=port,
+        log_level="info",
+        timeout_graceful_shutdown=int(settings.worker_drain_timeout) + 5,
+    )
+    print(f"runyard: serving on http://{args.host}:{port}", flush=True)
+    DrainingServer(config).run()
 
 
 def _run_server(args: argparse.Namespace, port: int, reload: bool, workers: int = 1) -> None:
@@ -116,7 +149,7 @@ def _migrate(_args: argparse.Namespace) -> None:
     print("runyard: database is at the newest migration", flush=True)
 
 
-def _load_settings(settings_cls: type) -> object:
+def _load_settings(settings_cls: type[Settings]) -> Settings:
     from pydantic import ValidationError
 
     try:

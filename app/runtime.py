@@ -2,21 +2,32 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import socket
 import uuid
+from collections.abc import Callable, Coroutine
 from contextlib import AsyncExitStack
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 
+from app.db import runs as runs_db
 from app.db.engine import create_engine, migrate, session_factory
 from app.graphs.checkpointer import open_checkpointer
 from app.graphs.config import ProjectConfig, apply_environment, find_config, load_config
 from app.graphs.registry import GraphRegistry
+from app.queue.cancel_bus import CancelBus, InProcessCancelBus
+from app.queue.run_queue import InProcessRunQueue, RunQueue
 from app.settings import Settings
+from app.streaming.broker import EventBroker, InMemoryEventBroker
+from app.worker.execute import RunExecutor
+from app.worker.lease import LeaseKeeper, Reaper
+from app.worker.pool import WorkerPool
+from app.worker.registry import RunningRuns
+from app.worker.webhooks import WebhookSender
 
 log = logging.getLogger("runyard.runtime")
 
@@ -27,13 +38,24 @@ class Runtime:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.instance_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.running = RunningRuns()
+        self.draining = False
         self._stack = AsyncExitStack()
-        self._started = False
+        self._stop_loops = asyncio.Event()
+        self._loops: list[asyncio.Task[None]] = []
+        self._spawned: set[asyncio.Task[Any]] = set()
         self.project: ProjectConfig
         self.graphs: GraphRegistry
         self.engine: AsyncEngine
         self.sessions: async_sessionmaker[Any]
         self.checkpointer: BaseCheckpointSaver
+        self.broker: EventBroker
+        self.queue: RunQueue
+        self.cancel_bus: CancelBus
+        self.webhooks: WebhookSender
+        self.workers: WorkerPool
+        self.redis: Any = None
+        self._drain: asyncio.Task[None] | None = None
 
     @property
     def dialect(self) -> str:
@@ -58,15 +80,134 @@ class Runtime:
         from app.services.assistants import ensure_default_assistants
 
         await ensure_default_assistants(self)
-        self._started = True
+        if settings.redis_url:
+            await self._build_redis_engine(settings.redis_url)
+        else:
+            self._build_in_process_engine()
+        self.webhooks = WebhookSender(settings.webhook_max_attempts)
+        self._stack.push_async_callback(self.webhooks.stop)
+        self._stack.push_async_callback(self.queue.close)
+        if not settings.redis_url:
+            await self._recover_after_restart()
+        # An API-only instance (WORKER_COUNT=0) exists only where another one executes.
+        worker_count = (
+            settings.worker_count if settings.redis_url else max(settings.worker_count, 1)
+        )
+        self.workers = WorkerPool(
+            self.queue, RunExecutor(self), self.running, worker_count, settings.n_jobs_per_worker
+        )
+        self.workers.start()
+        self._stack.push_async_callback(self._stop_workers)
+        self._start_loop("lease-keeper", LeaseKeeper(self).run_forever)
+        self._start_loop("reaper", Reaper(self).run_forever)
+        self._stack.push_async_callback(self._stop_background_loops)
         log.info(
-            "runtime_started instance=%s database=%s graphs=%s",
+            "runtime_started instance=%s database=%s queue=%s workers=%s graphs=%s",
             self.instance_id,
             self.dialect,
+            "redis" if settings.redis_url else "in-process",
+            worker_count,
             ",".join(self.graphs.ids()),
         )
+
+    def _build_in_process_engine(self) -> None:
+        self.broker = InMemoryEventBroker(self.settings.event_retention_seconds)
+        self.queue = InProcessRunQueue()
+        self.cancel_bus = InProcessCancelBus(self.running.stop)
+
+    async def _build_redis_engine(self, url: str) -> None:
+        from redis.asyncio import Redis
+
+        from app.db.runs import find_claimable_run
+        from app.queue.redis_bus import NotificationListener, RedisCancelBus
+        from app.queue.redis_queue import DatabaseFallbackQueue, RedisRunQueue
+        from app.streaming.redis_broker import CompletionSignals, RedisEventBroker
+
+        prefix = self.settings.redis_prefix
+        self.redis = Redis.from_url(
+            url, socket_connect_timeout=2, socket_timeout=15, health_check_interval=10
+        )
+        self._stack.push_async_callback(self.redis.aclose)
+        signals = CompletionSignals(self.redis, f"{prefix}done")
+        self.broker = RedisEventBroker(
+            self.redis, prefix, signals, self.settings.event_retention_seconds
+        )
+
+        async def claimable() -> str | None:
+            async with self.sessions() as session:
+                return await find_claimable_run(session)
+
+        self.queue = DatabaseFallbackQueue(
+            RedisRunQueue(self.redis, prefix),
+            claimable,
+            self.settings.postgres_poll_interval_seconds,
+        )
+        self.cancel_bus = RedisCancelBus(self.redis, f"{prefix}cancel", self.running.stop)
+        listener = NotificationListener(self.redis, f"{prefix}cancel", self.running.stop, signals)
+        self._start_loop("notifications", listener.run_forever)
+        try:
+            await asyncio.wait_for(listener.connected.wait(), timeout=5)
+        except TimeoutError:
+            log.warning("notifications_not_connected_at_start redis=%s", url)
+
+    async def _recover_after_restart(self) -> None:
+        # One process owns every run in this mode, so anything still `running` belonged to
+        # a previous process that died: hand it back to the queue at once.
+        async with self.sessions() as session, session.begin():
+            recovered = await runs_db.expire_all_leases(session)
+        async with self.sessions() as session:
+            pending = await runs_db.pending_run_ids(session, limit=10_000)
+        for row in pending:
+            await self.queue.push(row["run_id"])
+        if recovered or pending:
+            log.info("runs_recovered running=%s pending=%s", recovered, len(pending))
+
+    def _start_loop(
+        self, name: str, body: Callable[[asyncio.Event], Coroutine[Any, Any, None]]
+    ) -> None:
+        task = asyncio.create_task(body(self._stop_loops), name=name)
+        self._loops.append(task)
+
+    def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> None:
+        """Run a short background job owned by the runtime (awaited at shutdown)."""
+        task = asyncio.create_task(coro, name=name)
+        self._spawned.add(task)
+        task.add_done_callback(self._spawned.discard)
+
+    def healthy(self) -> bool:
+        """False when a background loop died."""
+        return self.workers.healthy() and all(not t.done() for t in self._loops)
+
+    @property
+    def workers_started(self) -> bool:
+        """True once the worker pool runs (drain has something to stop)."""
+        return hasattr(self, "workers")
+
+    def begin_drain(self) -> None:
+        """Stop claiming at once and start handing work over (SIGTERM); idempotent."""
+        if self.draining:
+            return
+        self.draining = True
+        log.info("instance_draining instance=%s running=%s", self.instance_id, len(self.running))
+        self._drain = asyncio.create_task(
+            self.workers.stop(self.settings.worker_drain_timeout), name="drain"
+        )
+
+    async def _stop_workers(self) -> None:
+        self.begin_drain()
+        if self._drain is not None:
+            await self._drain
+
+    async def _stop_background_loops(self) -> None:
+        self._stop_loops.set()
+        if self._spawned:
+            await asyncio.wait(set(self._spawned), timeout=5)
+        if self._loops:
+            _done, pending = await asyncio.wait(self._loops, timeout=5)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*self._loops, return_exceptions=True)
 
     async def stop(self) -> None:
         """Stop every part in reverse order of start (idempotent)."""
         await self._stack.aclose()
-        self._started = False

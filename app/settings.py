@@ -41,7 +41,7 @@ class Settings(BaseSettings):
     worker_drain_timeout: float = Field(default=30.0, ge=0, alias="WORKER_DRAIN_TIMEOUT")
 
     # Streaming.
-    stream_keepalive_seconds: float = Field(default=15.0, gt=0, alias="RUNYARD_KEEPALIVE_SECONDS")
+    stream_keepalive_seconds: float = Field(default=5.0, gt=0, alias="RUNYARD_KEEPALIVE_SECONDS")
     event_retention_seconds: float = Field(
         default=3600.0, gt=0, alias="RUNYARD_EVENT_RETENTION_SECONDS"
     )

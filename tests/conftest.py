@@ -16,7 +16,9 @@ BACKENDS = ["sqlite", "postgres"]
 
 
 @pytest.fixture(scope="session", params=BACKENDS)
-def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+def server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServerProcess]:
     """A running server: `runyard dev` on SQLite, or `runyard serve` on a fresh PostgreSQL db."""
     backend = request.param
     workdir = tmp_path_factory.mktemp(f"server-{backend}")

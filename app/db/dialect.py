@@ -33,7 +33,8 @@ def db_now_plus(session: AsyncSession, seconds: float) -> ColumnElement[Any]:
     """The database clock moved forward by a number of seconds."""
     if dialect_name(session) == "postgresql":
         return func.clock_timestamp() + func.make_interval(0, 0, 0, 0, 0, 0, seconds)
-    return func.strftime("%Y-%m-%d %H:%M:%f", "now", literal_column(f"'+{float(seconds)} seconds'"))
+    modifier: Any = literal_column(f"'{float(seconds):+f} seconds'")
+    return func.strftime("%Y-%m-%d %H:%M:%f", "now", modifier)
 
 
 def json_contains(session: AsyncSession, column: Any, subset: dict[str, Any]) -> list[Any]:

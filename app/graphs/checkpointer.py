@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import copy
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from app.domain.errors import StaleAttemptError
+
 
 @asynccontextmanager
-async def open_checkpointer(database_url: str, data_dir: Path) -> AsyncIterator[BaseCheckpointSaver]:
+async def open_checkpointer(
+    database_url: str, data_dir: Path
+) -> AsyncIterator[BaseCheckpointSaver]:
     """The saver matching the database: PostgreSQL (pooled psycopg) or a SQLite file."""
     if database_url.startswith("postgresql"):
         from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
@@ -75,3 +81,71 @@ async def copy_thread_checkpoints(
             by_task.setdefault(task_id, []).append((channel, value))
         for task_id, writes in by_task.items():
             await saver.aput_writes(stored, writes, task_id)
+
+
+async def delete_run_checkpoints(saver: BaseCheckpointSaver, thread_id: str, run_id: str) -> int:
+    """Delete the checkpoints (and their writes) a run created, to roll the thread back."""
+    ids = [
+        item.config["configurable"]["checkpoint_id"]
+        async for item in saver.alist(
+            {"configurable": {"thread_id": thread_id}}, filter={"run_id": run_id}
+        )
+    ]
+    if not ids:
+        return 0
+    conn: Any = getattr(saver, "conn", None)
+    if hasattr(conn, "connection"):  # a psycopg pool: the PostgreSQL saver
+        async with conn.connection() as pg:
+            for table in ("checkpoint_writes", "checkpoints"):
+                await pg.execute(
+                    f"DELETE FROM {table} WHERE thread_id = %s AND checkpoint_id = ANY(%s)",
+                    (thread_id, ids),
+                )
+        return len(ids)
+    lock: Any = getattr(saver, "lock", None)
+    marks = ",".join("?" for _ in ids)
+    async with lock:
+        for table in ("writes", "checkpoints"):
+            await conn.execute(
+                f"DELETE FROM {table} WHERE thread_id = ? AND checkpoint_id IN ({marks})",
+                (thread_id, *ids),
+            )
+        await conn.commit()
+    return len(ids)
+
+
+def fenced(
+    saver: BaseCheckpointSaver,
+    holds: Callable[[], Awaitable[bool]],
+    describe: str,
+    recheck_seconds: float = 1.0,
+) -> BaseCheckpointSaver:
+    """A view of `saver` whose writes are refused once the run's attempt is no longer current.
+
+    The check costs one small query at most every `recheck_seconds`; a worker that was
+    paused past its lease always re-checks (its monotonic clock moved on while paused).
+    """
+    view = copy.copy(saver)
+    put, put_writes = saver.aput, saver.aput_writes
+    checked_at = -1e18
+
+    async def ensure() -> None:
+        nonlocal checked_at
+        now = time.monotonic()
+        if now - checked_at < recheck_seconds:
+            return
+        if not await holds():
+            raise StaleAttemptError(f"{describe} is no longer current; checkpoint write refused")
+        checked_at = now
+
+    async def aput(config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        await ensure()
+        return await put(config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
+        await ensure()
+        await put_writes(config, writes, task_id, task_path)
+
+    view.aput = aput  # type: ignore[method-assign]
+    view.aput_writes = aput_writes  # type: ignore[method-assign]
+    return view

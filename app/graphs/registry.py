@@ -94,10 +94,12 @@ def _load_one(spec: GraphSpec) -> LoadedGraph:
     except Exception as exc:
         sys.modules.pop(module_name, None)
         raise ConfigError(
-            f"graph {spec.graph_id!r}: importing {spec.file} failed: {type(exc).__name__}: {exc}"
+            f"graph {spec.graph_id!r}: importing {where} failed: {type(exc).__name__}: {exc}"
         ) from exc
     if not hasattr(module, spec.attribute):
-        raise ConfigError(f"graph {spec.graph_id!r}: {spec.file} has no attribute {spec.attribute!r}")
+        raise ConfigError(
+            f"graph {spec.graph_id!r}: {spec.file} has no attribute {spec.attribute!r}"
+        )
     target = getattr(module, spec.attribute)
     if isinstance(target, (Pregel, StateGraph)):
         return LoadedGraph(spec, _as_compiled(spec, target), None)

@@ -1,0 +1,421 @@
+"""SQL statements for runs, including claims, fenced writes, leases and recovery."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import and_, delete, exists, func, insert, or_, select, update
+from sqlalchemy.engine import RowMapping
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import aliased
+
+from app.db.dialect import db_now, db_now_plus, dialect_name
+from app.db.tables import runs, threads
+from app.domain.status import ACTIVE_RUN_STATUSES, RunStatus
+
+_ACTIVE = [s.value for s in ACTIVE_RUN_STATUSES]
+
+
+async def insert_run(session: AsyncSession, row: dict[str, Any]) -> RowMapping:
+    """Insert a pending run and return it as stored."""
+    now = db_now(session)
+    stmt = insert(runs).values(created_at=now, updated_at=now, **row).returning(*runs.c)
+    return (await session.execute(stmt)).mappings().one()
+
+
+async def get_run(
+    session: AsyncSession, run_id: str, thread_id: str | None = None
+) -> RowMapping | None:
+    """A run by id (within a thread when given)."""
+    stmt = select(runs).where(runs.c.run_id == run_id)
+    if thread_id is not None:
+        stmt = stmt.where(runs.c.thread_id == thread_id)
+    return (await session.execute(stmt)).mappings().one_or_none()
+
+
+async def get_run_by_idempotency_key(session: AsyncSession, key: str) -> RowMapping | None:
+    """The run created under an Idempotency-Key."""
+    stmt = select(runs).where(runs.c.idempotency_key == key)
+    return (await session.execute(stmt)).mappings().one_or_none()
+
+
+async def list_runs(
+    session: AsyncSession, thread_id: str, limit: int, offset: int, status: str | None
+) -> Sequence[RowMapping]:
+    """A thread's runs, newest first."""
+    stmt = select(runs).where(runs.c.thread_id == thread_id)
+    if status is not None:
+        stmt = stmt.where(runs.c.status == status)
+    stmt = stmt.order_by(runs.c.created_at.desc(), runs.c.run_id.desc()).limit(limit).offset(offset)
+    return (await session.execute(stmt)).mappings().all()
+
+
+async def lock_thread(session: AsyncSession, thread_id: str) -> RowMapping | None:
+    """Read the thread row, locking it on PostgreSQL so run creation on it serializes."""
+    stmt = select(threads).where(threads.c.thread_id == thread_id)
+    if dialect_name(session) == "postgresql":
+        stmt = stmt.with_for_update()
+    return (await session.execute(stmt)).mappings().one_or_none()
+
+
+async def insert_thread_for_run(
+    session: AsyncSession, thread_id: str, metadata: dict[str, Any]
+) -> None:
+    """Create the thread a run needs (if_not_exists=create, or a stateless run)."""
+    now = db_now(session)
+    await session.execute(
+        insert(threads).values(
+            thread_id=thread_id,
+            metadata=metadata,
+            config={},
+            status="idle",
+            values=None,
+            interrupts={},
+            created_at=now,
+            updated_at=now,
+        )
+    )
+
+
+async def set_thread_graph(session: AsyncSession, thread_id: str, metadata: dict[str, Any]) -> None:
+    """Record on the thread which graph and assistant its runs use."""
+    await session.execute(
+        update(threads)
+        .where(threads.c.thread_id == thread_id)
+        .values(metadata=metadata, updated_at=db_now(session))
+    )
+
+
+async def active_runs(session: AsyncSession, thread_id: str) -> Sequence[RowMapping]:
+    """The thread's pending and running runs, oldest first."""
+    stmt = (
+        select(runs)
+        .where(runs.c.thread_id == thread_id, runs.c.status.in_(_ACTIVE))
+        .order_by(runs.c.created_at, runs.c.run_id)
+    )
+    return (await session.execute(stmt)).mappings().all()
+
+
+async def claim_run(
+    session: AsyncSession, run_id: str, owner: str, lease_seconds: float
+) -> RowMapping | None:
+    """Atomically take a pending run: owner, lease from the database clock, next attempt.
+
+    Only the thread's oldest pending run can be claimed, and only while no other run of
+    the thread is running, so a thread's runs execute one at a time in order.
+    """
+    other = aliased(runs)
+    now = db_now(session)
+    busy = exists().where(other.c.thread_id == runs.c.thread_id, other.c.status == "running")
+    older = exists().where(
+        other.c.thread_id == runs.c.thread_id,
+        other.c.status == "pending",
+        or_(
+            other.c.created_at < runs.c.created_at,
+            and_(other.c.created_at == runs.c.created_at, other.c.run_id < runs.c.run_id),
+        ),
+    )
+    stmt = (
+        update(runs)
+        .where(
+            runs.c.run_id == run_id,
+            runs.c.status == "pending",
+            or_(runs.c.scheduled_at.is_(None), runs.c.scheduled_at <= now),
+            ~busy,
+            ~older,
+        )
+        .values(
+            status="running",
+            owner=owner,
+            attempt=runs.c.attempt + 1,
+            lease_expires_at=db_now_plus(session, lease_seconds),
+            started_at=func.coalesce(runs.c.started_at, now),
+            updated_at=now,
+        )
+        .returning(*runs.c)
+    )
+    row = (await session.execute(stmt)).mappings().one_or_none()
+    if row is not None:
+        await session.execute(
+            update(threads)
+            .where(threads.c.thread_id == row["thread_id"])
+            .values(status="busy", updated_at=now)
+        )
+    return row
+
+
+async def finish_run(
+    session: AsyncSession,
+    run_id: str,
+    attempt: int,
+    status: RunStatus,
+    output: Any,
+    error: Any,
+) -> bool:
+    """Record a run's end, only if `attempt` still holds it (the fencing check)."""
+    now = db_now(session)
+    result = await session.execute(
+        update(runs)
+        .where(runs.c.run_id == run_id, runs.c.attempt == attempt, runs.c.status == "running")
+        .values(
+            status=status.value,
+            output=output,
+            error=error,
+            owner=None,
+            lease_expires_at=None,
+            ended_at=now,
+            updated_at=now,
+        )
+    )
+    return _rowcount(result) > 0
+
+
+async def release_run(session: AsyncSession, run_id: str, attempt: int) -> bool:
+    """Hand a running run back to the queue (shutdown), only if `attempt` still holds it."""
+    result = await session.execute(
+        update(runs)
+        .where(runs.c.run_id == run_id, runs.c.attempt == attempt, runs.c.status == "running")
+        .values(status="pending", owner=None, lease_expires_at=None, updated_at=db_now(session))
+    )
+    return _rowcount(result) > 0
+
+
+async def still_holds(session: AsyncSession, run_id: str, attempt: int) -> bool:
+    """True while `attempt` is the current, running attempt of the run."""
+    stmt = select(runs.c.run_id).where(
+        runs.c.run_id == run_id, runs.c.attempt == attempt, runs.c.status == "running"
+    )
+    return (await session.execute(stmt)).first() is not None
+
+
+async def update_thread_after_run(
+    session: AsyncSession,
+    thread_id: str,
+    status: str,
+    values: Any,
+    interrupts: dict[str, Any],
+    error: Any,
+) -> None:
+    """Store the thread's status and latest values after one of its runs ended."""
+    await session.execute(
+        update(threads)
+        .where(threads.c.thread_id == thread_id)
+        .values(
+            status=status,
+            values=values,
+            interrupts=interrupts,
+            error=error,
+            updated_at=db_now(session),
+        )
+    )
+
+
+async def set_thread_status(session: AsyncSession, thread_id: str, status: str) -> None:
+    """Set only a thread's status."""
+    await session.execute(
+        update(threads)
+        .where(threads.c.thread_id == thread_id)
+        .values(status=status, updated_at=db_now(session))
+    )
+
+
+async def next_pending_run(session: AsyncSession, thread_id: str) -> RowMapping | None:
+    """The thread's oldest pending run."""
+    stmt = (
+        select(runs.c.run_id, runs.c.scheduled_at)
+        .where(runs.c.thread_id == thread_id, runs.c.status == "pending")
+        .order_by(runs.c.created_at, runs.c.run_id)
+        .limit(1)
+    )
+    return (await session.execute(stmt)).mappings().one_or_none()
+
+
+async def interrupt_pending_run(session: AsyncSession, run_id: str) -> bool:
+    """Cancel a run nobody executes yet: it ends `interrupted` at once."""
+    now = db_now(session)
+    result = await session.execute(
+        update(runs)
+        .where(runs.c.run_id == run_id, runs.c.status == "pending")
+        .values(status="interrupted", ended_at=now, updated_at=now, cancel_action="interrupt")
+    )
+    return _rowcount(result) > 0
+
+
+async def request_cancel(session: AsyncSession, run_id: str, action: str) -> bool:
+    """Durably flag a running run for cancellation (picked up by its executor)."""
+    result = await session.execute(
+        update(runs)
+        .where(runs.c.run_id == run_id, runs.c.status == "running")
+        .values(cancel_action=action, updated_at=db_now(session))
+    )
+    return _rowcount(result) > 0
+
+
+async def delete_run(session: AsyncSession, run_id: str) -> bool:
+    """Delete a run row."""
+    result = await session.execute(delete(runs).where(runs.c.run_id == run_id))
+    return _rowcount(result) > 0
+
+
+async def extend_leases(
+    session: AsyncSession, owner: str, lease_seconds: float
+) -> Sequence[RowMapping]:
+    """Renew every lease an instance holds in one statement; returns cancel flags too."""
+    stmt = (
+        update(runs)
+        .where(runs.c.owner == owner, runs.c.status == "running")
+        .values(lease_expires_at=db_now_plus(session, lease_seconds))
+        .returning(runs.c.run_id, runs.c.attempt, runs.c.cancel_action)
+    )
+    return (await session.execute(stmt)).mappings().all()
+
+
+async def requeue_expired(session: AsyncSession, max_attempts: int) -> Sequence[RowMapping]:
+    """Runs whose lease expired go back to pending (or fail after too many attempts)."""
+    now = db_now(session)
+    expired = and_(runs.c.status == "running", runs.c.lease_expires_at < now)
+    failed = (
+        (
+            await session.execute(
+                update(runs)
+                .where(expired, runs.c.attempt >= max_attempts)
+                .values(
+                    status="error",
+                    owner=None,
+                    lease_expires_at=None,
+                    ended_at=now,
+                    updated_at=now,
+                    error={
+                        "error": "RetryLimitExceeded",
+                        "message": f"the run was retried {max_attempts} times after its worker "
+                        "was lost (crash, kill or lease expiry) and was given up",
+                    },
+                )
+                .returning(runs.c.run_id, runs.c.thread_id, runs.c.status)
+            )
+        )
+        .mappings()
+        .all()
+    )
+    requeued = (
+        (
+            await session.execute(
+                update(runs)
+                .where(expired)
+                .values(status="pending", owner=None, lease_expires_at=None, updated_at=now)
+                .returning(runs.c.run_id, runs.c.thread_id, runs.c.status)
+            )
+        )
+        .mappings()
+        .all()
+    )
+    return [*failed, *requeued]
+
+
+async def pending_run_ids(session: AsyncSession, limit: int) -> Sequence[RowMapping]:
+    """Pending runs, oldest first, with their start time."""
+    stmt = (
+        select(runs.c.run_id, runs.c.scheduled_at)
+        .where(runs.c.status == "pending")
+        .order_by(runs.c.created_at)
+        .limit(limit)
+    )
+    return (await session.execute(stmt)).mappings().all()
+
+
+async def database_time(session: AsyncSession) -> Any:
+    """The database clock now."""
+    return (await session.execute(select(db_now(session)))).scalar_one()
+
+
+async def delete_thread_row(session: AsyncSession, thread_id: str) -> None:
+    """Delete a thread row; its runs go with it (foreign key cascade)."""
+    await session.execute(delete(runs).where(runs.c.thread_id == thread_id))
+    await session.execute(delete(threads).where(threads.c.thread_id == thread_id))
+
+
+async def stranded_pending_runs(
+    session: AsyncSession, older_than_seconds: float, limit: int
+) -> Sequence[RowMapping]:
+    """Pending runs due to start, waiting longer than the threshold, first of their thread."""
+    other = aliased(runs)
+    now = db_now(session)
+    threshold = db_now_plus(session, -older_than_seconds)
+    busy = exists().where(
+        other.c.thread_id == runs.c.thread_id,
+        or_(
+            other.c.status == "running",
+            and_(other.c.status == "pending", other.c.created_at < runs.c.created_at),
+        ),
+    )
+    stmt = (
+        select(runs.c.run_id)
+        .where(
+            runs.c.status == "pending",
+            runs.c.updated_at < threshold,
+            or_(runs.c.scheduled_at.is_(None), runs.c.scheduled_at <= now),
+            ~busy,
+        )
+        .order_by(runs.c.created_at)
+        .limit(limit)
+    )
+    return (await session.execute(stmt)).mappings().all()
+
+
+async def expire_all_leases(session: AsyncSession) -> int:
+    """Single-process mode start-up: runs left `running` by a dead process become pending."""
+    result = await session.execute(
+        update(runs)
+        .where(runs.c.status == "running")
+        .values(status="pending", owner=None, lease_expires_at=None, updated_at=db_now(session))
+    )
+    return _rowcount(result)
+
+
+async def find_active_runs(
+    session: AsyncSession,
+    thread_id: str | None,
+    run_ids: list[str] | None,
+    status: str | None,
+) -> Sequence[RowMapping]:
+    """Active runs chosen by thread, ids and/or status."""
+    stmt = select(runs.c.run_id, runs.c.thread_id).where(runs.c.status.in_(_ACTIVE))
+    if thread_id is not None:
+        stmt = stmt.where(runs.c.thread_id == thread_id)
+    if run_ids:
+        stmt = stmt.where(runs.c.run_id.in_(run_ids))
+    if status in ("pending", "running"):
+        stmt = stmt.where(runs.c.status == status)
+    return (await session.execute(stmt)).mappings().all()
+
+
+async def find_claimable_run(session: AsyncSession) -> str | None:
+    """A pending run ready to claim, skipping rows other pollers hold (Redis-down fallback)."""
+    other = aliased(runs)
+    now = db_now(session)
+    blocked = exists().where(
+        other.c.thread_id == runs.c.thread_id,
+        or_(
+            other.c.status == "running",
+            and_(other.c.status == "pending", other.c.created_at < runs.c.created_at),
+        ),
+    )
+    stmt = (
+        select(runs.c.run_id)
+        .where(
+            runs.c.status == "pending",
+            or_(runs.c.scheduled_at.is_(None), runs.c.scheduled_at <= now),
+            ~blocked,
+        )
+        .order_by(runs.c.created_at)
+        .limit(1)
+    )
+    if dialect_name(session) == "postgresql":
+        stmt = stmt.with_for_update(skip_locked=True, of=runs)
+    return (await session.execute(stmt)).scalar_one_or_none()
+
+
+def _rowcount(result: Any) -> int:
+    """Rows an UPDATE/DELETE touched (typed as Result, it is a CursorResult at run time)."""
+    return int(getattr(result, "rowcount", 0) or 0)

@@ -1,0 +1,34 @@
+"""The cancel bus: tells whichever instance executes a run to stop it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+CancelHandler = Callable[[str, str], bool]
+
+
+class CancelBus(Protocol):
+    """Delivers cancel requests (run id, action) to every instance."""
+
+    async def publish(self, run_id: str, action: str) -> bool:
+        """Send a cancel; True when a local executor acted on it at once."""
+        ...
+
+    async def close(self) -> None:
+        """Stop listening."""
+        ...
+
+
+class InProcessCancelBus:
+    """Calls the local handler directly: there is only one process."""
+
+    def __init__(self, handler: CancelHandler) -> None:
+        self._handler = handler
+
+    async def publish(self, run_id: str, action: str) -> bool:
+        """Cancel the run if it executes here."""
+        return self._handler(run_id, action)
+
+    async def close(self) -> None:
+        """Nothing to release."""

@@ -1,0 +1,154 @@
+"""Waiting for runs: join, the /wait result body, and event streams for SSE."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from app.db import runs as runs_db
+from app.domain.status import TERMINAL_RUN_STATUSES, RunStatus
+from app.services.runs import cancel_run, get_run
+from app.streaming.broker import StreamEvent
+
+if TYPE_CHECKING:
+    from app.runtime import Runtime
+
+log = logging.getLogger("runyard.runs")
+
+LIVE_ONLY = "$"
+SAFETY_RECHECK_SECONDS = 15.0
+
+
+async def wait_until_done(runtime: Runtime, thread_id: str | None, run_id: str) -> dict[str, Any]:
+    """Block until the run reaches a terminal status, woken by its completion signal."""
+    while True:
+        async with runtime.broker.done_waiter(run_id) as waiter:
+            run = await get_run(runtime, thread_id, run_id)
+            if RunStatus(run["status"]) in TERMINAL_RUN_STATUSES:
+                return run
+            # The signal wakes us at once; the timeout only guards against a lost signal.
+            await waiter.wait(timeout=SAFETY_RECHECK_SECONDS)
+
+
+async def result_body(runtime: Runtime, run: dict[str, Any]) -> dict[str, Any]:
+    """What /join and /wait return: the error, the pending interrupts, or the final values."""
+    if run["status"] in (RunStatus.ERROR.value, RunStatus.TIMEOUT.value):
+        return {"__error__": run["error"] or {"error": "Error", "message": run["status"]}}
+    async with runtime.sessions() as session:
+        thread = await runs_db.lock_thread(session, run["thread_id"])
+    if thread is not None and thread["status"] == "interrupted" and thread["interrupts"]:
+        flat = [i for items in thread["interrupts"].values() for i in items]
+        if flat:
+            return {"__interrupt__": flat}
+    if run.get("output") is not None:
+        return dict(run["output"]) if isinstance(run["output"], dict) else {"values": run["output"]}
+    if thread is not None and thread["values"]:
+        return dict(thread["values"])
+    return {}
+
+
+class RunResult:
+    """Folds a run's events into the /wait body, as LangGraph Platform computes it."""
+
+    def __init__(self) -> None:
+        self.latest: Any = None
+        self.interrupts: list[Any] = []
+        self.error: Any = None
+
+    def absorb(self, event: StreamEvent) -> None:
+        """Take one event into account."""
+        if event.event == "error":
+            self.error = json.loads(event.data)
+        elif event.event in ("values", "updates"):
+            data = json.loads(event.data)
+            if isinstance(data, dict) and data.get("__interrupt__"):
+                self.interrupts.extend(data["__interrupt__"])
+            elif event.event == "values":
+                self.latest = data
+
+    def body(self) -> Any:
+        """The result, or None when the events said nothing (use the stored result)."""
+        if self.error is not None:
+            return {"__error__": self.error}
+        if self.interrupts:
+            return {"__interrupt__": self.interrupts}
+        return self.latest
+
+
+async def wait_body(
+    runtime: Runtime, run: dict[str, Any], cancel_on_disconnect: bool
+) -> AsyncIterator[bytes]:
+    """The streamed /wait response: newlines while the run executes, then its JSON result."""
+    result = RunResult()
+
+    async def consume() -> Any:
+        async for event in runtime.broker.subscribe(run["run_id"]):
+            result.absorb(event)
+        body = result.body()
+        if body is None:
+            try:
+                finished = await get_run(runtime, None, run["run_id"])
+            except Exception:
+                return {}
+            body = await result_body(runtime, finished)
+        return body
+
+    task = asyncio.create_task(consume(), name=f"wait:{run['run_id']}")
+    finished = False
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=runtime.settings.stream_keepalive_seconds)
+            if done:
+                break
+            yield b"\n"
+        payload = task.result()
+        finished = True
+        yield json.dumps(payload, ensure_ascii=False).encode()
+    finally:
+        if not task.done():
+            task.cancel()
+        if not finished and cancel_on_disconnect:
+            runtime.spawn(
+                _cancel_quietly(runtime, run["run_id"]), f"cancel-on-disconnect:{run['run_id']}"
+            )
+
+
+async def run_events(
+    runtime: Runtime,
+    run: dict[str, Any],
+    after: str | None,
+    modes: list[str] | None,
+    cancel_on_disconnect: bool,
+) -> AsyncIterator[StreamEvent]:
+    """A run's events for SSE: replay after `after` (or live only), filtered by mode."""
+    follow = RunStatus(run["status"]) not in TERMINAL_RUN_STATUSES
+    finished = False
+    try:
+        async for event in runtime.broker.subscribe(run["run_id"], after, follow=follow):
+            if modes is None or _wanted(event.event, modes):
+                yield event
+        finished = True
+    finally:
+        if not finished and cancel_on_disconnect:
+            runtime.spawn(
+                _cancel_quietly(runtime, run["run_id"]), f"cancel-on-disconnect:{run['run_id']}"
+            )
+
+
+def _wanted(event: str, modes: list[str]) -> bool:
+    if event in ("error", "end"):
+        return True
+    base = event.split("|", 1)[0]
+    family = base.split("/", 1)[0]
+    return base in modes or family in modes or (family == "messages" and "messages-tuple" in modes)
+
+
+async def _cancel_quietly(runtime: Runtime, run_id: str) -> None:
+    try:
+        await cancel_run(runtime, None, run_id, "interrupt")
+        log.info("run_cancelled_on_disconnect run_id=%s", run_id)
+    except Exception as exc:
+        log.info("run_cancel_on_disconnect_skipped run_id=%s reason=%s", run_id, exc)

@@ -1,0 +1,197 @@
+"""Run events in Redis Streams: ordered ids, replay and blocking reads in one primitive.
+
+Why Streams rather than pub/sub plus a list: XADD assigns a unique, ordered id to every
+event, XRANGE replays from any id, and XREAD BLOCK follows live events, so resuming with
+Last-Event-ID on any instance is exact without a second bookkeeping structure. Each run's
+stream is capped (MAXLEN ~) and expires after the retention period.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from redis.asyncio import Redis
+
+from app.domain.errors import StaleAttemptError
+from app.streaming.broker import CompletionWaiter, StreamEvent
+
+log = logging.getLogger("runyard.broker")
+
+_CONTROL_DONE = "__done__"
+
+# Appends an event only while the publisher's attempt is the run's current one (fencing).
+_FENCED_XADD = """
+local current = redis.call('GET', KEYS[2])
+if tonumber(ARGV[1]) >= 0 and current and tonumber(current) > tonumber(ARGV[1]) then
+  return false
+end
+local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[4], '*',
+                      'event', ARGV[2], 'data', ARGV[3])
+redis.call('EXPIRE', KEYS[1], ARGV[5])
+return id
+"""
+
+# Records the newest attempt; an older attempt can never lower it.
+_BEGIN_ATTEMPT = """
+local current = redis.call('GET', KEYS[1])
+if current and tonumber(current) >= tonumber(ARGV[1]) then
+  return 0
+end
+redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+return 1
+"""
+
+
+class RedisEventBroker:
+    """Per-run Redis streams, fenced by attempt, with completion signals over pub/sub."""
+
+    def __init__(
+        self,
+        redis: Redis,
+        prefix: str,
+        signals: CompletionSignals,
+        retention_seconds: float,
+        max_events: int = 10_000,
+    ) -> None:
+        self._redis = redis
+        self._prefix = prefix
+        self._signals = signals
+        self._retention = int(retention_seconds)
+        self._max_events = max_events
+        self._xadd: Any = redis.register_script(_FENCED_XADD)
+        self._begin: Any = redis.register_script(_BEGIN_ATTEMPT)
+
+    def _stream(self, run_id: str) -> str:
+        return f"{self._prefix}run:{run_id}:events"
+
+    def _attempt_key(self, run_id: str) -> str:
+        return f"{self._prefix}run:{run_id}:attempt"
+
+    async def begin_attempt(self, run_id: str, attempt: int) -> None:
+        """Fence out every older attempt's publishing."""
+        await self._begin(keys=[self._attempt_key(run_id)], args=[attempt, self._retention])
+
+    async def publish(self, run_id: str, event: str, data: str, attempt: int | None = None) -> str:
+        """Append an event; a stale attempt's event is refused."""
+        result = await self._xadd(
+            keys=[self._stream(run_id), self._attempt_key(run_id)],
+            args=[
+                -1 if attempt is None else attempt,
+                event,
+                data,
+                self._max_events,
+                self._retention,
+            ],
+        )
+        if result is None:
+            raise StaleAttemptError(f"attempt {attempt} of run {run_id} is no longer current")
+        return result.decode() if isinstance(result, bytes) else str(result)
+
+    async def finish(self, run_id: str, attempt: int | None = None) -> None:
+        """Append the control entry that ends every subscription."""
+        await self.publish(run_id, _CONTROL_DONE, "", attempt)
+
+    async def subscribe(
+        self, run_id: str, after: str | None = None, follow: bool = True
+    ) -> AsyncIterator[StreamEvent]:
+        """Replay after `after`, then follow with XREAD BLOCK until the done entry."""
+        key = self._stream(run_id)
+        if after == "$":
+            last = await self._redis.xrevrange(key, count=1)
+            cursor = _decode(last[0][0]) if last else "0-0"
+        else:
+            cursor = after if after and _looks_like_id(after) else "0-0"
+        while True:
+            entries: Any
+            if follow:
+                answer: Any = await self._redis.xread({key: cursor}, count=200, block=5000)
+                entries = answer[0][1] if answer else []
+            else:
+                entries = await self._redis.xrange(key, min=f"({cursor}", count=200)
+            for entry_id, fields in entries:
+                cursor = _decode(entry_id)
+                event = _decode(fields.get(b"event", fields.get("event", b"")))
+                if event == _CONTROL_DONE:
+                    return
+                data = _decode(fields.get(b"data", fields.get("data", b"")))
+                yield StreamEvent(cursor, event, data)
+            if not follow and len(entries) < 200:
+                return
+
+    async def forget(self, run_id: str) -> None:
+        """Delete the run's stream."""
+        await self._redis.delete(self._stream(run_id), self._attempt_key(run_id))
+
+    async def signal_done(self, run_id: str) -> None:
+        """Wake every waiter of the run on every instance."""
+        await self._signals.publish(run_id)
+
+    def done_waiter(self, run_id: str) -> Any:
+        """Register for the run's completion before reading its status."""
+        return self._signals.waiter(run_id)
+
+
+def _decode(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _looks_like_id(value: str) -> bool:
+    head, _, tail = value.partition("-")
+    return head.isdigit() and (tail == "" or tail.isdigit())
+
+
+class _Waiter:
+    def __init__(self, future: asyncio.Future[None]) -> None:
+        self._future = future
+
+    async def wait(self, timeout: float | None) -> bool:
+        try:
+            await asyncio.wait_for(asyncio.shield(self._future), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+
+class CompletionSignals:
+    """Local futures resolved by `done` messages the shared listener receives."""
+
+    def __init__(self, redis: Redis, channel: str) -> None:
+        self._redis = redis
+        self.channel = channel
+        self._waiters: dict[str, set[asyncio.Future[None]]] = {}
+
+    async def publish(self, run_id: str) -> None:
+        """Announce a run's completion to every instance (and resolve local waiters now)."""
+        self.resolve(run_id)
+        await self._redis.publish(self.channel, run_id)
+
+    def resolve(self, run_id: str) -> None:
+        """Resolve this instance's waiters of the run."""
+        for future in self._waiters.pop(run_id, set()):
+            if not future.done():
+                future.set_result(None)
+
+    def resolve_all(self) -> None:
+        """Wake every waiter (the listener reconnected and may have missed messages)."""
+        for run_id in list(self._waiters):
+            self.resolve(run_id)
+
+    @asynccontextmanager
+    async def waiter(self, run_id: str) -> AsyncIterator[CompletionWaiter]:
+        """Register a future for the run."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.setdefault(run_id, set()).add(future)
+        try:
+            yield _Waiter(future)
+        finally:
+            group = self._waiters.get(run_id)
+            if group is not None:
+                group.discard(future)
+                if not group:
+                    self._waiters.pop(run_id, None)
+            if not future.done():
+                future.cancel()

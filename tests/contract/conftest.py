@@ -1,0 +1,62 @@
+"""Backends under contract: every implementation of a protocol passes the same tests."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from redis.asyncio import Redis
+
+from app.queue.redis_queue import RedisRunQueue
+from app.queue.run_queue import InProcessRunQueue
+from app.streaming.broker import InMemoryEventBroker
+from app.streaming.redis_broker import CompletionSignals, RedisEventBroker
+
+REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+@pytest.fixture
+async def redis() -> AsyncIterator[Redis]:
+    """A Redis client; keys under the test's prefix are removed afterwards."""
+    client = Redis.from_url(REDIS_URL)
+    try:
+        yield client
+    finally:
+        await client.aclose()
+
+
+async def _drop_prefix(client: Redis, prefix: str) -> None:
+    keys = [key async for key in client.scan_iter(match=f"{prefix}*")]
+    if keys:
+        await client.delete(*keys)
+
+
+@pytest.fixture(params=["memory", "redis"])
+async def broker(request: pytest.FixtureRequest, redis: Redis) -> AsyncIterator[Any]:
+    """An event broker of each kind."""
+    if request.param == "memory":
+        yield InMemoryEventBroker()
+        return
+    prefix = f"contract-{uuid.uuid4().hex[:8]}:"
+    signals = CompletionSignals(redis, f"{prefix}done")
+    try:
+        yield RedisEventBroker(redis, prefix, signals, retention_seconds=60)
+    finally:
+        await _drop_prefix(redis, prefix)
+
+
+@pytest.fixture(params=["memory", "redis"])
+async def run_queue(request: pytest.FixtureRequest, redis: Redis) -> AsyncIterator[Any]:
+    """A run queue of each kind."""
+    if request.param == "memory":
+        queue = InProcessRunQueue()
+        yield queue
+        await queue.close()
+        return
+    prefix = f"contract-{uuid.uuid4().hex[:8]}:"
+    try:
+        yield RedisRunQueue(redis, prefix)
+    finally:
+        await _drop_prefix(redis, prefix)

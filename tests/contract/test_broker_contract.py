@@ -1,0 +1,99 @@
+"""The event broker contract, run against the in-memory and the Redis implementation."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from app.domain.errors import StaleAttemptError
+
+
+async def _collect(
+    broker: Any, run_id: str, after: str | None = None, follow: bool = True
+) -> list[Any]:
+    return [event async for event in broker.subscribe(run_id, after, follow=follow)]
+
+
+async def test_replay_returns_every_event_in_order_then_stops(broker: Any) -> None:
+    ids = [await broker.publish("r1", "values", f'{{"n":{n}}}') for n in range(5)]
+    await broker.finish("r1")
+    events = await _collect(broker, "r1")
+    assert [e.id for e in events] == ids
+    assert [e.data for e in events] == [f'{{"n":{n}}}' for n in range(5)]
+    assert len(set(ids)) == 5
+
+
+async def test_resume_after_an_id_returns_exactly_the_missed_events(broker: Any) -> None:
+    ids = [await broker.publish("r2", "updates", str(n)) for n in range(6)]
+    await broker.finish("r2")
+    events = await _collect(broker, "r2", after=ids[2])
+    assert [e.data for e in events] == ["3", "4", "5"]
+    assert await _collect(broker, "r2", after=ids[-1]) == []
+
+
+async def test_live_subscriber_receives_events_published_later(broker: Any) -> None:
+    received: list[str] = []
+
+    async def listen() -> None:
+        async for event in broker.subscribe("r3"):
+            received.append(event.data)
+
+    task = asyncio.create_task(listen())
+    await asyncio.sleep(0.05)
+    for n in range(3):
+        await broker.publish("r3", "custom", str(n))
+    await broker.finish("r3")
+    await asyncio.wait_for(task, 10)
+    assert received == ["0", "1", "2"]
+
+
+async def test_live_only_skips_stored_events(broker: Any) -> None:
+    await broker.publish("r4", "values", "old")
+    received: list[str] = []
+
+    async def listen() -> None:
+        async for event in broker.subscribe("r4", "$"):
+            received.append(event.data)
+
+    task = asyncio.create_task(listen())
+    await asyncio.sleep(0.05)
+    await broker.publish("r4", "values", "new")
+    await broker.finish("r4")
+    await asyncio.wait_for(task, 10)
+    assert received == ["new"]
+
+
+async def test_replay_without_follow_ends_even_if_unfinished(broker: Any) -> None:
+    await broker.publish("r5", "values", "a")
+    events = await asyncio.wait_for(_collect(broker, "r5", follow=False), 10)
+    assert [e.data for e in events] == ["a"]
+    assert await asyncio.wait_for(_collect(broker, "never-published", follow=False), 10) == []
+
+
+async def test_older_attempt_is_fenced_out(broker: Any) -> None:
+    await broker.begin_attempt("r6", 1)
+    await broker.publish("r6", "values", "first", 1)
+    await broker.begin_attempt("r6", 2)
+    await broker.publish("r6", "values", "second", 2)
+    with pytest.raises(StaleAttemptError):
+        await broker.publish("r6", "values", "stale", 1)
+    await broker.finish("r6")
+    assert [e.data for e in await _collect(broker, "r6")] == ["first", "second"]
+
+
+async def test_done_waiter_wakes_on_signal(broker: Any) -> None:
+    async with broker.done_waiter("r7") as waiter:
+        asyncio.get_running_loop().call_later(
+            0.05, lambda: asyncio.ensure_future(broker.signal_done("r7"))
+        )
+        assert await waiter.wait(timeout=10) is True
+    async with broker.done_waiter("r8") as waiter:
+        assert await waiter.wait(timeout=0.05) is False
+
+
+async def test_forget_removes_the_log(broker: Any) -> None:
+    await broker.publish("r9", "values", "x")
+    await broker.forget("r9")
+    assert await _collect(broker, "r9", follow=False) == []

@@ -1,0 +1,110 @@
+"""Alembic migrations go up, down and up again cleanly, driven by the alembic CLI."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from alembic.script import ScriptDirectory
+from sqlalchemy import create_engine, inspect, text
+
+from app.db.engine import alembic_config
+from app.db.tables import metadata
+from tests.support.databases import create_database, drop_database, postgres_available
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(params=["postgres", "sqlite"])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """An empty throwaway database: a fresh PostgreSQL database or a new SQLite file."""
+    if request.param == "sqlite":
+        yield f"sqlite+aiosqlite:///{tmp_path / 'migrations.sqlite'}"
+        return
+    if not postgres_available():
+        pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (see README)")
+    url = create_database("runyard_migrations")
+    try:
+        yield url
+    finally:
+        drop_database(url)
+
+
+def alembic(url: str, *args: str) -> str:
+    """Run the alembic CLI from the repository root against url; return its output."""
+    env = {**os.environ, "DATABASE_URL": url}
+    result = subprocess.run(
+        [sys.executable, "-m", "alembic", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, f"alembic {' '.join(args)} failed:\n{output}"
+    return output
+
+
+def sync_url(url: str) -> str:
+    """The same database through a synchronous driver, for inspection."""
+    return url.replace("+aiosqlite", "").replace("postgresql+asyncpg", "postgresql+psycopg")
+
+
+def tables_and_version(url: str) -> tuple[set[str], set[str]]:
+    """The tables in the database and the revisions recorded in alembic_version."""
+    engine = create_engine(sync_url(url))
+    try:
+        with engine.connect() as conn:
+            tables = set(inspect(conn).get_table_names())
+            versions: set[str] = set()
+            if "alembic_version" in tables:
+                rows = conn.execute(text("SELECT version_num FROM alembic_version"))
+                versions = {row[0] for row in rows}
+        return tables, versions
+    finally:
+        engine.dispose()
+
+
+def test_upgrade_downgrade_upgrade(database_url: str) -> None:
+    url = database_url.replace("postgresql://", "postgresql+asyncpg://")
+    heads = set(ScriptDirectory.from_config(alembic_config()).get_heads())
+    assert len(heads) == 1, f"migrations must have one head, found {sorted(heads)}"
+    expected = set(metadata.tables)
+
+    alembic(database_url, "upgrade", "head")
+    tables, versions = tables_and_version(url)
+    assert expected <= tables, f"missing after upgrade: {sorted(expected - tables)}"
+    assert versions == heads
+    assert "(head)" in alembic(database_url, "current")
+
+    alembic(database_url, "downgrade", "base")
+    tables, versions = tables_and_version(url)
+    assert not expected & tables, f"left after downgrade: {sorted(expected & tables)}"
+    assert versions == set()
+
+    alembic(database_url, "upgrade", "head")
+    tables, versions = tables_and_version(url)
+    assert expected <= tables
+    assert versions == heads
+
+
+def test_models_and_migrations_agree(database_url: str) -> None:
+    """After `upgrade head` autogenerate finds nothing to add: tables.py matches migrations."""
+    alembic(database_url, "upgrade", "head")
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
+    url = database_url.replace("postgresql://", "postgresql+asyncpg://")
+    engine = create_engine(sync_url(url))
+    try:
+        with engine.connect() as conn:
+            context = MigrationContext.configure(conn, opts={"compare_type": True})
+            diff = compare_metadata(context, metadata)
+    finally:
+        engine.dispose()
+    assert diff == [], f"tables.py and migrations/ differ: {diff}"

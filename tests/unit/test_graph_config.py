@@ -1,0 +1,402 @@
+"""Graph configuration: langgraph.json / runyard.json parsing and graph loading."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import textwrap
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langgraph.pregel import Pregel
+
+from app.domain.errors import ConfigError, NotFoundError
+from app.graphs.config import ProjectConfig, apply_environment, find_config, load_config
+from app.graphs.registry import GraphRegistry, LoadedGraph, default_assistant_id
+
+# A tiny graph file: `builder` is an uncompiled StateGraph, `graph` its compiled form.
+GRAPH_SOURCE = textwrap.dedent(
+    """
+    from typing import TypedDict
+
+    from langgraph.graph import END, START, StateGraph
+
+
+    class State(TypedDict, total=False):
+        text: str
+
+
+    def shout(state: State) -> State:
+        return {"text": state.get("text", "").upper() + "!"}
+
+
+    builder = StateGraph(State)
+    builder.add_node("shout", shout)
+    builder.add_edge(START, "shout")
+    builder.add_edge("shout", END)
+    graph = builder.compile()
+
+
+    def make_with_config(config):
+        suffix = config["configurable"]["suffix"]
+
+        def tag(state: State) -> State:
+            return {"text": state.get("text", "") + suffix}
+
+        b = StateGraph(State)
+        b.add_node("tag", tag)
+        b.add_edge(START, "tag")
+        b.add_edge("tag", END)
+        return b.compile()
+
+
+    def make_without_config():
+        return builder
+
+
+    async def make_async(config):
+        return builder.compile()
+
+
+    def make_nothing():
+        return 42
+
+
+    not_a_graph = 42
+    """
+)
+
+
+@pytest.fixture(autouse=True)
+def restore_sys_path(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Graph loading prepends folders to sys.path; undo that after each test."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    yield
+
+
+@pytest.fixture
+def env_name(monkeypatch: pytest.MonkeyPatch) -> str:
+    """A variable name unique to the test, removed from os.environ afterwards."""
+    name = f"RUNYARD_TEST_{uuid.uuid4().hex[:8].upper()}"
+    # setenv then delenv records "absent" as the state to restore, whatever the code sets.
+    monkeypatch.setenv(name, "placeholder")
+    monkeypatch.delenv(name)
+    return name
+
+
+def write_project(folder: Path, config: dict[str, Any], name: str = "langgraph.json") -> Path:
+    """Write graph.py and a config file into folder; return the config path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "graph.py").write_text(GRAPH_SOURCE)
+    path = folder / name
+    path.write_text(json.dumps(config))
+    return path
+
+
+def load_one(tmp_path: Path, spec: str) -> LoadedGraph:
+    """Load a single graph declared as `spec` in a fresh project under tmp_path."""
+    project = tmp_path / "project"
+    config = load_config(write_project(project, {"graphs": {"g": spec}}))
+    return GraphRegistry.load(config).get("g")
+
+
+# --- finding and parsing the configuration file ------------------------------------------
+
+
+def test_langgraph_json_is_found_and_parsed(tmp_path: Path) -> None:
+    write_project(tmp_path, {"graphs": {"agent": "./graph.py:graph"}, "dependencies": ["."]})
+    path = find_config(None, cwd=tmp_path)
+    assert path == (tmp_path / "langgraph.json").resolve()
+    config = load_config(path)
+    assert config.path == path
+    assert list(config.graphs) == ["agent"]
+    spec = config.graphs["agent"]
+    assert spec.graph_id == "agent"
+    assert spec.file == (tmp_path / "graph.py").resolve()
+    assert spec.attribute == "graph"
+    assert config.dependencies == ["."]
+    assert config.env == {}
+
+
+def test_runyard_json_is_preferred_over_langgraph_json(tmp_path: Path) -> None:
+    write_project(tmp_path, {"graphs": {"from_langgraph": "./graph.py:graph"}})
+    write_project(tmp_path, {"graphs": {"from_runyard": "./graph.py:graph"}}, "runyard.json")
+    path = find_config(None, cwd=tmp_path)
+    assert path.name == "runyard.json"
+    assert list(load_config(path).graphs) == ["from_runyard"]
+
+
+def test_explicit_config_wins_over_the_working_directory(tmp_path: Path) -> None:
+    write_project(tmp_path, {"graphs": {"a": "./graph.py:graph"}}, "runyard.json")
+    other = write_project(tmp_path / "other", {"graphs": {"b": "./graph.py:graph"}})
+    assert find_config(other, cwd=tmp_path) == other.resolve()
+
+
+def test_missing_config_says_what_to_do(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        find_config(None, cwd=tmp_path)
+    assert "runyard.json" in caught.value.message
+    assert "langgraph.json" in caught.value.message
+    assert "--config" in caught.value.message
+    with pytest.raises(ConfigError, match="does not exist"):
+        find_config(tmp_path / "nope.json")
+
+
+def test_paths_resolve_against_the_config_folder_not_the_cwd(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = write_project(tmp_path / "proj", {"graphs": {"g": "graph.py:graph"}})
+    monkeypatch.chdir(tmp_path)
+    assert load_config(path).graphs["g"].file == (tmp_path / "proj" / "graph.py").resolve()
+
+
+def test_graph_entry_may_be_an_object_with_a_description(tmp_path: Path) -> None:
+    entry = {"path": "./graph.py:graph", "description": "Shouts back"}
+    config = load_config(write_project(tmp_path, {"graphs": {"g": entry}}))
+    assert config.graphs["g"].description == "Shouts back"
+    assert config.graphs["g"].attribute == "graph"
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ("{not json", "cannot read"),
+        ("[]", "top level"),
+        (json.dumps({"graphs": {}}), "'graphs'"),
+        (json.dumps({"dependencies": ["."]}), "'graphs'"),
+        (json.dumps({"graphs": {"g": "./graph.py"}}), "'g'"),
+        (json.dumps({"graphs": {"g": "my.module:graph"}}), ".py file"),
+        (json.dumps({"graphs": {"g": "./graph.py:graph"}, "dependencies": "."}), "dependencies"),
+        (json.dumps({"graphs": {"g": "./graph.py:graph"}, "env": 3}), "'env'"),
+        (json.dumps({"graphs": {"g": "./graph.py:graph"}, "store": []}), "'store'"),
+    ],
+)
+def test_invalid_config_names_the_file_and_the_problem(
+    tmp_path: Path, content: str, expected: str
+) -> None:
+    path = tmp_path / "langgraph.json"
+    path.write_text(content)
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert str(path) in caught.value.message
+    assert expected in caught.value.message
+
+
+def test_optional_sections_are_kept(tmp_path: Path) -> None:
+    raw = {
+        "graphs": {"g": "./graph.py:graph"},
+        "store": {"index": {"dims": 4}},
+        "auth": {"path": "./auth.py:auth"},
+        "http": {"cors": {"allow_origins": ["*"]}},
+    }
+    config = load_config(write_project(tmp_path, raw))
+    assert config.store == {"index": {"dims": 4}}
+    assert config.auth == {"path": "./auth.py:auth"}
+    assert config.http == {"cors": {"allow_origins": ["*"]}}
+
+
+# --- env and dependencies -----------------------------------------------------------------
+
+
+def test_env_as_a_mapping_is_exported(tmp_path: Path, env_name: str) -> None:
+    raw = {"graphs": {"g": "./graph.py:graph"}, "env": {env_name: "from-mapping", "N": 3}}
+    config = load_config(write_project(tmp_path, raw))
+    assert config.env == {env_name: "from-mapping", "N": "3"}
+    apply_environment(ProjectConfig(path=config.path, graphs=config.graphs, env={env_name: "v"}))
+    assert os.environ[env_name] == "v"
+
+
+def test_env_as_a_file_is_read_relative_to_the_config(tmp_path: Path, env_name: str) -> None:
+    (tmp_path / "settings.env").write_text(f"{env_name}=from-file\n# a comment\n")
+    raw = {"graphs": {"g": "./graph.py:graph"}, "env": "./settings.env"}
+    config = load_config(write_project(tmp_path, raw))
+    assert config.env == {env_name: "from-file"}
+    apply_environment(config)
+    assert os.environ[env_name] == "from-file"
+
+
+def test_missing_env_file_names_it(tmp_path: Path) -> None:
+    raw = {"graphs": {"g": "./graph.py:graph"}, "env": "./missing.env"}
+    with pytest.raises(ConfigError, match=r"missing\.env"):
+        load_config(write_project(tmp_path, raw))
+
+
+def test_env_from_the_config_never_overrides_the_environment(
+    tmp_path: Path, env_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(env_name, "from-shell")
+    raw = {"graphs": {"g": "./graph.py:graph"}, "env": {env_name: "from-config"}}
+    apply_environment(load_config(write_project(tmp_path, raw)))
+    assert os.environ[env_name] == "from-shell"
+
+
+def test_dependencies_are_added_to_sys_path(tmp_path: Path) -> None:
+    lib = tmp_path / "libs" / "shared"
+    lib.mkdir(parents=True)
+    module = f"helper_{uuid.uuid4().hex[:8]}"
+    (lib / f"{module}.py").write_text("VALUE = 'imported'\n")
+    project = tmp_path / "project"
+    raw = {"graphs": {"g": "./graph.py:graph"}, "dependencies": [".", "../libs/shared"]}
+    config = load_config(write_project(project, raw))
+    apply_environment(config)
+    assert str(lib.resolve()) in sys.path
+    assert str(project.resolve()) in sys.path
+
+    # A graph file can import from a dependency folder once the environment is applied.
+    (project / "uses_dep.py").write_text(GRAPH_SOURCE + f"\nfrom {module} import VALUE\n")
+    raw = {"graphs": {"g": "./uses_dep.py:graph"}, "dependencies": ["../libs/shared"]}
+    config = load_config(write_project(project, raw))
+    apply_environment(config)
+    assert GraphRegistry.load(config).has("g")
+
+
+# --- loading graphs -----------------------------------------------------------------------
+
+
+async def test_compiled_graph_is_used_as_is(tmp_path: Path) -> None:
+    loaded = load_one(tmp_path, "./graph.py:graph")
+    assert isinstance(loaded.graph, Pregel)
+    graph = await loaded.build()
+    assert await graph.ainvoke({"text": "hi"}) == {"text": "HI!"}
+
+
+async def test_state_graph_is_compiled_automatically(tmp_path: Path) -> None:
+    loaded = load_one(tmp_path, "./graph.py:builder")
+    assert isinstance(loaded.graph, Pregel)
+    assert loaded.factory is None
+    graph = await loaded.build()
+    assert await graph.ainvoke({"text": "hey"}) == {"text": "HEY!"}
+
+
+async def test_factory_receives_the_config(tmp_path: Path) -> None:
+    loaded = load_one(tmp_path, "./graph.py:make_with_config")
+    assert loaded.graph is None
+    graph = await loaded.build({"configurable": {"suffix": "-tagged"}})
+    assert await graph.ainvoke({"text": "a"}) == {"text": "a-tagged"}
+    other = await loaded.build({"configurable": {"suffix": "-other"}})
+    assert await other.ainvoke({"text": "a"}) == {"text": "a-other"}
+
+
+async def test_factory_without_config_argument_returning_a_state_graph(tmp_path: Path) -> None:
+    loaded = load_one(tmp_path, "./graph.py:make_without_config")
+    graph = await loaded.build({"configurable": {"ignored": True}})
+    assert isinstance(graph, Pregel)
+    assert await graph.ainvoke({"text": "x"}) == {"text": "X!"}
+
+
+async def test_async_factory_is_awaited(tmp_path: Path) -> None:
+    graph = await load_one(tmp_path, "./graph.py:make_async").build()
+    assert await graph.ainvoke({"text": "y"}) == {"text": "Y!"}
+
+
+async def test_factory_returning_something_else_is_a_config_error(tmp_path: Path) -> None:
+    loaded = load_one(tmp_path, "./graph.py:make_nothing")
+    with pytest.raises(ConfigError) as caught:
+        await loaded.build()
+    assert "make_nothing" in caught.value.message
+    assert "int" in caught.value.message
+
+
+def test_attribute_of_the_wrong_type_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_one(tmp_path, "./graph.py:not_a_graph")
+    assert "not_a_graph" in caught.value.message
+    assert "int" in caught.value.message
+
+
+def test_missing_attribute_names_file_and_attribute(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_one(tmp_path, "./graph.py:nowhere")
+    message = caught.value.message
+    assert str((tmp_path / "project" / "graph.py").resolve()) in message
+    assert "'nowhere'" in message
+    assert "'g'" in message
+
+
+def test_missing_graph_file_names_it(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_one(tmp_path, "./absent.py:graph")
+    assert str((tmp_path / "project" / "absent.py").resolve()) in caught.value.message
+
+
+@pytest.mark.parametrize(
+    ("source", "cause"),
+    [
+        ("raise RuntimeError('database password missing')\n", "database password missing"),
+        ("def broken(:\n", "SyntaxError"),
+        ("import runyard_no_such_module_xyz\n", "runyard_no_such_module_xyz"),
+    ],
+)
+def test_broken_graph_file_names_file_attribute_and_cause(
+    tmp_path: Path, source: str, cause: str
+) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "broken.py").write_text(source)
+    spec = {"graphs": {"bad": "./broken.py:my_agent"}}
+    (project / "langgraph.json").write_text(json.dumps(spec))
+    config = load_config(project / "langgraph.json")
+    with pytest.raises(ConfigError) as caught:
+        GraphRegistry.load(config)
+    message = caught.value.message
+    assert str((project / "broken.py").resolve()) in message
+    assert "my_agent" in message
+    assert cause in message
+    assert "'bad'" in message
+
+
+def test_broken_graph_does_not_leave_a_half_imported_module(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "broken.py").write_text("raise RuntimeError('boom')\n")
+    (project / "langgraph.json").write_text(json.dumps({"graphs": {"bad": "./broken.py:graph"}}))
+    before = set(sys.modules)
+    with pytest.raises(ConfigError):
+        GraphRegistry.load(load_config(project / "langgraph.json"))
+    assert not {name for name in set(sys.modules) - before if "broken" in name}
+
+
+def test_registry_keeps_config_order_and_names_known_graphs(tmp_path: Path) -> None:
+    graphs = {"zeta": "./graph.py:graph", "alpha": "./graph.py:builder"}
+    registry = GraphRegistry.load(load_config(write_project(tmp_path, {"graphs": graphs})))
+    assert registry.ids() == ["zeta", "alpha"]
+    assert registry.has("alpha")
+    assert not registry.has("missing")
+    with pytest.raises(NotFoundError) as caught:
+        registry.get("missing")
+    assert "'missing'" in caught.value.message
+    assert "alpha, zeta" in caught.value.message
+
+
+def test_two_graph_files_with_the_same_name_do_not_collide(tmp_path: Path) -> None:
+    first = tmp_path / "one"
+    second = tmp_path / "two"
+    write_project(first, {"graphs": {"g": "./graph.py:graph"}})
+    write_project(second, {"graphs": {"g": "./graph.py:graph"}})
+    (second / "graph.py").write_text(GRAPH_SOURCE.replace('.upper() + "!"', '+ "?"'))
+    a = GraphRegistry.load(load_config(first / "langgraph.json")).get("g")
+    b = GraphRegistry.load(load_config(second / "langgraph.json")).get("g")
+    assert a.graph is not None and b.graph is not None
+    assert a.graph.invoke({"text": "q"}) == {"text": "Q!"}
+    assert b.graph.invoke({"text": "q"}) == {"text": "q?"}
+
+
+# --- default assistants -------------------------------------------------------------------
+
+
+def test_default_assistant_id_matches_langgraph_platform() -> None:
+    namespace = uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
+    for graph_id in ("agent", "pipeline", "approval", "my graph/ü"):
+        assert default_assistant_id(graph_id) == str(uuid.uuid5(namespace, graph_id))
+    # The value LangGraph Platform gives the graph named "agent".
+    assert default_assistant_id("agent") == "fe096781-5601-53d2-b2f6-0d3403f7e9ca"
+
+
+def test_default_assistant_id_is_stable_and_distinct() -> None:
+    assert default_assistant_id("agent") == default_assistant_id("agent")
+    assert default_assistant_id("agent") != default_assistant_id("pipeline")
+    assert uuid.UUID(default_assistant_id("pipeline")).version == 5

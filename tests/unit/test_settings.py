@@ -1,0 +1,192 @@
+"""Settings: read from the environment and `.env`, validated with messages naming the setting."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from app.settings import Settings
+
+# Every alias Settings reads, so a developer's shell cannot leak into these tests.
+SETTING_NAMES = [
+    str(field.alias) for field in Settings.model_fields.values() if field.alias is not None
+]
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Remove every Runyard setting from the environment for the test."""
+    for name in SETTING_NAMES:
+        monkeypatch.delenv(name, raising=False)
+    yield
+
+
+def load(**values: Any) -> Settings:
+    """Settings from the (cleaned) environment plus these values, ignoring any `.env` file."""
+    return Settings(_env_file=None, **values)  # type: ignore[call-arg]
+
+
+def test_defaults_are_the_embedded_dev_mode() -> None:
+    settings = load()
+    assert settings.database_url is None
+    assert settings.redis_url is None
+    assert settings.is_embedded
+    assert settings.redis_prefix == "runyard:"
+    assert settings.worker_count == 1
+    assert settings.heartbeat_interval_seconds * 2 <= settings.lease_duration_seconds
+
+
+def test_embedded_database_lives_in_the_data_dir(tmp_path: Path) -> None:
+    settings = load(RUNYARD_DATA_DIR=str(tmp_path))
+    url = settings.resolved_database_url()
+    assert url.startswith("sqlite+aiosqlite:///")
+    assert url.endswith(str(tmp_path.resolve() / "runyard.sqlite"))
+
+
+def test_every_setting_is_documented_in_env_example() -> None:
+    example = (Path(__file__).resolve().parents[2] / ".env.example").read_text()
+    documented = set(re.findall(r"^#? ?([A-Z][A-Z0-9_]*)=", example, flags=re.MULTILINE))
+    assert set(SETTING_NAMES) <= documented, set(SETTING_NAMES) - documented
+
+
+def test_env_example_shows_the_real_defaults(tmp_path: Path) -> None:
+    example = (Path(__file__).resolve().parents[2] / ".env.example").read_text()
+    pairs = re.findall(r"^# ?([A-Z][A-Z0-9_]*)=(.*)$", example, flags=re.MULTILINE)
+    env_file = tmp_path / ".env"
+    # Empty values mean "unset" in the example; an empty path would not be a default.
+    env_file.write_text("".join(f"{name}={value}\n" for name, value in pairs if value))
+    from_example = Settings(_env_file=env_file)  # type: ignore[call-arg]
+    assert from_example.model_dump() == load().model_dump()
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ("postgres://u:p@db:5432/runyard", "postgresql+asyncpg://u:p@db:5432/runyard"),
+        ("postgresql://u@db/runyard", "postgresql+asyncpg://u@db/runyard"),
+        ("postgresql+asyncpg://u@db/runyard", "postgresql+asyncpg://u@db/runyard"),
+        ("sqlite+aiosqlite:///tmp/x.sqlite", "sqlite+aiosqlite:///tmp/x.sqlite"),
+    ],
+)
+def test_database_url_is_normalized_for_the_async_drivers(
+    monkeypatch: pytest.MonkeyPatch, given: str, expected: str
+) -> None:
+    monkeypatch.setenv("DATABASE_URL", given)
+    settings = load()
+    assert settings.database_url == expected
+    assert settings.resolved_database_url() == expected
+    assert settings.is_embedded == expected.startswith("sqlite")
+
+
+def test_empty_database_url_means_embedded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DATABASE_URL", "")
+    monkeypatch.setenv("REDIS_URL", "")
+    settings = load()
+    assert settings.database_url is None
+    assert settings.redis_url is None
+    assert settings.is_embedded
+
+
+@pytest.mark.parametrize("url", ["mysql://root@db/runyard", "localhost:5432", "sqlite:///x.db"])
+def test_bad_database_url_names_the_setting(monkeypatch: pytest.MonkeyPatch, url: str) -> None:
+    monkeypatch.setenv("DATABASE_URL", url)
+    with pytest.raises(ValidationError) as caught:
+        load()
+    message = str(caught.value)
+    assert "DATABASE_URL" in message
+    assert "postgresql://" in message  # tells the user what a good value looks like
+
+
+def test_bad_redis_url_names_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REDIS_URL", "localhost:6379")
+    with pytest.raises(ValidationError, match="REDIS_URL"):
+        load()
+
+
+def test_redis_url_is_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:6379/0")
+    assert load().redis_url == "redis://127.0.0.1:6379/0"
+
+
+@pytest.mark.parametrize(("heartbeat", "lease"), [(20, 30), (30, 30), (40, 30), (5.1, 10)])
+def test_heartbeat_not_well_below_the_lease_is_refused(
+    monkeypatch: pytest.MonkeyPatch, heartbeat: float, lease: float
+) -> None:
+    monkeypatch.setenv("HEARTBEAT_INTERVAL_SECONDS", str(heartbeat))
+    monkeypatch.setenv("LEASE_DURATION_SECONDS", str(lease))
+    with pytest.raises(ValidationError) as caught:
+        load()
+    message = str(caught.value)
+    assert "HEARTBEAT_INTERVAL_SECONDS" in message
+    assert "LEASE_DURATION_SECONDS" in message
+
+
+@pytest.mark.parametrize(("heartbeat", "lease"), [(5, 30), (15, 30), (1, 3)])
+def test_heartbeat_at_most_half_the_lease_is_accepted(
+    monkeypatch: pytest.MonkeyPatch, heartbeat: float, lease: float
+) -> None:
+    monkeypatch.setenv("HEARTBEAT_INTERVAL_SECONDS", str(heartbeat))
+    monkeypatch.setenv("LEASE_DURATION_SECONDS", str(lease))
+    settings = load()
+    assert settings.heartbeat_interval_seconds == heartbeat
+    assert settings.lease_duration_seconds == lease
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("WORKER_COUNT", "-1"), ("N_JOBS_PER_WORKER", "0"), ("LEASE_DURATION_SECONDS", "0")],
+)
+def test_out_of_range_numbers_name_the_setting(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str
+) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ValidationError, match=name):
+        load()
+
+
+def test_worker_knobs_use_the_conventional_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    values = {
+        "WORKER_COUNT": "3",
+        "N_JOBS_PER_WORKER": "7",
+        "BG_JOB_TIMEOUT_SECS": "60",
+        "BG_JOB_MAX_RETRIES": "5",
+        "LEASE_DURATION_SECONDS": "12",
+        "HEARTBEAT_INTERVAL_SECONDS": "2",
+        "REAPER_INTERVAL_SECONDS": "4",
+        "STUCK_PENDING_THRESHOLD_SECONDS": "9",
+        "POSTGRES_POLL_INTERVAL_SECONDS": "0.5",
+        "WORKER_DRAIN_TIMEOUT": "11",
+    }
+    for name, value in values.items():
+        monkeypatch.setenv(name, value)
+    settings = load()
+    assert (settings.worker_count, settings.n_jobs_per_worker) == (3, 7)
+    assert (settings.bg_job_timeout_secs, settings.bg_job_max_retries) == (60, 5)
+    assert (settings.lease_duration_seconds, settings.heartbeat_interval_seconds) == (12, 2)
+    assert settings.reaper_interval_seconds == 4
+    assert settings.stuck_pending_threshold_seconds == 9
+    assert settings.postgres_poll_interval_seconds == 0.5
+    assert settings.worker_drain_timeout == 11
+
+
+def test_env_file_is_honoured_and_the_environment_wins(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    env_file = tmp_path / ".env"
+    env_file.write_text("WORKER_COUNT=4\nRUNYARD_REDIS_PREFIX=team-a:\n")
+    monkeypatch.setenv("WORKER_COUNT", "6")
+    settings = Settings(_env_file=env_file)  # type: ignore[call-arg]
+    assert settings.redis_prefix == "team-a:"
+    assert settings.worker_count == 6
+
+
+def test_env_file_values_are_validated_too(tmp_path: Path) -> None:
+    env_file = tmp_path / ".env"
+    env_file.write_text("HEARTBEAT_INTERVAL_SECONDS=60\n")
+    with pytest.raises(ValidationError, match="HEARTBEAT_INTERVAL_SECONDS"):
+        Settings(_env_file=env_file)  # type: ignore[call-arg]
