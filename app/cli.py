@@ -52,6 +52,13 @@ def _parser() -> argparse.ArgumentParser:
 
     mig = sub.add_parser("migrate", help="apply database migrations to DATABASE_URL")
     mig.set_defaults(handler=_migrate)
+
+    up = sub.add_parser(
+        "up", help="start PostgreSQL, Redis, N instances and nginx with Docker Compose"
+    )
+    up.add_argument("--instances", type=int, default=3, help="Runyard instances (default 3)")
+    up.add_argument("--file", type=Path, default=None, help="compose file (default: the repo's)")
+    up.set_defaults(handler=_up)
     return parser
 
 
@@ -147,6 +154,40 @@ def _migrate(_args: argparse.Namespace) -> None:
 
     asyncio.run(run())
     print("runyard: database is at the newest migration", flush=True)
+
+
+def _up(args: argparse.Namespace) -> None:
+    import shutil
+    import subprocess
+
+    compose_file = args.file or Path(__file__).resolve().parents[1] / "docker-compose.yml"
+    if not compose_file.is_file():
+        raise _CliError(f"compose file {compose_file} not found; pass --file PATH")
+    if args.instances < 1:
+        raise _CliError("--instances must be at least 1")
+    if shutil.which("docker") and _docker_compose_v2():
+        command = ["docker", "compose"]
+    elif shutil.which("docker-compose"):
+        command = ["docker-compose"]
+    else:
+        raise _CliError(
+            "Docker Compose is not installed; install Docker, or start instances without it "
+            "with scripts/cluster (see the README's production section)"
+        )
+    command += ["-f", str(compose_file), "up", "--build", "-d"]
+    command += ["--scale", f"runyard={args.instances}"]
+    print("runyard: " + " ".join(command), flush=True)
+    result = subprocess.run(command, check=False)
+    if result.returncode != 0:
+        raise _CliError(f"docker compose failed with exit code {result.returncode}")
+    print("runyard: load balancer on http://127.0.0.1:8000", flush=True)
+
+
+def _docker_compose_v2() -> bool:
+    import subprocess
+
+    probe = subprocess.run(["docker", "compose", "version"], capture_output=True, check=False)
+    return probe.returncode == 0
 
 
 def _load_settings(settings_cls: type[Settings]) -> Settings:

@@ -5,13 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import event
+from sqlalchemy import event, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
 
 from app.domain.errors import ConfigError
 
 MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
+MIGRATION_LOCK = 72_797_100
 
 
 def create_engine(url: str) -> AsyncEngine:
@@ -67,6 +68,9 @@ async def migrate(engine: AsyncEngine) -> None:
         command.upgrade(config, "head")
 
     async with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            # Instances starting together take turns; the later ones find nothing to do.
+            await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
         await conn.run_sync(upgrade)
 
 

@@ -10,7 +10,7 @@ from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
-from app.db.dialect import db_now, db_now_plus, dialect_name
+from app.db.dialect import db_now, db_now_plus, dialect_name, insert_ignoring_conflicts
 from app.db.tables import runs, threads
 from app.domain.status import ACTIVE_RUN_STATUSES, RunStatus
 
@@ -65,7 +65,7 @@ async def insert_thread_for_run(
     """Create the thread a run needs (if_not_exists=create, or a stateless run)."""
     now = db_now(session)
     await session.execute(
-        insert(threads).values(
+        insert_ignoring_conflicts(session, threads).values(
             thread_id=thread_id,
             metadata=metadata,
             config={},

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from langgraph.checkpoint.base.id import uuid6
+from sqlalchemy.exc import IntegrityError
 
 from app.db import runs as runs_db
 from app.domain.errors import ConflictError, InvalidInputError, NotFoundError
@@ -53,18 +54,65 @@ async def create_run(
     if stateless and (body.checkpoint or body.checkpoint_id):
         raise InvalidInputError("checkpoint and checkpoint_id need a thread_id (stateful run)")
     target_thread = thread_id or new_id()
-    request_hash = _request_hash(target_thread if not stateless else None, body)
+    request_hash = _request_hash(thread_id, body)
+    if idempotency_key:
+        existing = await _idempotent_replay(runtime, idempotency_key, request_hash)
+        if existing is not None:
+            return existing
+    try:
+        row, effects, created = await _insert_run(
+            runtime,
+            target_thread,
+            stateless,
+            body,
+            assistant,
+            stream_modes,
+            idempotency_key,
+            request_hash,
+        )
+    except IntegrityError:
+        # Another instance committed the same Idempotency-Key first: answer with its run.
+        replay = await _idempotent_replay(runtime, idempotency_key, request_hash)
+        if replay is None:
+            raise
+        return replay
+    if not created:
+        return to_wire(row)
+    await _after_commit(runtime, effects)
+    await runtime.queue.push(row["run_id"], body.after_seconds or 0.0)
+    log.info("run_created run_id=%s thread_id=%s", row["run_id"], target_thread)
+    return to_wire(row)
+
+
+async def _idempotent_replay(
+    runtime: Runtime, key: str | None, request_hash: str
+) -> dict[str, Any] | None:
+    if not key:
+        return None
+    async with runtime.sessions() as session:
+        existing = await runs_db.get_run_by_idempotency_key(session, key)
+    if existing is None:
+        return None
+    if existing["request_hash"] != request_hash:
+        raise ConflictError(
+            "this Idempotency-Key was already used with a different request; "
+            "use a new key for a new run"
+        )
+    return to_wire(existing)
+
+
+async def _insert_run(
+    runtime: Runtime,
+    target_thread: str,
+    stateless: bool,
+    body: RunCreate,
+    assistant: dict[str, Any],
+    stream_modes: list[str] | None,
+    idempotency_key: str | None,
+    request_hash: str,
+) -> tuple[Any, _Effects, bool]:
     effects = _Effects()
     async with runtime.sessions() as session, session.begin():
-        if idempotency_key:
-            existing = await runs_db.get_run_by_idempotency_key(session, idempotency_key)
-            if existing is not None:
-                if existing["request_hash"] != request_hash:
-                    raise ConflictError(
-                        "this Idempotency-Key was already used with a different request body; "
-                        "use a new key for a new run"
-                    )
-                return to_wire(existing)
         thread = await runs_db.lock_thread(session, target_thread)
         thread_metadata = {
             "graph_id": assistant["graph_id"],
@@ -76,11 +124,23 @@ async def create_run(
                     f"thread {target_thread} not found; create it first or pass "
                     "if_not_exists='create'"
                 )
+            # Concurrent creators of the same new thread all end up waiting on its row lock.
             await runs_db.insert_thread_for_run(session, target_thread, thread_metadata)
-        else:
-            await runs_db.set_thread_graph(
-                session, target_thread, {**(thread["metadata"] or {}), **thread_metadata}
-            )
+            thread = await runs_db.lock_thread(session, target_thread)
+        assert thread is not None
+        await runs_db.set_thread_graph(
+            session, target_thread, {**(thread["metadata"] or {}), **thread_metadata}
+        )
+        if idempotency_key:
+            # Checked again under the thread lock: a concurrent retry committed meanwhile.
+            existing = await runs_db.get_run_by_idempotency_key(session, idempotency_key)
+            if existing is not None:
+                if existing["request_hash"] != request_hash:
+                    raise ConflictError(
+                        "this Idempotency-Key was already used with a different request; "
+                        "use a new key for a new run"
+                    )
+                return existing, effects, False
         await _apply_multitask(session, target_thread, body.multitask_strategy, effects)
         row = await runs_db.insert_run(
             session,
@@ -106,10 +166,7 @@ async def create_run(
             },
         )
         await runs_db.set_thread_status(session, target_thread, "busy")
-    await _after_commit(runtime, effects)
-    await runtime.queue.push(row["run_id"], body.after_seconds or 0.0)
-    log.info("run_created run_id=%s thread_id=%s", row["run_id"], target_thread)
-    return to_wire(row)
+    return row, effects, True
 
 
 async def _scheduled_at(session: Any, after_seconds: float | None) -> Any:
