@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Path, Request
 
 from app.runtime import Runtime
 
@@ -16,3 +17,7 @@ def get_runtime(request: Request) -> Runtime:
 
 
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+
+
+ThreadId = Annotated[uuid.UUID, Path(description="The thread's id (a UUID).")]
+RunId = Annotated[uuid.UUID, Path(description="The run's id (a UUID).")]

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Header, Query, Response
 from fastapi.responses import StreamingResponse
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from app.api.deps import RuntimeDep
+from app.api.deps import RunId, RuntimeDep, ThreadId
 from app.domain.errors import InvalidInputError
 from app.runtime import Runtime
 from app.schemas.runs import CancelMany, Run, RunCreate
@@ -69,32 +69,32 @@ async def _wait_new_run(
 
 @router.post("/threads/{thread_id}/runs", response_model=Run)
 async def create_run(
-    thread_id: str,
+    thread_id: ThreadId,
     body: RunCreate,
     runtime: RuntimeDep,
     response: Response,
     key: IdempotencyKey = None,
 ) -> dict[str, Any]:
     """Create a background run on a thread."""
-    run = await runs.create_run(runtime, thread_id, body, idempotency_key=key)
+    run = await runs.create_run(runtime, str(thread_id), body, idempotency_key=key)
     response.headers["Content-Location"] = _run_path(run)
     return run
 
 
 @router.post("/threads/{thread_id}/runs/stream", response_class=EventSourceResponse)
 async def stream_run(
-    thread_id: str, body: RunCreate, runtime: RuntimeDep, key: IdempotencyKey = None
+    thread_id: ThreadId, body: RunCreate, runtime: RuntimeDep, key: IdempotencyKey = None
 ) -> EventSourceResponse:
     """Create a run on a thread and stream its events (SSE)."""
-    return await _stream_new_run(runtime, thread_id, body, key)
+    return await _stream_new_run(runtime, str(thread_id), body, key)
 
 
 @router.post("/threads/{thread_id}/runs/wait")
 async def wait_run(
-    thread_id: str, body: RunCreate, runtime: RuntimeDep, key: IdempotencyKey = None
+    thread_id: ThreadId, body: RunCreate, runtime: RuntimeDep, key: IdempotencyKey = None
 ) -> StreamingResponse:
     """Create a run on a thread and return its final values."""
-    return await _wait_new_run(runtime, thread_id, body, key)
+    return await _wait_new_run(runtime, str(thread_id), body, key)
 
 
 @router.post("/runs", response_model=Run)
@@ -138,7 +138,7 @@ async def cancel_runs(
 
 @router.get("/threads/{thread_id}/runs", response_model=list[Run])
 async def list_runs(
-    thread_id: str,
+    thread_id: ThreadId,
     runtime: RuntimeDep,
     limit: Annotated[int, Query(ge=1, le=1000)] = 10,
     offset: Annotated[int, Query(ge=0)] = 0,
@@ -146,56 +146,60 @@ async def list_runs(
     | None = None,
 ) -> list[dict[str, Any]]:
     """A thread's runs, newest first."""
-    return await runs.list_runs(runtime, thread_id, limit, offset, status)
+    return await runs.list_runs(runtime, str(thread_id), limit, offset, status)
 
 
 @router.get("/threads/{thread_id}/runs/{run_id}", response_model=Run)
-async def get_run(thread_id: str, run_id: str, runtime: RuntimeDep) -> dict[str, Any]:
+async def get_run(thread_id: ThreadId, run_id: RunId, runtime: RuntimeDep) -> dict[str, Any]:
     """One run."""
-    return runs.to_wire(await runs.get_run(runtime, thread_id, run_id))
+    return runs.to_wire(await runs.get_run(runtime, str(thread_id), str(run_id)))
 
 
 @router.delete("/threads/{thread_id}/runs/{run_id}", status_code=204)
-async def delete_run(thread_id: str, run_id: str, runtime: RuntimeDep) -> Response:
+async def delete_run(thread_id: ThreadId, run_id: RunId, runtime: RuntimeDep) -> Response:
     """Delete a run (stopping it first if it executes)."""
-    await runs.delete_run(runtime, thread_id, run_id)
+    await runs.delete_run(runtime, str(thread_id), str(run_id))
     return Response(status_code=204)
 
 
 @router.post("/threads/{thread_id}/runs/{run_id}/cancel", response_model=None)
 async def cancel_run(
-    thread_id: str,
-    run_id: str,
+    thread_id: ThreadId,
+    run_id: RunId,
     runtime: RuntimeDep,
     wait: bool = False,
     action: Literal["interrupt", "rollback"] = "interrupt",
 ) -> Response | dict[str, Any]:
     """Cancel a run; with wait=true, answer only once it has stopped."""
-    await runs.cancel_run(runtime, thread_id, run_id, action)
+    await runs.cancel_run(runtime, str(thread_id), str(run_id), action)
     if not wait:
         return Response(status_code=202)
-    run = await run_waits.wait_until_done(runtime, None, run_id) if action != "rollback" else None
+    run = (
+        await run_waits.wait_until_done(runtime, None, str(run_id))
+        if action != "rollback"
+        else None
+    )
     return await run_waits.result_body(runtime, run) if run else {}
 
 
 @router.get("/threads/{thread_id}/runs/{run_id}/join")
-async def join_run(thread_id: str, run_id: str, runtime: RuntimeDep) -> dict[str, Any]:
+async def join_run(thread_id: ThreadId, run_id: RunId, runtime: RuntimeDep) -> dict[str, Any]:
     """Wait for a run to finish and return the thread's final values (or its error)."""
-    run = await run_waits.wait_until_done(runtime, thread_id, run_id)
+    run = await run_waits.wait_until_done(runtime, str(thread_id), str(run_id))
     return await run_waits.result_body(runtime, run)
 
 
 @router.get("/threads/{thread_id}/runs/{run_id}/stream", response_class=EventSourceResponse)
 async def join_run_stream(
-    thread_id: str,
-    run_id: str,
+    thread_id: ThreadId,
+    run_id: RunId,
     runtime: RuntimeDep,
     stream_mode: Annotated[list[str] | None, Query()] = None,
     cancel_on_disconnect: bool = False,
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
 ) -> EventSourceResponse:
     """Join a run's event stream; Last-Event-ID replays exactly what was missed."""
-    run = await runs.get_run(runtime, thread_id, run_id)
+    run = await runs.get_run(runtime, str(thread_id), str(run_id))
     after = last_event_id or run_waits.LIVE_ONLY
     events = run_waits.run_events(runtime, run, after, stream_mode or None, cancel_on_disconnect)
     return _sse(runtime, events, run)

@@ -1,5 +1,165 @@
-"""threads routes."""
+"""Threads routes of the Agent Protocol: the thread resource, its state and its history."""
 
-from fastapi import APIRouter
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Header, Query, Response
+
+from app.api.deps import RuntimeDep, ThreadId
+from app.schemas.threads import (
+    CheckpointConfig,
+    Thread,
+    ThreadCreate,
+    ThreadFilter,
+    ThreadHistorySearch,
+    ThreadPatch,
+    ThreadSearch,
+    ThreadStateAtCheckpoint,
+    ThreadStateUpdate,
+    ThreadUpdateStateResponse,
+)
+from app.services import thread_state
+from app.services import threads as service
 
 router = APIRouter(tags=["Threads"])
+
+Subgraphs = Annotated[bool, Query(description="Include the state of subgraphs.")]
+
+
+@router.post("/threads", response_model=Thread)
+async def create_thread(
+    runtime: RuntimeDep, body: Annotated[ThreadCreate, Body()] = ThreadCreate()
+) -> dict[str, Any]:
+    """Create a thread, optionally with state updates applied as supersteps."""
+    return await service.create_thread(runtime, body)
+
+
+@router.post("/threads/search", response_model=list[dict[str, Any]])
+async def search_threads(
+    runtime: RuntimeDep,
+    response: Response,
+    body: Annotated[ThreadSearch, Body()] = ThreadSearch(),
+) -> list[dict[str, Any]]:
+    """List threads matching the filters, one page at a time."""
+    page, next_offset = await service.search_threads(runtime, body)
+    if next_offset is None:
+        response.headers["X-Pagination-Total"] = str(body.offset + len(page))
+    else:
+        # As LangGraph Platform: a lower bound of the total, and where the next page starts.
+        response.headers["X-Pagination-Total"] = str(next_offset + 1)
+        response.headers["X-Pagination-Next"] = str(next_offset)
+    return page
+
+
+@router.post("/threads/count", response_model=int)
+async def count_threads(
+    runtime: RuntimeDep, body: Annotated[ThreadFilter, Body()] = ThreadFilter()
+) -> int:
+    """Count threads matching the filters."""
+    return await service.count_threads(runtime, body)
+
+
+@router.get("/threads/{thread_id}", response_model=Thread)
+async def get_thread(runtime: RuntimeDep, thread_id: ThreadId) -> dict[str, Any]:
+    """Get a thread."""
+    return await service.get_thread(runtime, str(thread_id))
+
+
+@router.patch("/threads/{thread_id}", response_model=Thread)
+async def patch_thread(
+    runtime: RuntimeDep,
+    thread_id: ThreadId,
+    body: ThreadPatch,
+    prefer: Annotated[str | None, Header()] = None,
+) -> Any:
+    """Merge metadata into a thread's; `Prefer: return=minimal` answers 204 without a body."""
+    thread = await service.patch_thread(runtime, str(thread_id), body)
+    if prefer == "return=minimal":
+        return Response(status_code=204)
+    return thread
+
+
+@router.delete("/threads/{thread_id}", status_code=204)
+async def delete_thread(runtime: RuntimeDep, thread_id: ThreadId) -> Response:
+    """Delete a thread with its runs and checkpoints."""
+    await service.delete_thread(runtime, str(thread_id))
+    return Response(status_code=204)
+
+
+@router.post("/threads/{thread_id}/copy", response_model=Thread)
+async def copy_thread(runtime: RuntimeDep, thread_id: ThreadId) -> dict[str, Any]:
+    """Copy a thread: same metadata and checkpoints under a new id."""
+    return await service.copy_thread(runtime, str(thread_id))
+
+
+@router.get("/threads/{thread_id}/state", response_model=dict[str, Any])
+async def get_state(
+    runtime: RuntimeDep, thread_id: ThreadId, subgraphs: Subgraphs = False
+) -> dict[str, Any]:
+    """The thread's latest state."""
+    return await thread_state.get_state(runtime, str(thread_id), subgraphs=subgraphs)
+
+
+@router.post("/threads/{thread_id}/state", response_model=ThreadUpdateStateResponse)
+async def update_state(
+    runtime: RuntimeDep, thread_id: ThreadId, body: ThreadStateUpdate
+) -> dict[str, Any]:
+    """Write new state values as if `as_node` had produced them."""
+    return await thread_state.update_state(
+        runtime,
+        str(thread_id),
+        body.values,
+        as_node=body.as_node,
+        checkpoint=body.checkpoint,
+        checkpoint_id=body.checkpoint_id,
+    )
+
+
+@router.post("/threads/{thread_id}/state/checkpoint", response_model=dict[str, Any])
+async def get_state_at(
+    runtime: RuntimeDep, thread_id: ThreadId, body: ThreadStateAtCheckpoint
+) -> dict[str, Any]:
+    """The thread's state at the checkpoint given in the body."""
+    return await thread_state.get_state(
+        runtime, str(thread_id), checkpoint=body.checkpoint, subgraphs=body.subgraphs
+    )
+
+
+@router.get("/threads/{thread_id}/state/{checkpoint_id}", response_model=dict[str, Any])
+async def get_state_at_id(
+    runtime: RuntimeDep, thread_id: ThreadId, checkpoint_id: str, subgraphs: Subgraphs = False
+) -> dict[str, Any]:
+    """The thread's state at a checkpoint id."""
+    checkpoint = CheckpointConfig(checkpoint_id=checkpoint_id)
+    return await thread_state.get_state(
+        runtime, str(thread_id), checkpoint=checkpoint, subgraphs=subgraphs
+    )
+
+
+@router.post("/threads/{thread_id}/history", response_model=list[dict[str, Any]])
+async def search_history(
+    runtime: RuntimeDep,
+    thread_id: ThreadId,
+    body: Annotated[ThreadHistorySearch, Body()] = ThreadHistorySearch(),
+) -> list[dict[str, Any]]:
+    """The thread's past states, newest first."""
+    return await thread_state.get_history(
+        runtime,
+        str(thread_id),
+        limit=body.limit,
+        before=body.before,
+        metadata=body.metadata,
+        checkpoint=body.checkpoint,
+    )
+
+
+@router.get("/threads/{thread_id}/history", response_model=list[dict[str, Any]])
+async def get_history(
+    runtime: RuntimeDep,
+    thread_id: ThreadId,
+    limit: Annotated[int, Query(ge=1, le=1000, description="Number of states.")] = 10,
+    before: Annotated[str | None, Query(description="A checkpoint id.")] = None,
+) -> list[dict[str, Any]]:
+    """The thread's past states, newest first."""
+    return await thread_state.get_history(runtime, str(thread_id), limit=limit, before=before)

@@ -329,12 +329,6 @@ async def database_time(session: AsyncSession) -> Any:
     return (await session.execute(select(db_now(session)))).scalar_one()
 
 
-async def delete_thread_row(session: AsyncSession, thread_id: str) -> None:
-    """Delete a thread row; its runs go with it (foreign key cascade)."""
-    await session.execute(delete(runs).where(runs.c.thread_id == thread_id))
-    await session.execute(delete(threads).where(threads.c.thread_id == thread_id))
-
-
 async def stranded_pending_runs(
     session: AsyncSession, older_than_seconds: float, limit: int
 ) -> Sequence[RowMapping]:

@@ -15,6 +15,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
 from app.domain.errors import StaleAttemptError
 from app.streaming.broker import CompletionWaiter, StreamEvent
@@ -64,6 +65,7 @@ class RedisEventBroker:
         self._max_events = max_events
         self._xadd: Any = redis.register_script(_FENCED_XADD)
         self._begin: Any = redis.register_script(_BEGIN_ATTEMPT)
+        self._unreachable = False
 
     def _stream(self, run_id: str) -> str:
         return f"{self._prefix}run:{run_id}:events"
@@ -76,17 +78,31 @@ class RedisEventBroker:
         await self._begin(keys=[self._attempt_key(run_id)], args=[attempt, self._retention])
 
     async def publish(self, run_id: str, event: str, data: str, attempt: int | None = None) -> str:
-        """Append an event; a stale attempt's event is refused."""
-        result = await self._xadd(
-            keys=[self._stream(run_id), self._attempt_key(run_id)],
-            args=[
-                -1 if attempt is None else attempt,
-                event,
-                data,
-                self._max_events,
-                self._retention,
-            ],
-        )
+        """Append an event; a stale attempt's event is refused.
+
+        While Redis is unreachable the event is dropped (and "" returned): the run goes on
+        and its outcome is recorded in the database; failing the run for lost events would
+        lose the work they describe.
+        """
+        try:
+            result = await self._xadd(
+                keys=[self._stream(run_id), self._attempt_key(run_id)],
+                args=[
+                    -1 if attempt is None else attempt,
+                    event,
+                    data,
+                    self._max_events,
+                    self._retention,
+                ],
+            )
+        except (RedisError, OSError) as exc:
+            if not self._unreachable:
+                self._unreachable = True
+                log.warning("events_dropped_redis_unreachable run_id=%s error=%s", run_id, exc)
+            return ""
+        if self._unreachable:
+            self._unreachable = False
+            log.info("events_published_again run_id=%s", run_id)
         if result is None:
             raise StaleAttemptError(f"attempt {attempt} of run {run_id} is no longer current")
         return result.decode() if isinstance(result, bytes) else str(result)
@@ -167,7 +183,11 @@ class CompletionSignals:
     async def publish(self, run_id: str) -> None:
         """Announce a run's completion to every instance (and resolve local waiters now)."""
         self.resolve(run_id)
-        await self._redis.publish(self.channel, run_id)
+        try:
+            await self._redis.publish(self.channel, run_id)
+        except (RedisError, OSError) as exc:
+            # Remote waiters re-check when their listener reconnects or their timeout ends.
+            log.warning("completion_signal_failed run_id=%s error=%s", run_id, exc)
 
     def resolve(self, run_id: str) -> None:
         """Resolve this instance's waiters of the run."""

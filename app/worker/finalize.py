@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from app.db import runs as runs_db
+from app.db import threads as threads_db
 from app.domain.status import RunStatus, ThreadStatus
 from app.graphs.checkpointer import delete_run_checkpoints
 from app.graphs.serialize import dumps, to_jsonable
@@ -107,7 +108,7 @@ async def _signal_done(runtime: Runtime, run_id: str) -> None:
 async def delete_temporary_thread(runtime: Runtime, thread_id: str) -> None:
     """Remove a stateless run's thread, its runs and its checkpoints."""
     async with runtime.sessions() as session, session.begin():
-        await runs_db.delete_thread_row(session, thread_id)
+        await threads_db.delete_thread(session, thread_id)
     await runtime.checkpointer.adelete_thread(thread_id)
 
 

@@ -1,0 +1,172 @@
+"""SQL statements for threads: rows, filters, metadata and the state the thread row caches."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import ColumnElement, Select, delete, func, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db.dialect import db_now, dialect_name, insert_ignoring_conflicts, json_contains
+from app.db.tables import runs, threads
+from app.domain.status import ACTIVE_RUN_STATUSES
+
+_ACTIVE = [s.value for s in ACTIVE_RUN_STATUSES]
+# LangGraph Platform keeps a separate state_updated_at; here every state change also moves
+# updated_at, so it is the closest column to sort by.
+_SORT_COLUMNS = {
+    "thread_id": threads.c.thread_id,
+    "status": threads.c.status,
+    "created_at": threads.c.created_at,
+    "updated_at": threads.c.updated_at,
+    "state_updated_at": threads.c.updated_at,
+}
+
+
+@dataclass(frozen=True)
+class ThreadQuery:
+    """The filters of a thread search or count; None means no filter."""
+
+    ids: Sequence[str] | None = None
+    metadata: dict[str, Any] | None = None
+    values: dict[str, Any] | None = None
+    status: str | None = None
+
+
+def _stamp(session: AsyncSession) -> ColumnElement[Any]:
+    # One value per statement, so created_at equals updated_at on a new row.
+    if dialect_name(session) == "postgresql":
+        return func.statement_timestamp()
+    return db_now(session)
+
+
+async def insert_thread(session: AsyncSession, row: dict[str, Any]) -> dict[str, Any] | None:
+    """Insert a thread and return it as stored; None (nothing written) when its id exists."""
+    now = _stamp(session)
+    statement = (
+        insert_ignoring_conflicts(session, threads)
+        .values(created_at=now, updated_at=now, **row)
+        .returning(*threads.c)
+    )
+    inserted = (await session.execute(statement)).mappings().first()
+    return dict(inserted) if inserted is not None else None
+
+
+async def get_thread(
+    session: AsyncSession, thread_id: str, *, lock: bool = False
+) -> dict[str, Any] | None:
+    """A thread row; with `lock`, held until the transaction ends (PostgreSQL)."""
+    statement = select(threads).where(threads.c.thread_id == thread_id)
+    if lock and dialect_name(session) == "postgresql":
+        statement = statement.with_for_update()
+    row = (await session.execute(statement)).mappings().one_or_none()
+    return dict(row) if row is not None else None
+
+
+async def touch_thread(session: AsyncSession, thread_id: str) -> bool:
+    """Move updated_at to now; False when the thread does not exist.
+
+    Being an UPDATE, it also takes the row's write lock first on every backend, so a
+    read-modify-write that follows in the same transaction cannot lose a concurrent change.
+    """
+    result = await session.execute(
+        update(threads).where(threads.c.thread_id == thread_id).values(updated_at=_stamp(session))
+    )
+    return _rowcount(result) > 0
+
+
+async def set_metadata(session: AsyncSession, thread_id: str, metadata: dict[str, Any]) -> None:
+    """Replace a thread's metadata."""
+    await session.execute(
+        update(threads)
+        .where(threads.c.thread_id == thread_id)
+        .values(metadata=metadata, updated_at=_stamp(session))
+    )
+
+
+async def set_state_fields(
+    session: AsyncSession,
+    thread_id: str,
+    *,
+    status: str,
+    values: Any,
+    interrupts: dict[str, Any],
+    error: Any,
+) -> None:
+    """Store what the thread row caches of its state: status, values, interrupts, error."""
+    await session.execute(
+        update(threads)
+        .where(threads.c.thread_id == thread_id)
+        .values(
+            status=status,
+            values=values,
+            interrupts=interrupts,
+            error=error,
+            updated_at=_stamp(session),
+        )
+    )
+
+
+async def delete_thread(session: AsyncSession, thread_id: str) -> bool:
+    """Delete a thread (its runs go with it by foreign key); False when it does not exist."""
+    result = await session.execute(delete(threads).where(threads.c.thread_id == thread_id))
+    return _rowcount(result) > 0
+
+
+async def has_active_runs(session: AsyncSession, thread_id: str) -> bool:
+    """True while the thread has a pending or running run."""
+    statement = (
+        select(runs.c.run_id)
+        .where(runs.c.thread_id == thread_id, runs.c.status.in_(_ACTIVE))
+        .limit(1)
+    )
+    return (await session.execute(statement)).first() is not None
+
+
+async def search_threads(
+    session: AsyncSession,
+    query: ThreadQuery,
+    *,
+    sort_by: str,
+    descending: bool,
+    limit: int,
+    offset: int,
+) -> list[dict[str, Any]]:
+    """One page of threads matching the query, in the given order (ties broken by id)."""
+    column = _SORT_COLUMNS[sort_by]
+    order = (
+        [column.desc(), threads.c.thread_id.desc()]
+        if descending
+        else [
+            column.asc(),
+            threads.c.thread_id.asc(),
+        ]
+    )
+    statement = _filtered(session, select(threads), query).order_by(*order)
+    rows = (await session.execute(statement.limit(limit).offset(offset))).mappings().all()
+    return [dict(row) for row in rows]
+
+
+async def count_threads(session: AsyncSession, query: ThreadQuery) -> int:
+    """How many threads match the query."""
+    statement = _filtered(session, select(func.count()).select_from(threads), query)
+    return int((await session.execute(statement)).scalar_one())
+
+
+def _filtered(session: AsyncSession, statement: Select[Any], query: ThreadQuery) -> Select[Any]:
+    conditions: list[Any] = []
+    if query.ids is not None:
+        conditions.append(threads.c.thread_id.in_(list(query.ids)))
+    if query.status is not None:
+        conditions.append(threads.c.status == query.status)
+    if query.metadata:
+        conditions += json_contains(session, threads.c.metadata, query.metadata)
+    if query.values:
+        conditions += json_contains(session, threads.c["values"], query.values)
+    return statement.where(*conditions) if conditions else statement
+
+
+def _rowcount(result: Any) -> int:
+    return int(getattr(result, "rowcount", 0) or 0)
