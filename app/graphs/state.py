@@ -26,11 +26,7 @@ def snapshot_to_state(snapshot: StateSnapshot) -> dict[str, Any]:
     """The ThreadState dict a client receives for one snapshot (subgraph states nested)."""
     tasks = []
     for task in snapshot.tasks:
-        state: Any = None
-        if isinstance(task.state, StateSnapshot):
-            state = snapshot_to_state(task.state)
-        elif task.state is not None:
-            state = {"checkpoint": checkpoint_ref(task.state)}
+        state = snapshot_to_state(task.state) if isinstance(task.state, StateSnapshot) else None
         tasks.append(
             {
                 "id": task.id,
@@ -45,15 +41,20 @@ def snapshot_to_state(snapshot: StateSnapshot) -> dict[str, Any]:
                 "result": to_jsonable(task.result),
             }
         )
+    checkpoint = checkpoint_ref(snapshot.config)
+    parent = checkpoint_ref(snapshot.parent_config)
     return {
         "values": to_jsonable(snapshot.values),
         "next": list(snapshot.next),
         "tasks": tasks,
         "metadata": to_jsonable(snapshot.metadata or {}),
         "created_at": snapshot.created_at,
-        "checkpoint": checkpoint_ref(snapshot.config),
-        "parent_checkpoint": checkpoint_ref(snapshot.parent_config),
+        "checkpoint": checkpoint,
+        "parent_checkpoint": parent,
         "interrupts": to_jsonable(list(snapshot.interrupts)),
+        # Deprecated in the protocol but still read by older clients.
+        "checkpoint_id": checkpoint["checkpoint_id"] if checkpoint else None,
+        "parent_checkpoint_id": parent["checkpoint_id"] if parent else None,
     }
 
 
@@ -73,4 +74,6 @@ def empty_state(thread_id: str) -> dict[str, Any]:
         },
         "parent_checkpoint": None,
         "interrupts": [],
+        "checkpoint_id": None,
+        "parent_checkpoint_id": None,
     }

@@ -21,6 +21,8 @@ STATE_KEYS = {
     "created_at",
     "checkpoint",
     "parent_checkpoint",
+    "checkpoint_id",
+    "parent_checkpoint_id",
     "interrupts",
 }
 
