@@ -41,7 +41,10 @@ class LeaseKeeper:
     async def renew_once(self) -> None:
         """One renewal round."""
         rt = self._rt
-        if not len(rt.running):
+        # Only runs registered before the UPDATE can be judged by its answer: one claimed
+        # while the statement is in flight would look stale when it is not.
+        entries = rt.running.all()
+        if not entries:
             self._last_renewal = time.monotonic()
             return
         try:
@@ -52,12 +55,12 @@ class LeaseKeeper:
         except Exception:
             log.exception("lease_renewal_failed instance=%s", rt.instance_id)
             if time.monotonic() - self._last_renewal > rt.settings.lease_duration_seconds:
-                for entry in rt.running.all():
+                for entry in entries:
                     rt.running.stop(entry.run_id, "stale")
             return
         self._last_renewal = time.monotonic()
         held = {row["run_id"]: row for row in rows}
-        for entry in rt.running.all():
+        for entry in entries:
             row = held.get(entry.run_id)
             if row is None or row["attempt"] != entry.attempt:
                 # Someone else holds the run now (or it was deleted): stand down.
@@ -106,8 +109,14 @@ class Reaper:
                 pending = await runs_db.stranded_pending_runs(session, stale_after, limit=1000)
             ids = [row["run_id"] for row in pending]
             queued = await rt.queue.queued(ids)
-            for run_id in ids:
-                if run_id not in queued:
-                    await rt.queue.push(run_id)
+            missing = [run_id for run_id in ids if run_id not in queued]
+            if missing:
+                # A run popped and claimed between the select and the queue check is not
+                # stranded: re-read, or a busy backlog re-pushes every run it just started.
+                async with rt.sessions() as session:
+                    still = await runs_db.pending_among(session, missing)
+                for run_id in missing:
+                    if run_id in still:
+                        await rt.queue.push(run_id)
         except Exception:
             log.exception("reaper_round_failed")

@@ -1,0 +1,68 @@
+"""The benchmark harness runs each scenario against a live server and prints one JSON line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.server import ServerProcess
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNS = 5
+
+
+def _bench(url: str, scenario: str) -> tuple[int, list[dict[str, Any]], str]:
+    args = [sys.executable, "-m", "bench.run", "--url", url, "--scenario", scenario]
+    # The test config has no `noop` graph; `pipeline` is a short graph every backend serves.
+    args += ["--runs", str(RUNS), "--concurrency", "3", "--warmup", "1"]
+    args += ["--assistant", "pipeline", "--input", json.dumps({"text": "one two three"})]
+    done = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=90)
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    return done.returncode, lines, done.stderr[-3000:]
+
+
+def _assert_latencies(leg: dict[str, Any]) -> None:
+    assert leg["n"] == RUNS
+    assert leg["errors"] == 0
+    for key in ("p50_ms", "p95_ms", "p99_ms"):
+        assert leg[key] > 0, key
+    assert leg["p50_ms"] <= leg["p95_ms"] <= leg["p99_ms"]
+
+
+@pytest.mark.parametrize("scenario", ["throughput", "wait", "stream"])
+def test_scenario_prints_one_json_line_of_figures(server: ServerProcess, scenario: str) -> None:
+    code, lines, stderr = _bench(server.url, scenario)
+
+    assert code == 0, stderr
+    assert len(lines) == 1, stderr
+    line = lines[0]
+    assert line["scenario"] == scenario
+    assert line["target"] == server.url
+    assert line["mode"] == "external"
+    assert line["errors"] == 0
+    if scenario == "throughput":
+        assert line["total"] == RUNS
+        assert line["concurrency"] == 3
+        assert line["runs_per_s"] > 0
+        assert line["elapsed_s"] > 0
+    else:
+        single = "sequential" if scenario == "wait" else "alone"
+        _assert_latencies(line[single])
+        _assert_latencies(line["concurrent"])
+        assert line["concurrent"]["concurrency"] == 3
+
+
+def test_unknown_assistant_is_reported_as_a_failure(server: ServerProcess) -> None:
+    args = [sys.executable, "-m", "bench.run", "--url", server.url, "--scenario", "wait"]
+    args += ["--runs", "2", "--assistant", "no-such-graph"]
+    done = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=60)
+
+    assert done.returncode == 1
+    line = json.loads(done.stdout)
+    assert line["errors"] >= 1
+    assert "failure" in line
