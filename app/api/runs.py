@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
@@ -11,6 +12,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from app.api.deps import RunId, RuntimeDep, ThreadId
 from app.domain.errors import InvalidInputError
+from app.domain.stream_modes import STREAM_MODES
 from app.runtime import Runtime
 from app.schemas.runs import CancelMany, Run, RunCreate
 from app.services import run_waits, runs
@@ -174,19 +176,19 @@ async def cancel_run(
     await runs.cancel_run(runtime, str(thread_id), str(run_id), action)
     if not wait:
         return Response(status_code=202)
-    run = (
-        await run_waits.wait_until_done(runtime, None, str(run_id))
-        if action != "rollback"
-        else None
-    )
+    run = await run_waits.wait_until_done_or_gone(runtime, str(run_id))
     return await run_waits.result_body(runtime, run) if run else {}
 
 
 @router.get("/threads/{thread_id}/runs/{run_id}/join")
-async def join_run(thread_id: ThreadId, run_id: RunId, runtime: RuntimeDep) -> dict[str, Any]:
+async def join_run(thread_id: ThreadId, run_id: RunId, runtime: RuntimeDep) -> StreamingResponse:
     """Wait for a run to finish and return the thread's final values (or its error)."""
-    run = await run_waits.wait_until_done(runtime, str(thread_id), str(run_id))
-    return await run_waits.result_body(runtime, run)
+    run = await runs.get_run(runtime, str(thread_id), str(run_id))
+    return StreamingResponse(
+        run_waits.join_body(runtime, run),
+        media_type="application/json",
+        headers={"Location": _run_path(run) + "/join", "Content-Location": _run_path(run)},
+    )
 
 
 @router.get("/threads/{thread_id}/runs/{run_id}/stream", response_class=EventSourceResponse)
@@ -201,5 +203,30 @@ async def join_run_stream(
     """Join a run's event stream; Last-Event-ID replays exactly what was missed."""
     run = await runs.get_run(runtime, str(thread_id), str(run_id))
     after = last_event_id or run_waits.LIVE_ONLY
-    events = run_waits.run_events(runtime, run, after, stream_mode or None, cancel_on_disconnect)
+    modes = parse_stream_modes(stream_mode)
+    events = run_waits.run_events(runtime, run, after, modes, cancel_on_disconnect)
     return _sse(runtime, events, run)
+
+
+def parse_stream_modes(raw: list[str] | None) -> list[str] | None:
+    """Modes from repeated params, comma lists or a JSON array; None (all) when empty."""
+    modes: list[str] = []
+    for value in raw or []:
+        value = value.strip()
+        if value.startswith("["):
+            try:
+                parsed = json.loads(value)
+            except ValueError:
+                raise InvalidInputError(
+                    f"stream_mode {value!r} is not a valid JSON array"
+                ) from None
+            modes.extend(str(item) for item in parsed)
+        else:
+            modes.extend(part.strip() for part in value.split(","))
+    modes = [m for m in modes if m]
+    unknown = [m for m in modes if m not in STREAM_MODES]
+    if unknown:
+        raise InvalidInputError(
+            f"unknown stream_mode {unknown}; choose from {', '.join(STREAM_MODES)}"
+        )
+    return modes or None

@@ -10,18 +10,6 @@ from langgraph.pregel import Pregel
 
 from app.graphs.serialize import to_jsonable
 
-# Stream modes a client may ask for, and the LangGraph mode that feeds each one.
-STREAM_MODES = (
-    "values",
-    "updates",
-    "messages",
-    "messages-tuple",
-    "custom",
-    "events",
-    "debug",
-    "tasks",
-    "checkpoints",
-)
 _NATIVE = {"values", "updates", "custom", "debug", "tasks", "checkpoints"}
 
 

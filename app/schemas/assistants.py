@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
+from pydantic import BaseModel, ConfigDict, Field
 
-# LangGraph Platform writes timestamps as `2024-06-25T17:10:33.109781+00:00`, not with `Z`.
-IsoDatetime = Annotated[datetime, PlainSerializer(lambda value: value.isoformat(), return_type=str)]
-Metadata = dict[str, Any]
-Limit = Annotated[int, Field(ge=1, le=1000, description="Page size, 1 to 1000.")]
-Offset = Annotated[int, Field(ge=0, description="Number of rows to skip.")]
+from app.schemas.common import IsoDatetime, Limit, Metadata, Offset, SortOrder
 
 AssistantSortBy = Literal["assistant_id", "graph_id", "name", "created_at", "updated_at"]
-SortOrder = Literal["asc", "desc"]
 AssistantField = Literal[
     "assistant_id",
     "graph_id",

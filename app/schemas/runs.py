@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from app.schemas.common import IsoDatetime
 
 StreamModeName = Literal[
     "values",
@@ -80,8 +81,8 @@ class Run(BaseModel):
     run_id: str
     thread_id: str
     assistant_id: str
-    created_at: datetime
-    updated_at: datetime
+    created_at: IsoDatetime
+    updated_at: IsoDatetime
     status: str
     metadata: dict[str, Any]
     kwargs: dict[str, Any]

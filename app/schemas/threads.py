@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.schemas.assistants import IsoDatetime, Limit, Metadata, Offset, SortOrder
+from app.schemas.common import IsoDatetime, Limit, Metadata, Offset, SortOrder
 
 ThreadStatusName = Literal["idle", "busy", "interrupted", "error"]
 ThreadSortBy = Literal["thread_id", "status", "created_at", "updated_at", "state_updated_at"]

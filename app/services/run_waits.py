@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from app.db import runs as runs_db
+from app.domain.errors import NotFoundError
 from app.domain.status import TERMINAL_RUN_STATUSES, RunStatus
 from app.services.runs import cancel_run, get_run
 from app.streaming.broker import StreamEvent
@@ -31,6 +32,33 @@ async def wait_until_done(runtime: Runtime, thread_id: str | None, run_id: str) 
                 return run
             # The signal wakes us at once; the timeout only guards against a lost signal.
             await waiter.wait(timeout=SAFETY_RECHECK_SECONDS)
+
+
+async def wait_until_done_or_gone(runtime: Runtime, run_id: str) -> dict[str, Any] | None:
+    """Like wait_until_done, but a run deleted meanwhile (rollback) counts as done: None."""
+    try:
+        return await wait_until_done(runtime, None, run_id)
+    except NotFoundError:
+        return None
+
+
+async def join_body(runtime: Runtime, run: dict[str, Any]) -> AsyncIterator[bytes]:
+    """The streamed /join response: newlines while the run executes, then its result."""
+    task = asyncio.create_task(
+        wait_until_done_or_gone(runtime, run["run_id"]), name=f"join:{run['run_id']}"
+    )
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=runtime.settings.stream_keepalive_seconds)
+            if done:
+                break
+            yield b"\n"
+        finished = task.result()
+        body = await result_body(runtime, finished) if finished else {}
+        yield json.dumps(body, ensure_ascii=False).encode()
+    finally:
+        if not task.done():
+            task.cancel()
 
 
 async def result_body(runtime: Runtime, run: dict[str, Any]) -> dict[str, Any]:

@@ -151,6 +151,7 @@ async def _insert_run(
                 "status": RunStatus.PENDING.value,
                 "metadata": {
                     **(assistant.get("metadata") or {}),
+                    **(thread["metadata"] or {}),
                     **(body.metadata or {}),
                     "assistant_id": assistant["assistant_id"],
                 },
@@ -268,8 +269,8 @@ def to_wire(row: Any) -> dict[str, Any]:
         "run_id": row["run_id"],
         "thread_id": row["thread_id"],
         "assistant_id": row["assistant_id"],
-        "created_at": row["created_at"],
-        "updated_at": row["updated_at"],
+        "created_at": row["created_at"].isoformat(),
+        "updated_at": row["updated_at"].isoformat(),
         "status": row["status"],
         "metadata": row["metadata"] or {},
         "kwargs": row["kwargs"] or {},

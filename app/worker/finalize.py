@@ -92,7 +92,10 @@ async def finalize_run(
     if upcoming is not None:
         await runtime.queue.push(upcoming["run_id"], _delay(upcoming["scheduled_at"], now))
     if run.get("webhook"):
-        runtime.webhooks.send(run["webhook"], {**_public(run), "status": outcome.status.value})
+        payload = {**_public(run), "status": outcome.status.value, "values": snapshot.values}
+        if outcome.error is not None:
+            payload["error"] = outcome.error
+        runtime.webhooks.send(run["webhook"], payload)
     if run.get("temporary") and run.get("on_completion", "delete") == "delete":
         await delete_temporary_thread(runtime, thread_id)
     return True
