@@ -357,6 +357,12 @@ async def stranded_pending_runs(
     return (await session.execute(stmt)).mappings().all()
 
 
+async def pending_among(session: AsyncSession, run_ids: list[str]) -> set[str]:
+    """Which of these runs are still pending."""
+    stmt = select(runs.c.run_id).where(runs.c.run_id.in_(run_ids), runs.c.status == "pending")
+    return {str(run_id) for run_id in (await session.execute(stmt)).scalars()}
+
+
 async def expire_all_leases(session: AsyncSession) -> int:
     """Single-process mode start-up: runs left `running` by a dead process become pending."""
     result = await session.execute(
