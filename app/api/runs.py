@@ -62,8 +62,13 @@ async def _wait_new_run(
 ) -> StreamingResponse:
     modes = list(dict.fromkeys(["values", *body.stream_modes()]))
     run = await runs.create_run(runtime, thread_id, body, stream_modes=modes, idempotency_key=key)
+    return _json_stream(run_waits.wait_body(runtime, run, body.on_disconnect == "cancel"), run)
+
+
+def _json_stream(body: AsyncIterator[bytes], run: dict[str, Any]) -> StreamingResponse:
+    """A JSON answer preceded by newline keep-alives, pointing at the run's join URL."""
     return StreamingResponse(
-        run_waits.wait_body(runtime, run, body.on_disconnect == "cancel"),
+        body,
         media_type="application/json",
         headers={"Location": _run_path(run) + "/join", "Content-Location": _run_path(run)},
     )
@@ -184,11 +189,7 @@ async def cancel_run(
 async def join_run(thread_id: ThreadId, run_id: RunId, runtime: RuntimeDep) -> StreamingResponse:
     """Wait for a run to finish and return the thread's final values (or its error)."""
     run = await runs.get_run(runtime, str(thread_id), str(run_id))
-    return StreamingResponse(
-        run_waits.join_body(runtime, run),
-        media_type="application/json",
-        headers={"Location": _run_path(run) + "/join", "Content-Location": _run_path(run)},
-    )
+    return _json_stream(run_waits.join_body(runtime, run), run)
 
 
 @router.get("/threads/{thread_id}/runs/{run_id}/stream", response_class=EventSourceResponse)

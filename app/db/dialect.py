@@ -61,3 +61,8 @@ def json_contains(session: AsyncSession, column: Any, subset: dict[str, Any]) ->
             compact = json.dumps(value, separators=(",", ":"))
             conditions.append(func.json(extracted) == func.json(compact))
     return conditions
+
+
+def rowcount(result: Any) -> int:
+    """Rows an UPDATE/DELETE touched (typed as Result, it is a CursorResult at run time)."""
+    return int(getattr(result, "rowcount", 0) or 0)

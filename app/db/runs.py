@@ -10,7 +10,7 @@ from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
-from app.db.dialect import db_now, db_now_plus, dialect_name, insert_ignoring_conflicts
+from app.db.dialect import db_now, db_now_plus, dialect_name, rowcount
 from app.db.tables import runs, threads
 from app.domain.status import ACTIVE_RUN_STATUSES, RunStatus
 
@@ -51,42 +51,6 @@ async def list_runs(
     return (await session.execute(stmt)).mappings().all()
 
 
-async def lock_thread(session: AsyncSession, thread_id: str) -> RowMapping | None:
-    """Read the thread row, locking it on PostgreSQL so run creation on it serializes."""
-    stmt = select(threads).where(threads.c.thread_id == thread_id)
-    if dialect_name(session) == "postgresql":
-        stmt = stmt.with_for_update()
-    return (await session.execute(stmt)).mappings().one_or_none()
-
-
-async def insert_thread_for_run(
-    session: AsyncSession, thread_id: str, metadata: dict[str, Any]
-) -> None:
-    """Create the thread a run needs (if_not_exists=create, or a stateless run)."""
-    now = db_now(session)
-    await session.execute(
-        insert_ignoring_conflicts(session, threads).values(
-            thread_id=thread_id,
-            metadata=metadata,
-            config={},
-            status="idle",
-            values=None,
-            interrupts={},
-            created_at=now,
-            updated_at=now,
-        )
-    )
-
-
-async def set_thread_graph(session: AsyncSession, thread_id: str, metadata: dict[str, Any]) -> None:
-    """Record on the thread which graph and assistant its runs use."""
-    await session.execute(
-        update(threads)
-        .where(threads.c.thread_id == thread_id)
-        .values(metadata=metadata, updated_at=db_now(session))
-    )
-
-
 async def active_runs(session: AsyncSession, thread_id: str) -> Sequence[RowMapping]:
     """The thread's pending and running runs, oldest first."""
     stmt = (
@@ -97,6 +61,30 @@ async def active_runs(session: AsyncSession, thread_id: str) -> Sequence[RowMapp
     return (await session.execute(stmt)).mappings().all()
 
 
+def _claimable(session: AsyncSession) -> list[Any]:
+    """Conditions of a run that may start now: pending, due, first of its idle thread."""
+    other = aliased(runs)
+    now = db_now(session)
+    blocked = exists().where(
+        other.c.thread_id == runs.c.thread_id,
+        or_(
+            other.c.status == "running",
+            and_(
+                other.c.status == "pending",
+                or_(
+                    other.c.created_at < runs.c.created_at,
+                    and_(other.c.created_at == runs.c.created_at, other.c.run_id < runs.c.run_id),
+                ),
+            ),
+        ),
+    )
+    return [
+        runs.c.status == "pending",
+        or_(runs.c.scheduled_at.is_(None), runs.c.scheduled_at <= now),
+        ~blocked,
+    ]
+
+
 async def claim_run(
     session: AsyncSession, run_id: str, owner: str, lease_seconds: float
 ) -> RowMapping | None:
@@ -105,26 +93,10 @@ async def claim_run(
     Only the thread's oldest pending run can be claimed, and only while no other run of
     the thread is running, so a thread's runs execute one at a time in order.
     """
-    other = aliased(runs)
     now = db_now(session)
-    busy = exists().where(other.c.thread_id == runs.c.thread_id, other.c.status == "running")
-    older = exists().where(
-        other.c.thread_id == runs.c.thread_id,
-        other.c.status == "pending",
-        or_(
-            other.c.created_at < runs.c.created_at,
-            and_(other.c.created_at == runs.c.created_at, other.c.run_id < runs.c.run_id),
-        ),
-    )
     stmt = (
         update(runs)
-        .where(
-            runs.c.run_id == run_id,
-            runs.c.status == "pending",
-            or_(runs.c.scheduled_at.is_(None), runs.c.scheduled_at <= now),
-            ~busy,
-            ~older,
-        )
+        .where(runs.c.run_id == run_id, *_claimable(session))
         .values(
             status="running",
             owner=owner,
@@ -168,7 +140,7 @@ async def finish_run(
             updated_at=now,
         )
     )
-    return _rowcount(result) > 0
+    return rowcount(result) > 0
 
 
 async def release_run(session: AsyncSession, run_id: str, attempt: int) -> bool:
@@ -178,7 +150,7 @@ async def release_run(session: AsyncSession, run_id: str, attempt: int) -> bool:
         .where(runs.c.run_id == run_id, runs.c.attempt == attempt, runs.c.status == "running")
         .values(status="pending", owner=None, lease_expires_at=None, updated_at=db_now(session))
     )
-    return _rowcount(result) > 0
+    return rowcount(result) > 0
 
 
 async def still_holds(session: AsyncSession, run_id: str, attempt: int) -> bool:
@@ -187,37 +159,6 @@ async def still_holds(session: AsyncSession, run_id: str, attempt: int) -> bool:
         runs.c.run_id == run_id, runs.c.attempt == attempt, runs.c.status == "running"
     )
     return (await session.execute(stmt)).first() is not None
-
-
-async def update_thread_after_run(
-    session: AsyncSession,
-    thread_id: str,
-    status: str,
-    values: Any,
-    interrupts: dict[str, Any],
-    error: Any,
-) -> None:
-    """Store the thread's status and latest values after one of its runs ended."""
-    await session.execute(
-        update(threads)
-        .where(threads.c.thread_id == thread_id)
-        .values(
-            status=status,
-            values=values,
-            interrupts=interrupts,
-            error=error,
-            updated_at=db_now(session),
-        )
-    )
-
-
-async def set_thread_status(session: AsyncSession, thread_id: str, status: str) -> None:
-    """Set only a thread's status."""
-    await session.execute(
-        update(threads)
-        .where(threads.c.thread_id == thread_id)
-        .values(status=status, updated_at=db_now(session))
-    )
 
 
 async def next_pending_run(session: AsyncSession, thread_id: str) -> RowMapping | None:
@@ -239,7 +180,7 @@ async def interrupt_pending_run(session: AsyncSession, run_id: str) -> bool:
         .where(runs.c.run_id == run_id, runs.c.status == "pending")
         .values(status="interrupted", ended_at=now, updated_at=now, cancel_action="interrupt")
     )
-    return _rowcount(result) > 0
+    return rowcount(result) > 0
 
 
 async def request_cancel(session: AsyncSession, run_id: str, action: str) -> bool:
@@ -249,13 +190,13 @@ async def request_cancel(session: AsyncSession, run_id: str, action: str) -> boo
         .where(runs.c.run_id == run_id, runs.c.status == "running")
         .values(cancel_action=action, updated_at=db_now(session))
     )
-    return _rowcount(result) > 0
+    return rowcount(result) > 0
 
 
 async def delete_run(session: AsyncSession, run_id: str) -> bool:
     """Delete a run row."""
     result = await session.execute(delete(runs).where(runs.c.run_id == run_id))
-    return _rowcount(result) > 0
+    return rowcount(result) > 0
 
 
 async def extend_leases(
@@ -333,24 +274,10 @@ async def stranded_pending_runs(
     session: AsyncSession, older_than_seconds: float, limit: int
 ) -> Sequence[RowMapping]:
     """Pending runs due to start, waiting longer than the threshold, first of their thread."""
-    other = aliased(runs)
-    now = db_now(session)
     threshold = db_now_plus(session, -older_than_seconds)
-    busy = exists().where(
-        other.c.thread_id == runs.c.thread_id,
-        or_(
-            other.c.status == "running",
-            and_(other.c.status == "pending", other.c.created_at < runs.c.created_at),
-        ),
-    )
     stmt = (
         select(runs.c.run_id)
-        .where(
-            runs.c.status == "pending",
-            runs.c.updated_at < threshold,
-            or_(runs.c.scheduled_at.is_(None), runs.c.scheduled_at <= now),
-            ~busy,
-        )
+        .where(runs.c.updated_at < threshold, *_claimable(session))
         .order_by(runs.c.created_at)
         .limit(limit)
     )
@@ -370,7 +297,7 @@ async def expire_all_leases(session: AsyncSession) -> int:
         .where(runs.c.status == "running")
         .values(status="pending", owner=None, lease_expires_at=None, updated_at=db_now(session))
     )
-    return _rowcount(result)
+    return rowcount(result)
 
 
 async def find_active_runs(
@@ -392,30 +319,7 @@ async def find_active_runs(
 
 async def find_claimable_run(session: AsyncSession) -> str | None:
     """A pending run ready to claim, skipping rows other pollers hold (Redis-down fallback)."""
-    other = aliased(runs)
-    now = db_now(session)
-    blocked = exists().where(
-        other.c.thread_id == runs.c.thread_id,
-        or_(
-            other.c.status == "running",
-            and_(other.c.status == "pending", other.c.created_at < runs.c.created_at),
-        ),
-    )
-    stmt = (
-        select(runs.c.run_id)
-        .where(
-            runs.c.status == "pending",
-            or_(runs.c.scheduled_at.is_(None), runs.c.scheduled_at <= now),
-            ~blocked,
-        )
-        .order_by(runs.c.created_at)
-        .limit(1)
-    )
+    stmt = select(runs.c.run_id).where(*_claimable(session)).order_by(runs.c.created_at).limit(1)
     if dialect_name(session) == "postgresql":
         stmt = stmt.with_for_update(skip_locked=True, of=runs)
     return (await session.execute(stmt)).scalar_one_or_none()
-
-
-def _rowcount(result: Any) -> int:
-    """Rows an UPDATE/DELETE touched (typed as Result, it is a CursorResult at run time)."""
-    return int(getattr(result, "rowcount", 0) or 0)

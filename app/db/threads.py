@@ -9,7 +9,13 @@ from typing import Any
 from sqlalchemy import ColumnElement, Select, delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db.dialect import db_now, dialect_name, insert_ignoring_conflicts, json_contains
+from app.db.dialect import (
+    db_now,
+    dialect_name,
+    insert_ignoring_conflicts,
+    json_contains,
+    rowcount,
+)
 from app.db.tables import runs, threads
 from app.domain.status import ACTIVE_RUN_STATUSES
 
@@ -74,7 +80,7 @@ async def touch_thread(session: AsyncSession, thread_id: str) -> bool:
     result = await session.execute(
         update(threads).where(threads.c.thread_id == thread_id).values(updated_at=_stamp(session))
     )
-    return _rowcount(result) > 0
+    return rowcount(result) > 0
 
 
 async def set_metadata(session: AsyncSession, thread_id: str, metadata: dict[str, Any]) -> None:
@@ -109,10 +115,19 @@ async def set_state_fields(
     )
 
 
+async def set_status(session: AsyncSession, thread_id: str, status: str) -> None:
+    """Set only a thread's status (busy while runs are queued, idle when they are gone)."""
+    await session.execute(
+        update(threads)
+        .where(threads.c.thread_id == thread_id)
+        .values(status=status, updated_at=_stamp(session))
+    )
+
+
 async def delete_thread(session: AsyncSession, thread_id: str) -> bool:
     """Delete a thread (its runs go with it by foreign key); False when it does not exist."""
     result = await session.execute(delete(threads).where(threads.c.thread_id == thread_id))
-    return _rowcount(result) > 0
+    return rowcount(result) > 0
 
 
 async def has_active_runs(session: AsyncSession, thread_id: str) -> bool:
@@ -166,7 +181,3 @@ def _filtered(session: AsyncSession, statement: Select[Any], query: ThreadQuery)
     if query.values:
         conditions += json_contains(session, threads.c["values"], query.values)
     return statement.where(*conditions) if conditions else statement
-
-
-def _rowcount(result: Any) -> int:
-    return int(getattr(result, "rowcount", 0) or 0)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-STREAM_MODES: tuple[str, ...] = (
+from typing import Literal, get_args
+
+StreamModeName = Literal[
     "values",
     "updates",
     "messages",
@@ -12,4 +14,5 @@ STREAM_MODES: tuple[str, ...] = (
     "debug",
     "tasks",
     "checkpoints",
-)
+]
+STREAM_MODES: tuple[str, ...] = get_args(StreamModeName)

@@ -6,19 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from app.domain.stream_modes import StreamModeName
 from app.schemas.common import IsoDatetime
-
-StreamModeName = Literal[
-    "values",
-    "updates",
-    "messages",
-    "messages-tuple",
-    "custom",
-    "events",
-    "debug",
-    "tasks",
-    "checkpoints",
-]
 
 
 class CommandBody(BaseModel):

@@ -8,7 +8,7 @@ import logging
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from app.db import runs as runs_db
+from app.db import threads as threads_db
 from app.domain.errors import NotFoundError
 from app.domain.status import TERMINAL_RUN_STATUSES, RunStatus
 from app.services.runs import cancel_run, get_run
@@ -48,11 +48,8 @@ async def join_body(runtime: Runtime, run: dict[str, Any]) -> AsyncIterator[byte
         wait_until_done_or_gone(runtime, run["run_id"]), name=f"join:{run['run_id']}"
     )
     try:
-        while True:
-            done, _ = await asyncio.wait({task}, timeout=runtime.settings.stream_keepalive_seconds)
-            if done:
-                break
-            yield b"\n"
+        async for newline in _keepalive(task, runtime.settings.stream_keepalive_seconds):
+            yield newline
         finished = task.result()
         body = await result_body(runtime, finished) if finished else {}
         yield json.dumps(body, ensure_ascii=False).encode()
@@ -61,12 +58,21 @@ async def join_body(runtime: Runtime, run: dict[str, Any]) -> AsyncIterator[byte
             task.cancel()
 
 
+async def _keepalive(task: asyncio.Task[Any], interval: float) -> AsyncIterator[bytes]:
+    """Newlines every `interval` until the task ends (JSON parsers skip leading whitespace)."""
+    while True:
+        done, _ = await asyncio.wait({task}, timeout=interval)
+        if done:
+            return
+        yield b"\n"
+
+
 async def result_body(runtime: Runtime, run: dict[str, Any]) -> dict[str, Any]:
     """What /join and /wait return: the error, the pending interrupts, or the final values."""
     if run["status"] in (RunStatus.ERROR.value, RunStatus.TIMEOUT.value):
         return {"__error__": run["error"] or {"error": "Error", "message": run["status"]}}
     async with runtime.sessions() as session:
-        thread = await runs_db.lock_thread(session, run["thread_id"])
+        thread = await threads_db.get_thread(session, run["thread_id"])
     if thread is not None and thread["status"] == "interrupted" and thread["interrupts"]:
         flat = [i for items in thread["interrupts"].values() for i in items]
         if flat:
@@ -127,11 +133,8 @@ async def wait_body(
     task = asyncio.create_task(consume(), name=f"wait:{run['run_id']}")
     finished = False
     try:
-        while True:
-            done, _ = await asyncio.wait({task}, timeout=runtime.settings.stream_keepalive_seconds)
-            if done:
-                break
-            yield b"\n"
+        async for newline in _keepalive(task, runtime.settings.stream_keepalive_seconds):
+            yield newline
         payload = task.result()
         finished = True
         yield json.dumps(payload, ensure_ascii=False).encode()

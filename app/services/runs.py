@@ -13,6 +13,7 @@ from langgraph.checkpoint.base.id import uuid6
 from sqlalchemy.exc import IntegrityError
 
 from app.db import runs as runs_db
+from app.db import threads as threads_db
 from app.domain.errors import ConflictError, InvalidInputError, NotFoundError
 from app.domain.status import TERMINAL_RUN_STATUSES, RunStatus
 from app.graphs.serialize import to_jsonable
@@ -113,7 +114,7 @@ async def _insert_run(
 ) -> tuple[Any, _Effects, bool]:
     effects = _Effects()
     async with runtime.sessions() as session, session.begin():
-        thread = await runs_db.lock_thread(session, target_thread)
+        thread = await threads_db.get_thread(session, target_thread, lock=True)
         thread_metadata = {
             "graph_id": assistant["graph_id"],
             "assistant_id": assistant["assistant_id"],
@@ -125,10 +126,20 @@ async def _insert_run(
                     "if_not_exists='create'"
                 )
             # Concurrent creators of the same new thread all end up waiting on its row lock.
-            await runs_db.insert_thread_for_run(session, target_thread, thread_metadata)
-            thread = await runs_db.lock_thread(session, target_thread)
+            await threads_db.insert_thread(
+                session,
+                {
+                    "thread_id": target_thread,
+                    "metadata": thread_metadata,
+                    "config": {},
+                    "status": "idle",
+                    "values": None,
+                    "interrupts": {},
+                },
+            )
+            thread = await threads_db.get_thread(session, target_thread, lock=True)
         assert thread is not None
-        await runs_db.set_thread_graph(
+        await threads_db.set_metadata(
             session, target_thread, {**(thread["metadata"] or {}), **thread_metadata}
         )
         if idempotency_key:
@@ -166,7 +177,7 @@ async def _insert_run(
                 "temporary": stateless,
             },
         )
-        await runs_db.set_thread_status(session, target_thread, "busy")
+        await threads_db.set_status(session, target_thread, "busy")
     return row, effects, True
 
 
@@ -294,7 +305,7 @@ async def list_runs(
 ) -> list[dict[str, Any]]:
     """A thread's runs, newest first."""
     async with runtime.sessions() as session:
-        if await runs_db.lock_thread(session, thread_id) is None:
+        if await threads_db.get_thread(session, thread_id) is None:
             raise NotFoundError(f"thread {thread_id} not found")
         rows = await runs_db.list_runs(session, thread_id, limit, offset, status)
     return [to_wire(r) for r in rows]
@@ -308,7 +319,7 @@ async def delete_run(runtime: Runtime, thread_id: str, run_id: str) -> None:
         if run["status"] in (RunStatus.PENDING.value, RunStatus.RUNNING.value):
             upcoming = await runs_db.next_pending_run(session, thread_id)
             if upcoming is None:
-                await runs_db.set_thread_status(session, thread_id, "idle")
+                await threads_db.set_status(session, thread_id, "idle")
     if run["status"] == RunStatus.RUNNING.value:
         await runtime.cancel_bus.publish(run_id, "interrupt")
     await runtime.broker.forget(run_id)
@@ -331,7 +342,7 @@ async def cancel_run(
                 await runs_db.delete_run(session, run_id)
             upcoming = await runs_db.next_pending_run(session, run["thread_id"])
             if upcoming is None:
-                await runs_db.set_thread_status(session, run["thread_id"], "idle")
+                await threads_db.set_status(session, run["thread_id"], "idle")
             pending = True
         elif await runs_db.request_cancel(session, run_id, action):
             pending = False

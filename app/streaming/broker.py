@@ -91,12 +91,46 @@ class _FutureWaiter:
         return True
 
 
+class LocalWaiters:
+    """This process's waiters per run: futures resolved when the run's completion is seen."""
+
+    def __init__(self) -> None:
+        self._waiters: dict[str, set[asyncio.Future[None]]] = {}
+
+    def resolve(self, run_id: str) -> None:
+        """Wake every local waiter of the run."""
+        for future in self._waiters.pop(run_id, set()):
+            if not future.done():
+                future.set_result(None)
+
+    def resolve_all(self) -> None:
+        """Wake every waiter (they re-check the database)."""
+        for run_id in list(self._waiters):
+            self.resolve(run_id)
+
+    @asynccontextmanager
+    async def waiter(self, run_id: str) -> AsyncIterator[CompletionWaiter]:
+        """Register a waiter for the run's completion."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.setdefault(run_id, set()).add(future)
+        try:
+            yield _FutureWaiter(future)
+        finally:
+            group = self._waiters.get(run_id)
+            if group is not None:
+                group.discard(future)
+                if not group:
+                    self._waiters.pop(run_id, None)
+            if not future.done():
+                future.cancel()
+
+
 class InMemoryEventBroker:
     """Per-run event logs in memory, bounded in length and expired after they finish."""
 
     def __init__(self, retention_seconds: float = 3600.0, max_events: int = 10_000) -> None:
         self._logs: dict[str, _RunLog] = {}
-        self._waiters: dict[str, set[asyncio.Future[None]]] = {}
+        self._waiters = LocalWaiters()
         self._attempts: dict[str, int] = {}
         self._retention = retention_seconds
         self._max_events = max_events
@@ -187,25 +221,11 @@ class InMemoryEventBroker:
 
     async def signal_done(self, run_id: str) -> None:
         """Resolve every waiter of the run."""
-        for future in self._waiters.pop(run_id, set()):
-            if not future.done():
-                future.set_result(None)
+        self._waiters.resolve(run_id)
 
-    @asynccontextmanager
-    async def done_waiter(self, run_id: str) -> AsyncIterator[CompletionWaiter]:
+    def done_waiter(self, run_id: str) -> AbstractAsyncContextManager[CompletionWaiter]:
         """Register a waiter for the run's completion."""
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.setdefault(run_id, set()).add(future)
-        try:
-            yield _FutureWaiter(future)
-        finally:
-            waiters = self._waiters.get(run_id)
-            if waiters is not None:
-                waiters.discard(future)
-                if not waiters:
-                    self._waiters.pop(run_id, None)
-            if not future.done():
-                future.cancel()
+        return self._waiters.waiter(run_id)
 
 
 def _parse_seq(event_id: str) -> int:

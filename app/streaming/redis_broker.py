@@ -8,17 +8,16 @@ stream is capped (MAXLEN ~) and expires after the retention period.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from app.domain.errors import StaleAttemptError
-from app.streaming.broker import CompletionWaiter, StreamEvent
+from app.streaming.broker import CompletionWaiter, LocalWaiters, StreamEvent
 
 log = logging.getLogger("runyard.broker")
 
@@ -146,7 +145,7 @@ class RedisEventBroker:
         """Wake every waiter of the run on every instance."""
         await self._signals.publish(run_id)
 
-    def done_waiter(self, run_id: str) -> Any:
+    def done_waiter(self, run_id: str) -> AbstractAsyncContextManager[CompletionWaiter]:
         """Register for the run's completion before reading its status."""
         return self._signals.waiter(run_id)
 
@@ -160,58 +159,15 @@ def _looks_like_id(value: str) -> bool:
     return head.isdigit() and (tail == "" or tail.isdigit())
 
 
-class _Waiter:
-    def __init__(self, future: asyncio.Future[None]) -> None:
-        self._future = future
-
-    async def wait(self, timeout: float | None) -> bool:
-        try:
-            await asyncio.wait_for(asyncio.shield(self._future), timeout)
-        except TimeoutError:
-            return False
-        return True
-
-
-class CompletionSignals:
-    """Local futures resolved by `done` messages the shared listener receives."""
+class CompletionSignals(LocalWaiters):
+    """Local waiters, resolved by `done` messages the shared pub/sub listener receives."""
 
     def __init__(self, redis: Redis, channel: str) -> None:
+        super().__init__()
         self._redis = redis
         self.channel = channel
-        self._waiters: dict[str, set[asyncio.Future[None]]] = {}
 
     async def publish(self, run_id: str) -> None:
         """Announce a run's completion to every instance (and resolve local waiters now)."""
         self.resolve(run_id)
-        try:
-            await self._redis.publish(self.channel, run_id)
-        except (RedisError, OSError) as exc:
-            # Remote waiters re-check when their listener reconnects or their timeout ends.
-            log.warning("completion_signal_failed run_id=%s error=%s", run_id, exc)
-
-    def resolve(self, run_id: str) -> None:
-        """Resolve this instance's waiters of the run."""
-        for future in self._waiters.pop(run_id, set()):
-            if not future.done():
-                future.set_result(None)
-
-    def resolve_all(self) -> None:
-        """Wake every waiter (the listener reconnected and may have missed messages)."""
-        for run_id in list(self._waiters):
-            self.resolve(run_id)
-
-    @asynccontextmanager
-    async def waiter(self, run_id: str) -> AsyncIterator[CompletionWaiter]:
-        """Register a future for the run."""
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.setdefault(run_id, set()).add(future)
-        try:
-            yield _Waiter(future)
-        finally:
-            group = self._waiters.get(run_id)
-            if group is not None:
-                group.discard(future)
-                if not group:
-                    self._waiters.pop(run_id, None)
-            if not future.done():
-                future.cancel()
+        await self._redis.publish(self.channel, run_id)

@@ -67,13 +67,13 @@ async def finalize_run(
         if outcome.rollback:
             await runs_db.delete_run(session, run_id)
         upcoming = await runs_db.next_pending_run(session, thread_id)
-        await runs_db.update_thread_after_run(
+        await threads_db.set_state_fields(
             session,
             thread_id,
-            _thread_status(outcome, snapshot, upcoming is not None),
-            snapshot.values,
-            snapshot.interrupts,
-            outcome.error if outcome.status in (RunStatus.ERROR, RunStatus.TIMEOUT) else None,
+            status=_thread_status(outcome, snapshot, upcoming is not None),
+            values=snapshot.values,
+            interrupts=snapshot.interrupts,
+            error=outcome.error if outcome.status in (RunStatus.ERROR, RunStatus.TIMEOUT) else None,
         )
     log.info("run_finished run_id=%s attempt=%s status=%s", run_id, attempt, outcome.status)
     try:
