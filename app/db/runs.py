@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import and_, delete, exists, func, insert, or_, select, update
+from sqlalchemy import and_, case, delete, exists, func, insert, or_, select, update
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
@@ -233,7 +233,7 @@ async def requeue_expired(session: AsyncSession, max_attempts: int) -> Sequence[
                         "was lost (crash, kill or lease expiry) and was given up",
                     },
                 )
-                .returning(runs.c.run_id, runs.c.thread_id, runs.c.status)
+                .returning(runs.c.run_id, runs.c.thread_id, runs.c.status, runs.c.error)
             )
         )
         .mappings()
@@ -251,6 +251,21 @@ async def requeue_expired(session: AsyncSession, max_attempts: int) -> Sequence[
         .mappings()
         .all()
     )
+    if failed:
+        # A failed run leaves its thread in error (busy if another run waits), as finalize
+        # does; otherwise the thread would stay busy forever.
+        waiting = exists().where(
+            runs.c.thread_id == threads.c.thread_id, runs.c.status == "pending"
+        )
+        await session.execute(
+            update(threads)
+            .where(threads.c.thread_id.in_({row["thread_id"] for row in failed}))
+            .values(
+                status=case((waiting, "busy"), else_="error"),
+                error=failed[0]["error"],
+                updated_at=now,
+            )
+        )
     return [*failed, *requeued]
 
 

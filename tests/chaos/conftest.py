@@ -1,0 +1,76 @@
+"""Chaos fixtures: clusters of real `runyard serve` processes on PostgreSQL and Redis."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from tests.chaos.cluster import CHAOS_ENV, SHARED_REDIS, Cluster, ClusterFactory, ThrowawayRedis
+from tests.support.databases import create_database, drop_database, postgres_available
+from tests.support.server import free_port
+
+
+@pytest.fixture
+async def cluster_factory(tmp_path: Path) -> AsyncIterator[ClusterFactory]:
+    """Builds clusters (`await make(n, redis_url=..., **env)`), torn down after the test."""
+    if not postgres_available():
+        pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (see README)")
+    made: list[Cluster] = []
+
+    async def make(count: int = 2, redis_url: str = SHARED_REDIS, **overrides: str) -> Cluster:
+        prefix = f"chaos-{uuid.uuid4().hex[:12]}:"
+        url = create_database("runyard_chaos")
+        env = {
+            **CHAOS_ENV,
+            **overrides,
+            "DATABASE_URL": url,
+            "REDIS_URL": redis_url,
+            "RUNYARD_REDIS_PREFIX": prefix,
+        }
+        cluster = Cluster(tmp_path / f"cluster-{len(made)}", url, redis_url, prefix, env)
+        made.append(cluster)
+        await asyncio.to_thread(cluster.start, count)
+        return cluster
+
+    try:
+        yield make
+    finally:
+        for cluster in made:
+            try:
+                await cluster.close()
+            finally:
+                drop_database(cluster.database_url)
+                _delete_keys(cluster.redis_url, cluster.prefix)
+
+
+@pytest.fixture
+async def cluster(cluster_factory: ClusterFactory) -> Cluster:
+    """Two instances on the shared Redis with the chaos timings."""
+    return await cluster_factory(2)
+
+
+def _delete_keys(url: str, prefix: str) -> None:
+    try:
+        with redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=2) as client:
+            batch = list(client.scan_iter(match=f"{prefix}*", count=500))
+            for start in range(0, len(batch), 500):
+                client.delete(*batch[start : start + 500])
+    except (redis.RedisError, OSError):
+        pass  # a throwaway Redis that is already gone
+
+
+@pytest.fixture
+def throwaway_redis() -> Iterator[ThrowawayRedis]:
+    """A redis-server only this test uses (never the shared one)."""
+    server = ThrowawayRedis(free_port()).start()
+    try:
+        yield server
+    finally:
+        server.kill()
+
+
