@@ -1,4 +1,4 @@
-"""`python -m bench.run`: run the benchmark scenarios against a URL, or a server it starts."""
+"""`python -m bench.run`: run the benchmark scenarios against URLs, or servers it starts."""
 
 from __future__ import annotations
 
@@ -9,34 +9,61 @@ import logging
 import os
 import sys
 import time
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
 
-from bench.scenarios import SCENARIOS, Target, warm_up
+from bench import scenarios
+from bench.client import open_client
+from bench.recovery import recovery
+from bench.scenarios import Fleet, Target, warm_up
 
 log = logging.getLogger("bench")
+
+ScenarioFn = Callable[[Target, int], Awaitable[dict[str, Any]]]
+
+# `all` runs the load scenarios; `recovery` kills instances, so it runs only when asked for.
+SCENARIOS: dict[str, tuple[ScenarioFn, int]] = {**scenarios.SCENARIOS, "recovery": (recovery, 5)}
+DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
 
 
 def main(argv: list[str] | None = None) -> int:
     """Parse the command line, run the chosen scenarios, print one JSON line per scenario."""
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    _check(parser, args)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(message)s")
     # One line per request would drown the figures; failures are logged by the scenarios.
     logging.getLogger("httpx").setLevel(logging.WARNING)
-    with _server(args) as url:
-        failures = asyncio.run(_run_all(args, url, args.start or "external"))
+    with _servers(args) as (urls, settings, fleet):
+        failures = asyncio.run(_run_all(args, urls, settings, fleet))
     return 1 if failures else 0
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__)
     where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--url", help="base URL of a running Agent Protocol server")
     where.add_argument(
-        "--start", choices=["dev", "serve"], help="start a Runyard server on a free port first"
+        "--url", help="base URL of a running server; several, comma-separated, are used in turn"
     )
+    where.add_argument(
+        "--start",
+        choices=["dev", "serve", "redis"],
+        help="start Runyard on free ports first: dev (SQLite), serve (PostgreSQL), "
+        "redis (PostgreSQL + Redis, --instances processes)",
+    )
+    parser.add_argument("--instances", type=_positive, default=1, help="with --start redis")
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Runyard setting for the started servers (repeatable)",
+    )
+    parser.add_argument("--redis-url", default=DEFAULT_REDIS, help="Redis for --start redis")
+    parser.add_argument("--keep-logs", action="store_true", help="keep the servers' logs")
     parser.add_argument("--scenario", choices=["all", *SCENARIOS], default="all")
     parser.add_argument(
         "--runs", type=_positive, default=None, help="runs per leg (default per scenario)"
@@ -50,9 +77,22 @@ def _parser() -> argparse.ArgumentParser:
         "--warmup", type=_non_negative, default=3, help="unmeasured runs before each scenario"
     )
     parser.add_argument(
-        "--timeout", type=float, default=120.0, help="give up on a scenario after this many seconds"
+        "--timeout",
+        type=float,
+        default=120.0,
+        help="give up on a scenario (recovery: on one repetition) after this many seconds",
     )
     return parser
+
+
+def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    if args.instances > 1 and args.start != "redis":
+        parser.error("--instances needs --start redis (without Redis there is one instance)")
+    if args.env and not args.start:
+        parser.error("--env sets the started servers' settings; it needs --start")
+    for item in args.env:
+        if "=" not in item or not item.split("=", 1)[0]:
+            parser.error(f"--env {item!r}: expected KEY=VALUE")
 
 
 def _positive(text: str) -> int:
@@ -69,56 +109,64 @@ def _non_negative(text: str) -> int:
     return value
 
 
-def _server(args: argparse.Namespace) -> AbstractContextManager[str]:
+@contextmanager
+def _servers(
+    args: argparse.Namespace,
+) -> Iterator[tuple[list[str], dict[str, Any] | None, Fleet | None]]:
+    """The target URLs, the servers' non-default settings (None: unknown) and what to kill."""
     if args.url:
-        return nullcontext(args.url.rstrip("/"))
-    from bench.target import started_server
+        yield [url.strip().rstrip("/") for url in args.url.split(",") if url.strip()], None, None
+        return
+    from bench.target import started_deployment
 
-    return started_server(args.start)
+    overrides = dict(item.split("=", 1) for item in args.env)
+    with started_deployment(
+        args.start, args.instances, overrides, args.redis_url, args.keep_logs
+    ) as deployment:
+        yield deployment.urls, deployment.effective, deployment
 
 
-async def _run_all(args: argparse.Namespace, url: str, mode: str) -> int:
-    names = list(SCENARIOS) if args.scenario == "all" else [args.scenario]
-    limit = args.concurrency + 5
-    # trust_env=False: a proxy from the environment must not sit between us and the target.
-    async with httpx.AsyncClient(
-        base_url=url,
-        timeout=httpx.Timeout(60.0),
-        limits=httpx.Limits(max_connections=limit, max_keepalive_connections=limit),
-        trust_env=False,
-    ) as client:
-        target = Target(client, args.assistant, args.input, args.concurrency)
+async def _run_all(
+    args: argparse.Namespace, urls: list[str], settings: dict[str, Any] | None, fleet: Fleet | None
+) -> int:
+    names = list(scenarios.SCENARIOS) if args.scenario == "all" else [args.scenario]
+    head: dict[str, Any] = {
+        "target": ",".join(urls),
+        "mode": args.start or "external",
+        "instances": len(urls),
+        "settings": settings,
+    }
+    async with open_client(urls, args.concurrency + 5) as client:
+        target = Target(client, args.assistant, args.input, args.concurrency, args.timeout, fleet)
         failures = 0
         for name in names:
-            line = await _run_one(target, name, args, url, mode)
+            line = await _run_one(target, name, args, head)
             print(json.dumps(line), flush=True)
             failures += 1 if line.get("errors") else 0
         return failures
 
 
 async def _run_one(
-    target: Target, name: str, args: argparse.Namespace, url: str, mode: str
+    target: Target, name: str, args: argparse.Namespace, common: dict[str, Any]
 ) -> dict[str, Any]:
     scenario, default_runs = SCENARIOS[name]
     runs = args.runs or default_runs
-    head: dict[str, Any] = {
-        "scenario": name,
-        "target": url,
-        "mode": mode,
-        "assistant": target.assistant_id,
-    }
+    head: dict[str, Any] = {"scenario": name, **common, "assistant": target.assistant_id}
     # The client shares this machine with the server: a busy host explains noisy figures.
     head["host_load_1m"] = round(os.getloadavg()[0], 2)
+    # Recovery restarts an instance after each repetition; --timeout bounds one repetition.
+    budget = args.timeout * (runs + 1) if name == "recovery" else args.timeout
     log.info("bench_scenario_started scenario=%s runs=%s", name, runs)
     started = time.perf_counter()
     try:
-        async with asyncio.timeout(args.timeout):
+        async with asyncio.timeout(budget):
             await warm_up(target, args.warmup)
             figures = await scenario(target, runs)
     except (TimeoutError, RuntimeError, httpx.HTTPError) as exc:
         log.error("bench_scenario_failed scenario=%s error=%r", name, exc)
         return {**head, "errors": 1, "failure": repr(exc)[:500]}
     log.info("bench_scenario_done scenario=%s wall_s=%.1f", name, time.perf_counter() - started)
+    head["host_load_1m_end"] = round(os.getloadavg()[0], 2)
     return {**head, "runs": runs, **figures}
 
 

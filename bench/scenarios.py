@@ -9,13 +9,34 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
 log = logging.getLogger("bench")
 
 SLOW_RUN_SECONDS = 5.0
+
+
+class Fleet(Protocol):
+    """Instances the bench started itself, which a scenario may kill and restart."""
+
+    @property
+    def urls(self) -> list[str]:
+        """Base URL of every instance."""
+        ...
+
+    def index_of(self, pid: int) -> int | None:
+        """Which instance has this process id, if any."""
+        ...
+
+    def kill(self, index: int) -> None:
+        """SIGKILL one instance."""
+        ...
+
+    def restart(self, index: int) -> None:
+        """Start a fresh process in place of a killed instance, at the same URL."""
+        ...
 
 
 @dataclass
@@ -26,6 +47,8 @@ class Target:
     assistant_id: str
     input: dict[str, Any]
     concurrency: int
+    timeout: float = 120.0
+    fleet: Fleet | None = None
 
 
 @dataclass

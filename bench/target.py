@@ -1,46 +1,200 @@
-"""A throwaway Runyard server for `--start dev|serve`, stopped (and its database dropped) after."""
+"""Throwaway Runyard servers for `--start dev|serve|redis`, stopped (and cleaned up) after."""
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import shutil
+import subprocess
+import sys
 import tempfile
+import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+import redis
 
 from tests.support.databases import create_database, drop_database, postgres_available
-from tests.support.server import ServerProcess
+from tests.support.server import ROOT, ServerProcess
 
 log = logging.getLogger("bench")
 
 BENCH_CONFIG = Path(__file__).resolve().parent / "graphs" / "langgraph.json"
 
+# Settings the bench sets itself to wire a deployment together; they say nothing about tuning.
+PLUMBING = frozenset(
+    {
+        "DATABASE_URL",
+        "REDIS_URL",
+        "RUNYARD_REDIS_PREFIX",
+        "RUNYARD_DATA_DIR",
+        "RUNYARD_CONFIG",
+        "RUNYARD_MIGRATE_ON_START",
+    }
+)
+
+# Runs in a child with the servers' environment and working directory, so `.env` and exported
+# variables count exactly as they do for the servers.
+_SETTINGS_PROBE = """
+import json
+from app.settings import Settings
+
+settings = Settings()
+changed = {}
+for name, info in Settings.model_fields.items():
+    value = getattr(settings, name)
+    if value != info.get_default(call_default_factory=True):
+        changed[info.alias or name] = value
+print(json.dumps(changed, default=str))
+"""
+
+
+@dataclass
+class Deployment:
+    """The server processes of one bench run, all sharing one database (and Redis prefix)."""
+
+    mode: str
+    workdir: Path
+    env: dict[str, str]
+    servers: list[ServerProcess] = field(default_factory=list)
+    effective: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def urls(self) -> list[str]:
+        """Base URL of every instance, in start order."""
+        return [server.url for server in self.servers]
+
+    def start(self, count: int) -> None:
+        """Start `count` instances: the first alone (it migrates), the others in parallel."""
+        self.servers.append(self._server(len(self.servers), migrate=True).start())
+        others = [self._server(len(self.servers) + i, migrate=False) for i in range(count - 1)]
+        self.servers.extend(others)
+        with ThreadPoolExecutor(max_workers=max(len(others), 1)) as pool:
+            list(pool.map(lambda server: server.start(), others))
+
+    def _server(self, index: int, migrate: bool, port: int | None = None) -> ServerProcess:
+        env = {**self.env, "RUNYARD_DATA_DIR": str(self.workdir / f"data-{index}")}
+        if self.mode != "dev":
+            env["RUNYARD_MIGRATE_ON_START"] = "true" if migrate else "false"
+        command = "dev" if self.mode == "dev" else "serve"
+        server = ServerProcess(command, self.workdir, env=env, config=BENCH_CONFIG)
+        if port is not None:
+            server.port = port
+        return server
+
+    def index_of(self, pid: int) -> int | None:
+        """Which instance has this process id, if any."""
+        for index, server in enumerate(self.servers):
+            if server.process is not None and server.process.pid == pid:
+                return index
+        return None
+
+    def kill(self, index: int) -> None:
+        """SIGKILL one instance and reap it."""
+        process = self.servers[index].process
+        if process is not None and process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
+        log.info("bench_instance_killed index=%s url=%s", index, self.servers[index].url)
+
+    def restart(self, index: int) -> None:
+        """Start a fresh process in place of a dead instance, on the same port (no migration)."""
+        old = self.servers[index]
+        self.servers[index] = self._server(index, migrate=False, port=old.port).start()
+        log.info("bench_instance_restarted index=%s url=%s", index, old.url)
+
+    def stop(self) -> None:
+        """SIGTERM every instance at once (they drain in parallel), SIGKILL stragglers."""
+        with ThreadPoolExecutor(max_workers=max(len(self.servers), 1)) as pool:
+            list(pool.map(lambda server: server.stop(), self.servers))
+
+    def settings(self) -> dict[str, Any]:
+        """Runyard settings that differ from their defaults, as the servers see them."""
+        env = {**os.environ, **self.env, "RUNYARD_DATA_DIR": str(self.workdir / "data-0")}
+        if self.mode == "dev":
+            # `runyard dev` clears these itself, whatever the environment says.
+            env.update({"DATABASE_URL": "", "REDIS_URL": ""})
+        probe = subprocess.run(
+            [sys.executable, "-c", _SETTINGS_PROBE],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        if probe.returncode != 0:
+            raise SystemExit(f"bench: invalid Runyard settings:\n{probe.stderr[-2000:]}")
+        changed: dict[str, Any] = json.loads(probe.stdout)
+        return {key: value for key, value in changed.items() if key not in PLUMBING}
+
 
 @contextmanager
-def started_server(mode: str) -> Iterator[str]:
-    """Start `runyard dev` (SQLite) or `runyard serve` (fresh PostgreSQL db) and yield its URL."""
+def started_deployment(
+    mode: str, instances: int, overrides: dict[str, str], redis_url: str, keep_logs: bool
+) -> Iterator[Deployment]:
+    """Start `runyard dev`, `serve` (PostgreSQL) or `instances` x `serve` (PostgreSQL + Redis)."""
     workdir = Path(tempfile.mkdtemp(prefix=f"runyard-bench-{mode}-"))
     database: str | None = None
+    prefix: str | None = None
     env: dict[str, str] = {}
-    if mode == "serve":
+    if mode in ("serve", "redis"):
         if not postgres_available():
             raise SystemExit("bench: PostgreSQL is not reachable (RUNYARD_TEST_POSTGRES)")
         database = create_database("runyard_bench")
-        # No Redis: `serve` runs in-process on PostgreSQL, as the test fixture does.
+        # Without Redis, `serve` runs in-process on PostgreSQL, as the test fixture does.
         env = {"DATABASE_URL": database, "REDIS_URL": ""}
-    server = ServerProcess(mode, workdir, env=env, config=BENCH_CONFIG)
+    if mode == "redis":
+        _require_redis(redis_url)
+        prefix = f"runyard-bench-{uuid.uuid4().hex[:12]}:"
+        env.update({"REDIS_URL": redis_url, "RUNYARD_REDIS_PREFIX": prefix})
+    deployment = Deployment(mode, workdir, {**env, **overrides})
     clean = False
     try:
-        server.start()
-        log.info("bench_server_started mode=%s url=%s log=%s", mode, server.url, server.log_path)
-        yield server.url
+        # Probe first: invalid settings fail here with pydantic's message, before any start-up.
+        deployment.effective = deployment.settings()
+        log.info("bench_settings non_default=%s", json.dumps(deployment.effective))
+        deployment.start(instances)
+        for server in deployment.servers:
+            log.info(
+                "bench_server_started mode=%s url=%s log=%s", mode, server.url, server.log_path
+            )
+        yield deployment
         clean = True
     finally:
-        server.stop()
+        deployment.stop()
         if database is not None:
             drop_database(database)
-        if clean:
+        if prefix is not None:
+            _delete_keys(redis_url, prefix)
+        if clean and not keep_logs:
             shutil.rmtree(workdir, ignore_errors=True)
         else:
-            log.warning("bench_server_log_kept path=%s", server.log_path)
+            log.warning("bench_server_logs_kept path=%s", workdir)
+
+
+def _require_redis(url: str) -> None:
+    try:
+        with redis.Redis.from_url(url, socket_timeout=3, socket_connect_timeout=3) as client:
+            client.ping()
+    except (redis.RedisError, OSError) as exc:
+        raise SystemExit(f"bench: Redis is not reachable at {url} ({exc})") from None
+
+
+def _delete_keys(url: str, prefix: str) -> None:
+    """Delete the deployment's keys (SCAN + DEL: never KEYS or FLUSHDB on a shared Redis)."""
+    deleted = 0
+    with redis.Redis.from_url(url, socket_timeout=10) as client:
+        batch: list[Any] = []
+        for key in client.scan_iter(match=f"{prefix}*", count=1000):
+            batch.append(key)
+            if len(batch) >= 500:
+                deleted += int(client.delete(*batch))
+                batch = []
+        if batch:
+            deleted += int(client.delete(*batch))
+    log.info("bench_redis_keys_deleted prefix=%s count=%s", prefix, deleted)

@@ -66,3 +66,30 @@ def test_unknown_assistant_is_reported_as_a_failure(server: ServerProcess) -> No
     line = json.loads(done.stdout)
     assert line["errors"] >= 1
     assert "failure" in line
+
+
+def test_several_urls_are_one_target(server: ServerProcess) -> None:
+    urls = f"{server.url},{server.url}"
+    code, lines, stderr = _bench(urls, "throughput")
+
+    assert code == 0, stderr
+    assert len(lines) == 1, stderr
+    line = lines[0]
+    assert line["target"] == urls
+    assert line["instances"] == 2
+    assert line["total"] == RUNS
+    assert line["errors"] == 0
+    # The bench did not start this server, so it cannot know its settings.
+    assert line["settings"] is None
+
+
+def test_recovery_refuses_a_server_it_cannot_kill(server: ServerProcess) -> None:
+    args = [sys.executable, "-m", "bench.run", "--url", server.url, "--scenario", "recovery"]
+    args += ["--runs", "1", "--warmup", "0"]
+    done = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=60)
+
+    assert done.returncode == 1
+    line = json.loads(done.stdout)
+    assert line["scenario"] == "recovery"
+    assert line["errors"] == 1
+    assert "--start redis" in line["failure"]
