@@ -8,9 +8,11 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from app import __version__
-from app.api import assistants, runs, system, threads
+from app.api import assistants, crons, runs, store, system, threads
 from app.api.errors import install_error_handlers
+from app.api.limits import BodySizeLimitMiddleware
 from app.observability.logs import configure_logging
+from app.observability.metrics import HttpMetricsMiddleware
 from app.runtime import Runtime
 from app.settings import Settings
 
@@ -41,4 +43,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(assistants.router)
     app.include_router(threads.router)
     app.include_router(runs.router)
+    app.include_router(crons.router)
+    app.include_router(store.router)
+    # Added last = outermost: latency covers the whole request, 413s included.
+    app.add_middleware(BodySizeLimitMiddleware, limit=settings.max_body_bytes)
+    app.add_middleware(HttpMetricsMiddleware, metrics=runtime.metrics)
+    runtime.tracing.instrument(app)
     return app

@@ -12,6 +12,7 @@ from contextlib import AsyncExitStack
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.store.base import BaseStore
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 
 from app.db import runs as runs_db
@@ -19,10 +20,14 @@ from app.db.engine import create_engine, migrate, session_factory
 from app.graphs.checkpointer import open_checkpointer
 from app.graphs.config import ProjectConfig, apply_environment, find_config, load_config
 from app.graphs.registry import GraphRegistry
+from app.graphs.store import StoreOptions, TtlSweeper, open_store, store_options
+from app.observability.metrics import Metrics
+from app.observability.tracing import Tracing
 from app.queue.cancel_bus import CancelBus, InProcessCancelBus
 from app.queue.run_queue import InProcessRunQueue, RunQueue
 from app.settings import Settings
 from app.streaming.broker import EventBroker, InMemoryEventBroker
+from app.worker.cron_scheduler import CronScheduler
 from app.worker.execute import RunExecutor
 from app.worker.lease import LeaseKeeper, Reaper
 from app.worker.pool import WorkerPool
@@ -39,6 +44,8 @@ class Runtime:
         self.settings = settings
         self.instance_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.running = RunningRuns()
+        self.metrics = Metrics(in_flight=lambda: len(self.running))
+        self.tracing = Tracing.from_settings(settings, self.instance_id)
         self.draining = False
         self._stack = AsyncExitStack()
         self._stop_loops = asyncio.Event()
@@ -49,6 +56,9 @@ class Runtime:
         self.engine: AsyncEngine
         self.sessions: async_sessionmaker[Any]
         self.checkpointer: BaseCheckpointSaver
+        self.store: BaseStore
+        self.store_options: StoreOptions
+        self.cron_scheduler: CronScheduler | None = None
         self.broker: EventBroker
         self.queue: RunQueue
         self.cancel_bus: CancelBus
@@ -65,6 +75,7 @@ class Runtime:
     async def start(self) -> None:
         """Load graphs, connect storage, migrate, then start the background parts."""
         settings = self.settings
+        self._stack.push_async_callback(self.tracing.shutdown)
         self.project = load_config(find_config(settings.config_path))
         apply_environment(self.project)
         self.graphs = GraphRegistry.load(self.project)
@@ -77,6 +88,10 @@ class Runtime:
         self.checkpointer = await self._stack.enter_async_context(
             open_checkpointer(url, settings.data_dir)
         )
+        self.store_options = store_options(self.project)
+        self.store = await self._stack.enter_async_context(
+            open_store(url, settings.data_dir, self.store_options)
+        )
         from app.services.assistants import ensure_default_assistants
 
         await ensure_default_assistants(self)
@@ -84,6 +99,7 @@ class Runtime:
             await self._build_redis_engine(settings.redis_url)
         else:
             self._build_in_process_engine()
+        self.broker = self.metrics.counting_subscribers(self.broker)
         self.webhooks = WebhookSender(settings.webhook_max_attempts)
         self._stack.push_async_callback(self.webhooks.stop)
         self._stack.push_async_callback(self.queue.close)
@@ -100,7 +116,15 @@ class Runtime:
         self._stack.push_async_callback(self._stop_workers)
         self._start_loop("lease-keeper", LeaseKeeper(self).run_forever)
         self._start_loop("reaper", Reaper(self).run_forever)
+        sweeper = TtlSweeper(self.store, self.store_options.sweep_interval_seconds)
+        self._start_loop("store-ttl-sweeper", sweeper.run_forever)
+        self.cron_scheduler = CronScheduler(self, settings.cron_interval_seconds)
+        self._start_loop("cron-scheduler", self.cron_scheduler.run_forever)
         self._stack.push_async_callback(self._stop_background_loops)
+        queue_kind = "redis" if settings.redis_url else "in-process"
+        self.metrics.describe_instance(
+            instance=self.instance_id, database=self.dialect, queue=queue_kind
+        )
         log.info(
             "runtime_started instance=%s database=%s queue=%s workers=%s graphs=%s",
             self.instance_id,
@@ -176,7 +200,14 @@ class Runtime:
 
     def healthy(self) -> bool:
         """False when a background loop died."""
-        return self.workers.healthy() and all(not t.done() for t in self._loops)
+        return not self.dead_parts()
+
+    def dead_parts(self) -> list[str]:
+        """Names of the background parts that stopped while they should run (for /livez)."""
+        dead = [t.get_name() for t in self._loops if t.done() and not self._stop_loops.is_set()]
+        if self.workers_started and not self.workers.healthy():
+            dead.append("worker-pool")
+        return dead
 
     @property
     def workers_started(self) -> bool:

@@ -22,7 +22,8 @@ class Settings(BaseSettings):
     config_path: Path | None = Field(default=None, alias="RUNYARD_CONFIG")
     migrate_on_start: bool = Field(default=True, alias="RUNYARD_MIGRATE_ON_START")
     log_level: str = Field(default="INFO", alias="LOG_LEVEL")
-    log_format: Literal["text", "json"] = Field(default="text", alias="RUNYARD_LOG_FORMAT")
+    # Empty: JSON lines on PostgreSQL (production), readable text on the embedded store (dev).
+    log_format: Literal["text", "json"] | None = Field(default=None, alias="RUNYARD_LOG_FORMAT")
 
     # Worker engine.
     worker_count: int = Field(default=1, ge=0, alias="WORKER_COUNT")
@@ -46,6 +47,33 @@ class Settings(BaseSettings):
         default=3600.0, gt=0, alias="RUNYARD_EVENT_RETENTION_SECONDS"
     )
     webhook_max_attempts: int = Field(default=3, ge=1, alias="RUNYARD_WEBHOOK_MAX_ATTEMPTS")
+
+    # Crons.
+    cron_interval_seconds: float = Field(
+        default=1.0, gt=0, le=60, alias="RUNYARD_CRON_INTERVAL_SECONDS"
+    )
+
+    # HTTP limits.
+    max_body_bytes: int = Field(default=10 * 1024 * 1024, ge=1024, alias="RUNYARD_MAX_BODY_BYTES")
+
+    # Tracing (OpenTelemetry, needs the `tracing` extra). Empty: OTLP when an OTLP endpoint
+    # is set, else off.
+    tracing: Literal["off", "otlp", "console"] | None = Field(default=None, alias="RUNYARD_TRACING")
+    otlp_endpoint: str | None = Field(default=None, alias="OTEL_EXPORTER_OTLP_ENDPOINT")
+    otlp_traces_endpoint: str | None = Field(
+        default=None, alias="OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+    )
+    otlp_protocol: Literal["http/protobuf", "grpc"] = Field(
+        default="http/protobuf", alias="OTEL_EXPORTER_OTLP_PROTOCOL"
+    )
+    otel_service_name: str = Field(default="runyard", alias="OTEL_SERVICE_NAME")
+
+    @field_validator(
+        "log_format", "tracing", "otlp_endpoint", "otlp_traces_endpoint", mode="before"
+    )
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        return None if value == "" else value
 
     @field_validator("database_url")
     @classmethod
@@ -85,6 +113,20 @@ class Settings(BaseSettings):
     def is_embedded(self) -> bool:
         """True when no external database is configured (dev mode on SQLite)."""
         return self.database_url is None or self.database_url.startswith("sqlite")
+
+    @property
+    def resolved_log_format(self) -> str:
+        """`json` or `text`: JSON lines in production (PostgreSQL), readable text in dev."""
+        if self.log_format is not None:
+            return self.log_format
+        return "text" if self.is_embedded else "json"
+
+    @property
+    def resolved_tracing(self) -> str:
+        """`off`, `otlp` or `console`: OTLP by default once an OTLP endpoint is configured."""
+        if self.tracing is not None:
+            return self.tracing
+        return "otlp" if (self.otlp_endpoint or self.otlp_traces_endpoint) else "off"
 
     def resolved_database_url(self) -> str:
         """The SQLAlchemy URL to connect to, defaulting to the SQLite file under the data dir."""

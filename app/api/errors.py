@@ -4,13 +4,27 @@ from __future__ import annotations
 
 import logging
 
+import psycopg
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
 from app.domain.errors import RunyardError
 
 log = logging.getLogger("runyard.api")
+
+# PostgreSQL refuses NUL characters in text and JSONB (22P05 untranslatable character,
+# 22021 character not in repertoire): that is the client's data, not a server fault.
+UNSTORABLE_TEXT_SQLSTATES = frozenset({"22P05", "22021"})
+UNSTORABLE_TEXT_MESSAGE = (
+    "the request contains a NUL character (\\u0000), which cannot be stored or searched; "
+    "remove it from strings and keys"
+)
+
+BIG_INTEGER_MESSAGE = (
+    "the request holds an integer outside the 64-bit range; send such numbers as strings"
+)
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -30,6 +44,46 @@ def install_error_handlers(app: FastAPI) -> None:
             {"detail": "; ".join(problems), "errors": _jsonable(exc.errors())},
             status_code=422,
         )
+
+    @app.exception_handler(DBAPIError)
+    async def database_error(request: Request, exc: DBAPIError) -> JSONResponse:
+        if _is_unstorable_text(exc):
+            return JSONResponse({"detail": UNSTORABLE_TEXT_MESSAGE}, status_code=422)
+        if exc.connection_invalidated or isinstance(exc, OperationalError | InterfaceError):
+            log.warning(
+                "database_unavailable method=%s path=%s error=%s",
+                request.method,
+                request.url.path,
+                type(exc.orig).__name__,
+            )
+            return JSONResponse(
+                {"detail": "the database is unavailable or busy; retry shortly"},
+                status_code=503,
+                headers={"Retry-After": "1"},
+            )
+        raise exc  # a real server fault: the default 500, with its traceback logged
+
+    # LangGraph's PostgreSQL checkpointer and store speak psycopg, not SQLAlchemy.
+    @app.exception_handler(psycopg.DataError)
+    async def psycopg_data_error(_request: Request, exc: psycopg.DataError) -> JSONResponse:
+        # psycopg itself refuses NUL in text parameters, before PostgreSQL sees them.
+        if exc.sqlstate in UNSTORABLE_TEXT_SQLSTATES or "NUL (0x00)" in str(exc):
+            return JSONResponse({"detail": UNSTORABLE_TEXT_MESSAGE}, status_code=422)
+        raise exc
+
+    # orjson and msgpack (events, checkpoints, store values) stop at 64-bit integers.
+    @app.exception_handler(TypeError)
+    async def type_error(_request: Request, exc: TypeError) -> JSONResponse:
+        if str(exc) == "Integer exceeds 64-bit range":
+            return JSONResponse({"detail": BIG_INTEGER_MESSAGE}, status_code=422)
+        raise exc
+
+
+def _is_unstorable_text(exc: DBAPIError) -> bool:
+    if getattr(exc.orig, "sqlstate", None) in UNSTORABLE_TEXT_SQLSTATES:
+        return True
+    # SQLite cannot build a JSON path from a key holding NUL (metadata filters).
+    return "JSON path error" in str(exc.orig)
 
 
 def _jsonable(errors: object) -> object:

@@ -1,15 +1,15 @@
-"""Server endpoints: liveness and server information."""
+"""Server endpoints: health probes, metrics and server information."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from fastapi import APIRouter
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from app import __version__
 from app.api.deps import RuntimeDep
-from app.services.health import readiness
+from app.services.health import is_ready, liveness, readiness
 
 router = APIRouter(tags=["System"])
 
@@ -17,6 +17,12 @@ router = APIRouter(tags=["System"])
 @router.get("/ok")
 async def ok() -> dict[str, bool]:
     """Liveness, as LangGraph Platform answers it."""
+    return {"ok": True}
+
+
+@router.get("/health")
+async def health() -> dict[str, bool]:
+    """The same answer as /ok, for clients and load balancers that probe /health."""
     return {"ok": True}
 
 
@@ -31,7 +37,7 @@ async def info(runtime: RuntimeDep) -> dict[str, Any]:
             "queue": "redis" if runtime.settings.redis_url else "in-process",
             "instance_id": runtime.instance_id,
         },
-        "flags": {"assistants": True, "crons": False, "langsmith": False},
+        "flags": {"assistants": True, "crons": True, "langsmith": False},
         "graphs": runtime.graphs.ids(),
     }
 
@@ -39,16 +45,22 @@ async def info(runtime: RuntimeDep) -> dict[str, Any]:
 @router.get("/livez")
 async def livez(runtime: RuntimeDep) -> JSONResponse:
     """The event loop turns and no background loop of this instance has died."""
-    healthy = runtime.healthy()
-    body = {"status": "ok" if healthy else "failing", "loops_alive": healthy}
-    return JSONResponse(body, status_code=200 if healthy else 503)
+    body = liveness(runtime)
+    return JSONResponse(body, status_code=200 if body["status"] == "ok" else 503)
 
 
 @router.get("/readyz")
 async def readyz(runtime: RuntimeDep) -> JSONResponse:
     """Ready for traffic: storage answers within 2 s and the instance is not draining."""
     report = await readiness(runtime)
-    ready = all(value == "ok" for value in report.values())
+    ready = is_ready(report)
     return JSONResponse(
         {"status": "ok" if ready else "unavailable", **report}, status_code=200 if ready else 503
     )
+
+
+@router.get("/metrics", response_class=Response)
+async def metrics(runtime: RuntimeDep) -> Response:
+    """Prometheus metrics of this instance, in the text exposition format."""
+    body, content_type = await runtime.metrics.render(runtime.queue)
+    return Response(body, media_type=content_type)

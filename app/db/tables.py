@@ -144,3 +144,59 @@ runs = Table(
     Index("ix_runs_thread_status_created", "thread_id", "status", "created_at"),
     Index("ix_runs_status_lease", "status", "lease_expires_at"),
 )
+
+crons = Table(
+    "crons",
+    metadata,
+    Column("cron_id", String(64), primary_key=True),
+    Column(
+        "assistant_id",
+        String(64),
+        ForeignKey("assistants.assistant_id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    # Null for a stateless cron: each of its runs gets a new thread.
+    Column(
+        "thread_id",
+        String(64),
+        ForeignKey("threads.thread_id", ondelete="CASCADE"),
+        nullable=True,
+    ),
+    Column("user_id", String(255), nullable=True),
+    Column("schedule", String(255), nullable=False),
+    Column("timezone", String(64), nullable=True),
+    # The body of every run the cron creates (assistant_id, input, config, stream modes...).
+    Column("payload", JSONType, nullable=False),
+    Column("metadata", JSONType, nullable=False),
+    Column("on_run_completed", String(16), nullable=True),
+    Column("enabled", Boolean, nullable=False, default=True),
+    Column("end_time", UTCDateTime, nullable=True),
+    # The next occurrence to fire; null once the schedule has passed its end time.
+    Column("next_run_date", UTCDateTime, nullable=True),
+    Column("created_at", UTCDateTime, nullable=False, server_default=_now()),
+    Column("updated_at", UTCDateTime, nullable=False, server_default=_now()),
+    Index("ix_crons_enabled_next_run_date", "enabled", "next_run_date"),
+    Index("ix_crons_assistant_id", "assistant_id"),
+    Index("ix_crons_thread_id", "thread_id"),
+)
+
+# One row per occurrence of a cron that an instance claimed: the primary key is the
+# idempotency key, so of several instances due to fire the same occurrence one inserts.
+cron_firings = Table(
+    "cron_firings",
+    metadata,
+    Column(
+        "cron_id",
+        String(64),
+        ForeignKey("crons.cron_id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    Column("scheduled_for", UTCDateTime, primary_key=True),
+    Column("claimed_by", String(128), nullable=False),
+    Column("claimed_at", UTCDateTime, nullable=False, server_default=_now()),
+    # Set once the run exists; a claim left without either is retried (same idempotency key).
+    Column("run_id", String(64), nullable=True),
+    # Why no run was created (the thread was busy and the strategy is reject, ...).
+    Column("error", Text, nullable=True),
+    Index("ix_cron_firings_claimed_at", "claimed_at"),
+)

@@ -1,28 +1,126 @@
-"""Structured logging: readable lines in dev, JSON lines in production."""
+"""Structured logging: readable lines in dev, JSON lines in production.
+
+Log calls follow one shape, `log.info("event_name key=%s other=%s", a, b)`. The JSON
+formatter turns that into `{"event": "event_name", "key": a, "other": b, ...}`, and every
+line written while a run executes also carries the run's context (run_id, thread_id,
+attempt, instance), set once by the executor through `run_log_context`.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
 
 from app.settings import Settings
 
+# A context variable is a key, not state: each asyncio task sees its own value.
+_RUN_CONTEXT: ContextVar[dict[str, Any] | None] = ContextVar("runyard_run_context", default=None)
+
+RUN_FIELDS = ("run_id", "thread_id", "attempt", "instance")
+_FIELD = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=%[-#0 +]*\d*(?:\.\d+)?[sdrfigx]")
+_PLACEHOLDER = re.compile(r"%[-#0 +]*\d*(?:\.\d+)?[sdrfigx]")
+_EVENT = re.compile(r"^[a-z][a-z0-9_]*$")
+_RESERVED = frozenset({"ts", "level", "logger", "event", "message", "exc_info"})
+
+
+@contextmanager
+def run_log_context(run_id: str, thread_id: str, attempt: int, instance: str) -> Iterator[None]:
+    """Attach the run's identity to every log line written inside the block (this task)."""
+    token = _RUN_CONTEXT.set(
+        {"run_id": run_id, "thread_id": thread_id, "attempt": attempt, "instance": instance}
+    )
+    try:
+        yield
+    finally:
+        _RUN_CONTEXT.reset(token)
+
+
+class RunContextFilter(logging.Filter):
+    """Copies the current run's context onto each record (never drops a record)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Add run_id, thread_id, attempt and instance when a run is executing."""
+        context = _RUN_CONTEXT.get()
+        if context:
+            for key, value in context.items():
+                if not hasattr(record, key):
+                    setattr(record, key, value)
+        return True
+
+
+def message_fields(record: logging.LogRecord) -> dict[str, Any]:
+    """The `key=%s` pairs of a structured log call, with their argument values."""
+    if not isinstance(record.msg, str) or not isinstance(record.args, tuple):
+        return {}
+    keys = _FIELD.findall(record.msg)
+    # Only a call whose every placeholder is named pairs up unambiguously with its args.
+    if not keys or len(_PLACEHOLDER.findall(record.msg)) != len(record.args):
+        return {}
+    if len(keys) != len(record.args):
+        return {}
+    return {key: _jsonable(value) for key, value in zip(keys, record.args, strict=True)}
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return str(value)
+
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line with the event, level, logger and message."""
+    """One JSON object per line: ts, level, logger, event, the call's fields, run context."""
 
     def format(self, record: logging.LogRecord) -> str:
-        payload = {
-            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)),
+        """Render the record as a single JSON line."""
+        message = record.getMessage()
+        payload: dict[str, Any] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
             "level": record.levelname.lower(),
             "logger": record.name,
-            "message": record.getMessage(),
         }
+        head = message.split(" ", 1)[0]
+        if _EVENT.match(head):
+            payload["event"] = head
+        for key, value in message_fields(record).items():
+            if key not in _RESERVED:
+                payload[key] = value
+        for key in RUN_FIELDS:
+            value = getattr(record, key, None)
+            if value is not None:
+                payload.setdefault(key, value)
+        payload["message"] = message
         if record.exc_info:
             payload["exc_info"] = self.formatException(record.exc_info)
-        return json.dumps(payload, ensure_ascii=False)
+        return json.dumps(payload, ensure_ascii=False, default=str)
+
+
+class TextFormatter(logging.Formatter):
+    """Readable lines; a run's context is appended when the message does not carry it."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        """The classic line, plus `run_id=… attempt=…` missing from the message."""
+        line = super().format(record)
+        message = record.getMessage()
+        extra = [
+            f"{key}={getattr(record, key)}"
+            for key in ("run_id", "thread_id", "attempt")
+            if getattr(record, key, None) is not None and f"{key}=" not in message
+        ]
+        if not extra:
+            return line
+        first, newline, rest = line.partition("\n")
+        return f"{first} {' '.join(extra)}{newline}{rest}"
 
 
 def configure_logging(settings: Settings) -> None:
@@ -32,10 +130,12 @@ def configure_logging(settings: Settings) -> None:
     if any(getattr(h, "_runyard", False) for h in logger.handlers):
         return
     handler = logging.StreamHandler(sys.stderr)
-    if settings.log_format == "json":
+    if settings.resolved_log_format == "json":
         handler.setFormatter(JsonFormatter())
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+        handler.setFormatter(TextFormatter())
+    # On the handler, not the logger: a logger's filters skip records of its children.
+    handler.addFilter(RunContextFilter())
     handler._runyard = True  # type: ignore[attr-defined]
     logger.addHandler(handler)
     logger.propagate = False

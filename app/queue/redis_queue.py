@@ -120,6 +120,10 @@ class DatabaseFallbackQueue:
             self._mark_down(exc)
             return set()
 
+    async def depth(self) -> int:
+        """The Redis queue's length (raises while Redis is unreachable)."""
+        return await self._inner.depth()
+
     async def close(self) -> None:
         """Close the inner queue."""
         await self._inner.close()

@@ -25,6 +25,10 @@ class RunQueue(Protocol):
         """Which of these run ids are waiting in the queue (so the sweeper skips them)."""
         ...
 
+    async def depth(self) -> int:
+        """How many run ids wait in the queue now (for the queue depth metric)."""
+        ...
+
 
 class InProcessRunQueue:
     """An asyncio queue inside the single dev-mode process."""
@@ -70,6 +74,10 @@ class InProcessRunQueue:
     async def queued(self, run_ids: list[str]) -> set[str]:
         """The ids among `run_ids` that are in the queue now."""
         return {rid for rid in run_ids if rid in self._waiting}
+
+    async def depth(self) -> int:
+        """Run ids ready in the queue (delayed ones not yet due are not counted)."""
+        return self._queue.qsize()
 
     async def close(self) -> None:
         """Cancel pending delayed pushes."""

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.schemas.common import IsoDatetime, Limit, Metadata, Offset, SortOrder
+from app.schemas.common import IsoDatetime, Limit, Metadata, MetadataIn, Offset, SortOrder
 
 AssistantSortBy = Literal["assistant_id", "graph_id", "name", "created_at", "updated_at"]
 AssistantField = Literal[
@@ -40,7 +40,7 @@ class AssistantCreate(BaseModel):
     assistant_id: str | None = Field(default=None, description="A UUID; random when absent.")
     config: AssistantConfig | None = None
     context: dict[str, Any] | None = None
-    metadata: Metadata | None = None
+    metadata: MetadataIn | None = None
     if_exists: Literal["raise", "do_nothing"] = "raise"
     name: str | None = None
     description: str | None = None
@@ -52,7 +52,7 @@ class AssistantPatch(BaseModel):
     graph_id: Annotated[str, Field(min_length=1)] | None = None
     config: AssistantConfig | None = None
     context: dict[str, Any] | None = None
-    metadata: Metadata | None = Field(default=None, description="Merged into the current one.")
+    metadata: MetadataIn | None = Field(default=None, description="Merged into the current one.")
     name: str | None = None
     description: str | None = None
 
@@ -60,7 +60,7 @@ class AssistantPatch(BaseModel):
 class AssistantFilter(BaseModel):
     """Body of POST /assistants/count (and the filters of search)."""
 
-    metadata: Metadata | None = Field(default=None, description="Containment match.")
+    metadata: MetadataIn | None = Field(default=None, description="Containment match.")
     graph_id: str | None = None
     name: str | None = Field(default=None, description="Case-insensitive substring match.")
 
@@ -78,7 +78,7 @@ class AssistantSearch(AssistantFilter):
 class AssistantVersionsSearch(BaseModel):
     """Body of POST /assistants/{assistant_id}/versions."""
 
-    metadata: Metadata | None = None
+    metadata: MetadataIn | None = None
     limit: Limit = 10
     offset: Offset = 0
 

@@ -2,15 +2,41 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, PlainSerializer
+from pydantic import AfterValidator, Field, PlainSerializer
 
 # LangGraph Platform writes timestamps as `2024-06-25T17:10:33.109781+00:00`, not with `Z`.
 IsoDatetime = Annotated[datetime, PlainSerializer(lambda value: value.isoformat(), return_type=str)]
 Metadata = dict[str, Any]
+
+# Metadata is indexed and returned with every row: keep it to labels, not payloads.
+MAX_METADATA_BYTES = 64 * 1024
+
+
+def _bounded_metadata(value: dict[str, Any]) -> dict[str, Any]:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    size = len(text.encode())
+    if size > MAX_METADATA_BYTES:
+        raise ValueError(
+            f"metadata is {size} bytes serialized, over the limit of {MAX_METADATA_BYTES}; "
+            "keep metadata to small labels and put large data in the input or state"
+        )
+    # json.dumps escapes a NUL as \\u0000; PostgreSQL can neither store nor search it.
+    if "\\u0000" in text.replace("\\\\", ""):
+        raise ValueError("metadata keys and values must not contain NUL (\\u0000) characters")
+    return value
+
+
+# Metadata a client sends; responses use plain `Metadata` (merged rows may grow past it).
+MetadataIn = Annotated[dict[str, Any], AfterValidator(_bounded_metadata)]
 Limit = Annotated[int, Field(ge=1, le=1000, description="Page size, 1 to 1000.")]
-Offset = Annotated[int, Field(ge=0, description="Number of rows to skip.")]
+# Bounded so a huge offset is a 422, not a database integer overflow.
+MAX_OFFSET = 2**31 - 1
+Offset = Annotated[
+    int, Field(ge=0, le=MAX_OFFSET, description=f"Number of rows to skip, 0 to {MAX_OFFSET}.")
+]
 
 SortOrder = Literal["asc", "desc"]

@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from app.domain.stream_modes import StreamModeName
-from app.schemas.common import IsoDatetime
+from app.schemas.common import IsoDatetime, MetadataIn
 
 
 class CommandBody(BaseModel):
@@ -28,7 +28,7 @@ class RunCreate(BaseModel):
     assistant_id: str = Field(min_length=1, max_length=255)
     input: Any = None
     command: CommandBody | None = None
-    metadata: dict[str, Any] | None = None
+    metadata: MetadataIn | None = None
     config: dict[str, Any] | None = None
     context: dict[str, Any] | None = None
     checkpoint: dict[str, Any] | None = None

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.schemas.common import IsoDatetime, Limit, Metadata, Offset, SortOrder
+from app.schemas.common import IsoDatetime, Limit, Metadata, MetadataIn, Offset, SortOrder
 
 ThreadStatusName = Literal["idle", "busy", "interrupted", "error"]
 ThreadSortBy = Literal["thread_id", "status", "created_at", "updated_at", "state_updated_at"]
@@ -76,7 +76,7 @@ class ThreadCreate(BaseModel):
     """Body of POST /threads."""
 
     thread_id: uuid.UUID | None = Field(default=None, description="A UUID; random when absent.")
-    metadata: Metadata | None = None
+    metadata: MetadataIn | None = None
     if_exists: Literal["raise", "do_nothing"] = "raise"
     graph_id: str | None = Field(
         default=None, description="The thread's graph, stored as metadata.graph_id."
@@ -90,14 +90,14 @@ class ThreadCreate(BaseModel):
 class ThreadPatch(BaseModel):
     """Body of PATCH /threads/{thread_id}."""
 
-    metadata: Metadata = Field(default_factory=dict, description="Merged into the current one.")
+    metadata: MetadataIn = Field(default_factory=dict, description="Merged into the current one.")
     ttl: ThreadTTL | float | None = None
 
 
 class ThreadFilter(BaseModel):
     """Body of POST /threads/count (and the filters of search)."""
 
-    metadata: Metadata | None = Field(default=None, description="Containment match.")
+    metadata: MetadataIn | None = Field(default=None, description="Containment match.")
     values: dict[str, Any] | None = Field(default=None, description="Containment match.")
     status: ThreadStatusName | None = None
 
@@ -139,7 +139,7 @@ class ThreadHistorySearch(BaseModel):
 
     limit: HistoryLimit = 10
     before: str | CheckpointConfig | None = None
-    metadata: Metadata | None = None
+    metadata: MetadataIn | None = None
     checkpoint: CheckpointConfig | None = None
 
 

@@ -166,7 +166,10 @@ async def _insert_run(
                     **(body.metadata or {}),
                     "assistant_id": assistant["assistant_id"],
                 },
-                "kwargs": _kwargs(body, assistant, stream_modes, stateless),
+                "kwargs": {
+                    **_kwargs(body, assistant, stream_modes, stateless),
+                    **runtime.tracing.run_kwargs(),
+                },
                 "multitask_strategy": body.multitask_strategy,
                 "scheduled_at": await _scheduled_at(session, body.after_seconds),
                 "attempt": 0,

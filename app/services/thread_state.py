@@ -189,7 +189,9 @@ async def update_state(
             raise _checkpoint_not_found(thread_id, wanted)
         try:
             written = await graph.aupdate_state(config, values, as_node=as_node)
-        except (InvalidUpdateError, ValueError) as exc:
+        except (InvalidUpdateError, ValueError, TypeError, OverflowError) as exc:
+            # TypeError/OverflowError: a value the checkpoint serializer cannot store
+            # (an integer beyond 64 bits, for one).
             raise RunyardError(f"cannot update the state of thread {thread_id}: {exc}") from exc
         await refresh_thread_from_checkpoint(runtime, session, thread_id, graph)
     log.info("thread_state_updated thread_id=%s as_node=%s", thread_id, as_node)
@@ -217,7 +219,7 @@ async def apply_supersteps(
     ]
     try:
         await graph.abulk_update_state(checkpoint_config(thread_id), steps)
-    except (InvalidUpdateError, ValueError) as exc:
+    except (InvalidUpdateError, ValueError, TypeError, OverflowError) as exc:
         raise RunyardError(f"cannot apply the supersteps to thread {thread_id}: {exc}") from exc
     await refresh_thread_from_checkpoint(runtime, session, thread_id, graph)
 

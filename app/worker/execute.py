@@ -18,6 +18,7 @@ from app.domain.status import RunStatus
 from app.graphs.checkpointer import fenced
 from app.graphs.serialize import dumps
 from app.graphs.streaming import stream_graph
+from app.observability.logs import run_log_context
 from app.worker.finalize import Outcome, finalize_run
 from app.worker.registry import RunningRun
 
@@ -36,13 +37,25 @@ class RunExecutor:
     async def execute(self, run_id: str) -> None:
         """Claim the run and, if this instance won it, execute and finalize it."""
         rt = self._rt
-        async with rt.sessions() as session, session.begin():
-            run = await runs_db.claim_run(
-                session, run_id, rt.instance_id, rt.settings.lease_duration_seconds
-            )
+        with rt.metrics.claim_seconds.time():
+            async with rt.sessions() as session, session.begin():
+                run = await runs_db.claim_run(
+                    session, run_id, rt.instance_id, rt.settings.lease_duration_seconds
+                )
         if run is None:
             return
         attempt = int(run["attempt"])
+        claimed = dict(run)
+        # Every log line of this run carries its identity; its span joins the creator's trace.
+        with (
+            run_log_context(run_id, run["thread_id"], attempt, rt.instance_id),
+            rt.tracing.run_span(claimed),
+        ):
+            await self._execute_and_finalize(claimed, attempt)
+
+    async def _execute_and_finalize(self, run: dict[str, Any], attempt: int) -> None:
+        rt = self._rt
+        run_id = run["run_id"]
         task = asyncio.current_task()
         assert task is not None
         entry = rt.running.add(run_id, attempt, task)
@@ -53,11 +66,13 @@ class RunExecutor:
             # Events of this attempt will still be fenced by the database writes.
             log.warning("begin_attempt_failed run_id=%s attempt=%s", run_id, attempt, exc_info=True)
         try:
-            outcome = await self._execute_claimed(dict(run), entry)
+            with rt.metrics.run_seconds.time():
+                outcome = await self._execute_claimed(dict(run), entry)
         finally:
             rt.running.remove(run_id)
         if outcome is not None:
-            await finalize_run(rt, dict(run), attempt, outcome)
+            with rt.metrics.finalize_seconds.time(), rt.tracing.step_span("finalize"):
+                await finalize_run(rt, dict(run), attempt, outcome)
 
     async def _execute_claimed(self, run: dict[str, Any], entry: RunningRun) -> Outcome | None:
         rt = self._rt
@@ -146,7 +161,7 @@ class RunExecutor:
                 return await runs_db.still_holds(session, run_id, attempt)
 
         saver = fenced(rt.checkpointer, holds, f"attempt {attempt} of run {run_id}")
-        return graph.copy(update={"checkpointer": saver})
+        return graph.copy(update={"checkpointer": saver, "store": rt.store})
 
     def _config(self, run: Mapping[str, Any]) -> dict[str, Any]:
         kwargs = run["kwargs"]

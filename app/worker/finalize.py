@@ -76,6 +76,7 @@ async def finalize_run(
             error=outcome.error if outcome.status in (RunStatus.ERROR, RunStatus.TIMEOUT) else None,
         )
     log.info("run_finished run_id=%s attempt=%s status=%s", run_id, attempt, outcome.status)
+    runtime.metrics.runs_finished.labels(outcome.status.value).inc()
     try:
         if outcome.error is not None:
             await runtime.broker.publish(run_id, "error", dumps(outcome.error), attempt)

@@ -8,6 +8,7 @@ import time
 from typing import TYPE_CHECKING
 
 from app.db import runs as runs_db
+from app.graphs.serialize import dumps
 
 if TYPE_CHECKING:
     from app.runtime import Runtime
@@ -54,11 +55,13 @@ class LeaseKeeper:
                 )
         except Exception:
             log.exception("lease_renewal_failed instance=%s", rt.instance_id)
+            rt.metrics.lease_renewal_failures.inc()
             if time.monotonic() - self._last_renewal > rt.settings.lease_duration_seconds:
                 for entry in entries:
                     rt.running.stop(entry.run_id, "stale")
             return
         self._last_renewal = time.monotonic()
+        rt.metrics.lease_renewals.inc(len(rows))
         held = {row["run_id"]: row for row in rows}
         for entry in entries:
             row = held.get(entry.run_id)
@@ -94,14 +97,13 @@ class Reaper:
                 recovered = await runs_db.requeue_expired(session, rt.settings.bg_job_max_retries)
             for row in recovered:
                 log.warning("run_lease_expired run_id=%s now=%s", row["run_id"], row["status"])
+                rt.metrics.runs_reaped.labels(row["status"]).inc()
                 if row["status"] == "pending":
                     await rt.queue.push(row["run_id"])
                 if row["status"] == "error":
-                    await rt.broker.publish(
-                        row["run_id"],
-                        "error",
-                        '{"error":"RetryLimitExceeded","message":"worker lost too many times"}',
-                    )
+                    rt.metrics.runs_finished.labels("error").inc()
+                    # The same reason the run row records, so streams and /join agree.
+                    await rt.broker.publish(row["run_id"], "error", dumps(row["error"]))
                     await rt.broker.finish(row["run_id"])
                     await rt.broker.signal_done(row["run_id"])
             async with rt.sessions() as session:

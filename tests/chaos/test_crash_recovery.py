@@ -211,6 +211,10 @@ async def test_run_that_kills_its_worker_fails_after_retry_limit(
     async def revive(dead: Instance) -> None:
         try:
             await cluster.replace(dead)
+        except RuntimeError:
+            # The replacement claimed the poison run before it answered /ok and died of
+            # it, which is the behaviour under test: the loop revives it again.
+            pass
         finally:
             restarting.discard(dead.name)
 

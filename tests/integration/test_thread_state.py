@@ -317,3 +317,21 @@ async def test_state_with_subgraphs_nests_the_subgraph_state(client: Sdk) -> Non
     child_state = nested["tasks"][0]["state"]
     assert child_state is not None and "values" in child_state
     assert child_state["checkpoint"]["checkpoint_ns"].startswith("child:")
+
+
+async def test_update_with_a_huge_integer_is_stored_or_refused_cleanly(
+    client: Sdk, base_url: str
+) -> None:
+    thread_id = await pipeline_thread(client)
+    async with httpx.AsyncClient(base_url=base_url, timeout=30) as http:
+        answer = await http.post(
+            f"/threads/{thread_id}/state",
+            json={"values": {"text": "x", "word_count": 2**70}, "as_node": "tokenize"},
+        )
+    state = await client.threads.get_state(thread_id)
+    if answer.status_code == 200:
+        assert state["values"]["word_count"] == 2**70
+    else:
+        # A backend that cannot store the value says so, and nothing is half-written.
+        assert 400 <= answer.status_code < 500, answer.text
+        assert state["checkpoint"]["checkpoint_id"] is None
