@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from app import __version__
 from app.api import assistants, crons, runs, store, system, threads
+from app.api.deps import get_caller
 from app.api.errors import install_error_handlers
 from app.api.limits import BodySizeLimitMiddleware
 from app.observability.logs import configure_logging
@@ -40,11 +41,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.runtime = runtime
     install_error_handlers(app)
     app.include_router(system.router)
-    app.include_router(assistants.router)
-    app.include_router(threads.router)
-    app.include_router(runs.router)
-    app.include_router(crons.router)
-    app.include_router(store.router)
+    # Every resource route authenticates; the system probes and docs stay open.
+    for router in (assistants.router, threads.router, runs.router, crons.router, store.router):
+        app.include_router(router, dependencies=[Depends(get_caller)])
     # Added last = outermost: latency covers the whole request, 413s included.
     app.add_middleware(BodySizeLimitMiddleware, limit=settings.max_body_bytes)
     app.add_middleware(HttpMetricsMiddleware, metrics=runtime.metrics)

@@ -13,8 +13,10 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.store.base import BaseStore
+from langgraph_sdk import Auth
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 
+from app.auth.handlers import load_auth
 from app.db import runs as runs_db
 from app.db.engine import create_engine, migrate, session_factory
 from app.graphs.checkpointer import open_checkpointer
@@ -53,6 +55,7 @@ class Runtime:
         self._spawned: set[asyncio.Task[Any]] = set()
         self.project: ProjectConfig
         self.graphs: GraphRegistry
+        self.auth: Auth | None = None
         self.engine: AsyncEngine
         self.sessions: async_sessionmaker[Any]
         self.checkpointer: BaseCheckpointSaver
@@ -79,6 +82,7 @@ class Runtime:
         self.project = load_config(find_config(settings.config_path))
         apply_environment(self.project)
         self.graphs = GraphRegistry.load(self.project)
+        self.auth = load_auth(self.project)
         url = settings.resolved_database_url()
         self.engine = create_engine(url)
         self._stack.push_async_callback(self.engine.dispose)

@@ -3,41 +3,67 @@
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Body, Path, Response
 
-from app.api.deps import RuntimeDep, ThreadId
+from app.api.deps import CallerDep, RuntimeDep, ThreadId
+from app.auth.guards import require_assistant, require_cron, require_thread
+from app.auth.handlers import Caller
+from app.runtime import Runtime
 from app.schemas.crons import Cron, CronCount, CronCreate, CronPatch, CronSearch, ThreadCronCreate
 from app.services import crons as service
 
 router = APIRouter(tags=["Crons"])
+
+NewCron = TypeVar("NewCron", bound=ThreadCronCreate)
+
+
+async def _authorize_new_cron(
+    runtime: Runtime, caller: Caller, thread_id: str | None, body: NewCron
+) -> NewCron:
+    """Run the create handler (it may stamp metadata); the caller must see thread and assistant."""
+    if caller.auth is None:
+        return body
+    value = body.model_dump(mode="json")
+    value["thread_id"] = thread_id
+    value["metadata"] = dict(body.metadata or {})
+    await caller.authorize("crons", "create", value)
+    if thread_id is not None:
+        await require_thread(runtime, caller, thread_id, "create_run")
+    await require_assistant(runtime, caller, body.assistant_id, "read")
+    return body.model_copy(update={"metadata": value["metadata"]})
+
 
 CronId = Annotated[uuid.UUID, Path(description="The cron's id (a UUID).")]
 
 
 @router.post("/threads/{thread_id}/runs/crons", response_model=Cron)
 async def create_thread_cron(
-    thread_id: ThreadId, body: ThreadCronCreate, runtime: RuntimeDep
+    thread_id: ThreadId, body: ThreadCronCreate, runtime: RuntimeDep, caller: CallerDep
 ) -> dict[str, Any]:
     """Schedule runs on an existing thread."""
+    body = await _authorize_new_cron(runtime, caller, str(thread_id), body)
     return await service.create_cron(runtime, str(thread_id), body)
 
 
 @router.post("/runs/crons", response_model=Cron)
-async def create_cron(body: CronCreate, runtime: RuntimeDep) -> dict[str, Any]:
+async def create_cron(body: CronCreate, runtime: RuntimeDep, caller: CallerDep) -> dict[str, Any]:
     """Schedule stateless runs: each one gets a new thread (deleted after unless `keep`)."""
+    body = await _authorize_new_cron(runtime, caller, None, body)
     return await service.create_cron(runtime, None, body)
 
 
 @router.post("/runs/crons/search", response_model=list[dict[str, Any]])
 async def search_crons(
     runtime: RuntimeDep,
+    caller: CallerDep,
     response: Response,
     body: Annotated[CronSearch, Body()] = CronSearch(),
 ) -> list[dict[str, Any]]:
     """List crons matching the filters, one page at a time."""
-    page, next_offset = await service.search_crons(runtime, body)
+    auth_filter = await caller.authorize("crons", "search", body.model_dump(mode="json"))
+    page, next_offset = await service.search_crons(runtime, body, auth_filter)
     if next_offset is None:
         response.headers["X-Pagination-Total"] = str(body.offset + len(page))
     else:
@@ -47,25 +73,33 @@ async def search_crons(
 
 
 @router.post("/runs/crons/count", response_model=int)
-async def count_crons(runtime: RuntimeDep, body: Annotated[CronCount, Body()] = CronCount()) -> int:
+async def count_crons(
+    runtime: RuntimeDep, caller: CallerDep, body: Annotated[CronCount, Body()] = CronCount()
+) -> int:
     """Count crons matching the filters."""
-    return await service.count_crons(runtime, body)
+    auth_filter = await caller.authorize("crons", "search", body.model_dump(mode="json"))
+    return await service.count_crons(runtime, body, auth_filter)
 
 
 @router.get("/runs/crons/{cron_id}", response_model=Cron)
-async def get_cron(cron_id: CronId, runtime: RuntimeDep) -> dict[str, Any]:
+async def get_cron(cron_id: CronId, runtime: RuntimeDep, caller: CallerDep) -> dict[str, Any]:
     """One cron."""
+    await require_cron(runtime, caller, str(cron_id), "read")
     return await service.get_cron(runtime, str(cron_id))
 
 
 @router.patch("/runs/crons/{cron_id}", response_model=Cron)
-async def patch_cron(cron_id: CronId, body: CronPatch, runtime: RuntimeDep) -> dict[str, Any]:
+async def patch_cron(
+    cron_id: CronId, body: CronPatch, runtime: RuntimeDep, caller: CallerDep
+) -> dict[str, Any]:
     """Change a cron: schedule, timezone, end time, enabled, metadata or what its runs get."""
+    await require_cron(runtime, caller, str(cron_id), "update")
     return await service.patch_cron(runtime, str(cron_id), body)
 
 
 @router.delete("/runs/crons/{cron_id}", status_code=204)
-async def delete_cron(cron_id: CronId, runtime: RuntimeDep) -> Response:
+async def delete_cron(cron_id: CronId, runtime: RuntimeDep, caller: CallerDep) -> Response:
     """Delete a cron (runs it created stay)."""
+    await require_cron(runtime, caller, str(cron_id), "delete")
     await service.delete_cron(runtime, str(cron_id))
     return Response(status_code=204)

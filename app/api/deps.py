@@ -7,6 +7,7 @@ from typing import Annotated
 
 from fastapi import Depends, Path, Request
 
+from app.auth.handlers import Caller, authenticate
 from app.runtime import Runtime
 
 
@@ -17,6 +18,14 @@ def get_runtime(request: Request) -> Runtime:
 
 
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+
+
+async def get_caller(request: Request, runtime: RuntimeDep) -> Caller:
+    """The authenticated caller (anonymous when no auth is configured); 401 otherwise."""
+    return await authenticate(runtime.auth, request)
+
+
+CallerDep = Annotated[Caller, Depends(get_caller)]
 
 
 ThreadId = Annotated[uuid.UUID, Path(description="The thread's id (a UUID).")]

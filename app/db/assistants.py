@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Select, delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db.dialect import db_now, insert_ignoring_conflicts, json_contains
+from app.db.dialect import db_now, insert_ignoring_conflicts, json_contains, json_filter
 from app.db.tables import assistant_versions, assistants
 
 ASSISTANT_COLUMNS = tuple(assistants.c.keys())
@@ -119,6 +119,7 @@ async def list_versions(
     assistant_id: str,
     *,
     metadata: dict[str, Any] | None,
+    auth_filter: dict[str, Any] | None = None,
     limit: int,
     offset: int,
 ) -> list[dict[str, Any]]:
@@ -153,6 +154,7 @@ async def search_assistants(
     graph_id: str | None,
     name: str | None,
     metadata: dict[str, Any] | None,
+    auth_filter: dict[str, Any] | None = None,
     limit: int,
     offset: int,
     sort_by: str,
@@ -167,7 +169,7 @@ async def search_assistants(
     order = [sort_column, assistants.c.assistant_id]
     statement = (
         select(*(assistants.c[name] for name in columns))
-        .where(*_filters(session, graph_id, name, metadata))
+        .where(*_filters(session, graph_id, name, metadata, auth_filter))
         .order_by(*(column.desc() if descending else column.asc() for column in order))
         .limit(limit)
         .offset(offset)
@@ -181,12 +183,13 @@ async def count_assistants(
     graph_id: str | None,
     name: str | None,
     metadata: dict[str, Any] | None,
+    auth_filter: dict[str, Any] | None = None,
 ) -> int:
     """How many assistants match the filters."""
     statement = (
         select(func.count())
         .select_from(assistants)
-        .where(*_filters(session, graph_id, name, metadata))
+        .where(*_filters(session, graph_id, name, metadata, auth_filter))
     )
     return int((await session.execute(statement)).scalar_one())
 
@@ -200,8 +203,10 @@ def _filters(
     graph_id: str | None,
     name: str | None,
     metadata: dict[str, Any] | None,
+    auth_filter: dict[str, Any] | None,
 ) -> list[Any]:
     conditions: list[Any] = json_contains(session, assistants.c.metadata, metadata or {})
+    conditions += json_filter(session, assistants.c.metadata, auth_filter or {})
     if graph_id:
         conditions.append(assistants.c.graph_id == graph_id)
     if name:

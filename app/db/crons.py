@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import Select, delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db.dialect import insert_ignoring_conflicts, json_contains, rowcount
+from app.db.dialect import insert_ignoring_conflicts, json_contains, json_filter, rowcount
 from app.db.tables import cron_firings, crons
 
 _SORT_COLUMNS = {
@@ -31,6 +31,7 @@ class CronQuery:
     thread_id: str | None = None
     enabled: bool | None = None
     metadata: dict[str, Any] | None = None
+    auth_filter: dict[str, Any] | None = None
 
 
 def _filtered(session: AsyncSession, statement: Select[Any], query: CronQuery) -> Select[Any]:
@@ -41,6 +42,7 @@ def _filtered(session: AsyncSession, statement: Select[Any], query: CronQuery) -
     if query.enabled is not None:
         statement = statement.where(crons.c.enabled == query.enabled)
     conditions = json_contains(session, crons.c.metadata, query.metadata or {})
+    conditions += json_filter(session, crons.c.metadata, query.auth_filter or {})
     return statement.where(*conditions) if conditions else statement
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sqlalchemy import ColumnElement, Table, cast, func, literal, literal_column
+from sqlalchemy import ColumnElement, Table, cast, exists, func, literal, literal_column, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -61,6 +61,29 @@ def json_contains(session: AsyncSession, column: Any, subset: dict[str, Any]) ->
             compact = json.dumps(value, separators=(",", ":"))
             conditions.append(func.json(extracted) == func.json(compact))
     return conditions
+
+
+def json_filter(session: AsyncSession, column: Any, spec: dict[str, Any]) -> list[Any]:
+    """Conditions of an auth filter: plain values, `{"$eq": v}` or `{"$contains": v}` per key."""
+    conditions: list[Any] = []
+    for key, wanted in spec.items():
+        if isinstance(wanted, dict) and "$contains" in wanted:
+            items = wanted["$contains"]
+            for item in items if isinstance(items, list) else [items]:
+                conditions.append(_json_array_has(session, column, str(key), item))
+        elif isinstance(wanted, dict) and "$eq" in wanted:
+            conditions += json_contains(session, column, {key: wanted["$eq"]})
+        else:
+            conditions += json_contains(session, column, {key: wanted})
+    return conditions
+
+
+def _json_array_has(session: AsyncSession, column: Any, key: str, item: Any) -> Any:
+    if dialect_name(session) == "postgresql":
+        return column.op("@>")(cast(literal(json.dumps({key: [item]})), postgresql.JSONB))
+    path = '$."' + key.replace('"', '\\"') + '"'
+    elements = func.json_each(column, path).table_valued("value").alias("elements")
+    return exists(select(literal(1)).select_from(elements).where(elements.c.value == item))
 
 
 def rowcount(result: Any) -> int:

@@ -213,9 +213,31 @@ async def extend_leases(
 
 
 async def requeue_expired(session: AsyncSession, max_attempts: int) -> Sequence[RowMapping]:
-    """Runs whose lease expired go back to pending (or fail after too many attempts)."""
+    """Runs whose lease expired go back to pending (or fail after too many attempts).
+
+    A run that was being cancelled ends `interrupted` instead of running again.
+    """
     now = db_now(session)
     expired = and_(runs.c.status == "running", runs.c.lease_expires_at < now)
+    # A cancelled run whose worker died is not run again: the cancel was acknowledged.
+    cancelled = (
+        (
+            await session.execute(
+                update(runs)
+                .where(expired, runs.c.cancel_action.is_not(None))
+                .values(
+                    status="interrupted",
+                    owner=None,
+                    lease_expires_at=None,
+                    ended_at=now,
+                    updated_at=now,
+                )
+                .returning(runs.c.run_id, runs.c.thread_id, runs.c.status, runs.c.cancel_action)
+            )
+        )
+        .mappings()
+        .all()
+    )
     failed = (
         (
             await session.execute(
@@ -251,12 +273,16 @@ async def requeue_expired(session: AsyncSession, max_attempts: int) -> Sequence[
         .mappings()
         .all()
     )
+    waiting = exists().where(runs.c.thread_id == threads.c.thread_id, runs.c.status == "pending")
+    if cancelled:
+        await session.execute(
+            update(threads)
+            .where(threads.c.thread_id.in_({row["thread_id"] for row in cancelled}))
+            .values(status=case((waiting, "busy"), else_="interrupted"), updated_at=now)
+        )
     if failed:
         # A failed run leaves its thread in error (busy if another run waits), as finalize
         # does; otherwise the thread would stay busy forever.
-        waiting = exists().where(
-            runs.c.thread_id == threads.c.thread_id, runs.c.status == "pending"
-        )
         await session.execute(
             update(threads)
             .where(threads.c.thread_id.in_({row["thread_id"] for row in failed}))
@@ -266,7 +292,7 @@ async def requeue_expired(session: AsyncSession, max_attempts: int) -> Sequence[
                 updated_at=now,
             )
         )
-    return [*failed, *requeued]
+    return [*cancelled, *failed, *requeued]
 
 
 async def pending_run_ids(session: AsyncSession, limit: int) -> Sequence[RowMapping]:

@@ -14,6 +14,7 @@ from app.db.dialect import (
     dialect_name,
     insert_ignoring_conflicts,
     json_contains,
+    json_filter,
     rowcount,
 )
 from app.db.tables import runs, threads
@@ -39,6 +40,7 @@ class ThreadQuery:
     metadata: dict[str, Any] | None = None
     values: dict[str, Any] | None = None
     status: str | None = None
+    auth_filter: dict[str, Any] | None = None
 
 
 def _stamp(session: AsyncSession) -> ColumnElement[Any]:
@@ -180,4 +182,6 @@ def _filtered(session: AsyncSession, statement: Select[Any], query: ThreadQuery)
         conditions += json_contains(session, threads.c.metadata, query.metadata)
     if query.values:
         conditions += json_contains(session, threads.c["values"], query.values)
+    if query.auth_filter:
+        conditions += json_filter(session, threads.c.metadata, query.auth_filter)
     return statement.where(*conditions) if conditions else statement

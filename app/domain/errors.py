@@ -41,3 +41,15 @@ class StaleAttemptError(RunyardError):
     """A worker's write was refused because a newer attempt holds the run."""
 
     status_code = 409
+
+
+class UnauthorizedError(RunyardError):
+    """The request carries no credentials the auth handler accepts."""
+
+    status_code = 401
+
+
+class ForbiddenError(RunyardError):
+    """The auth handlers refused this action to this user."""
+
+    status_code = 403

@@ -181,7 +181,7 @@ async def delete_assistant(
 
 
 async def search_assistants(
-    runtime: Runtime, body: AssistantSearch
+    runtime: Runtime, body: AssistantSearch, auth_filter: dict[str, Any] | None = None
 ) -> tuple[list[dict[str, Any]], int]:
     """One page of matching assistants (only the selected fields) and the total match count."""
     if body.graph_id:
@@ -193,6 +193,7 @@ async def search_assistants(
             graph_id=body.graph_id,
             name=body.name,
             metadata=body.metadata,
+            auth_filter=auth_filter,
             limit=body.limit,
             offset=body.offset,
             sort_by=body.sort_by or "created_at",
@@ -201,18 +202,28 @@ async def search_assistants(
             columns=columns or assistants_db.ASSISTANT_COLUMNS,
         )
         total = await assistants_db.count_assistants(
-            session, graph_id=body.graph_id, name=body.name, metadata=body.metadata
+            session,
+            graph_id=body.graph_id,
+            name=body.name,
+            metadata=body.metadata,
+            auth_filter=auth_filter,
         )
     return rows, total
 
 
-async def count_assistants(runtime: Runtime, body: AssistantFilter) -> int:
-    """How many assistants match the filters."""
+async def count_assistants(
+    runtime: Runtime, body: AssistantFilter, auth_filter: dict[str, Any] | None = None
+) -> int:
+    """How many assistants match the filters (and the caller's auth filter)."""
     if body.graph_id:
         _require_graph(runtime, body.graph_id)
     async with runtime.sessions() as session:
         return await assistants_db.count_assistants(
-            session, graph_id=body.graph_id, name=body.name, metadata=body.metadata
+            session,
+            graph_id=body.graph_id,
+            name=body.name,
+            metadata=body.metadata,
+            auth_filter=auth_filter,
         )
 
 

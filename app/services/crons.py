@@ -212,7 +212,9 @@ async def delete_cron(runtime: Runtime, cron_id: str) -> None:
     log.info("cron_deleted cron_id=%s", cron_id)
 
 
-def _query(runtime: Runtime, body: CronSearch | CronCount) -> crons_db.CronQuery:
+def _query(
+    runtime: Runtime, body: CronSearch | CronCount, auth_filter: dict[str, Any] | None
+) -> crons_db.CronQuery:
     assistant_id = body.assistant_id
     if assistant_id is not None:
         try:
@@ -226,14 +228,15 @@ def _query(runtime: Runtime, body: CronSearch | CronCount) -> crons_db.CronQuery
         thread_id=body.thread_id,
         enabled=getattr(body, "enabled", None),
         metadata=body.metadata,
+        auth_filter=auth_filter,
     )
 
 
 async def search_crons(
-    runtime: Runtime, body: CronSearch
+    runtime: Runtime, body: CronSearch, auth_filter: dict[str, Any] | None = None
 ) -> tuple[list[dict[str, Any]], int | None]:
     """One page of crons, and the offset of the next page when there is one."""
-    query = _query(runtime, body)
+    query = _query(runtime, body, auth_filter)
     async with runtime.sessions() as session:
         rows = await crons_db.search_crons(
             session,
@@ -253,8 +256,10 @@ async def search_crons(
     return page, next_offset
 
 
-async def count_crons(runtime: Runtime, body: CronCount) -> int:
-    """How many crons match the filters."""
-    query = _query(runtime, body)
+async def count_crons(
+    runtime: Runtime, body: CronCount, auth_filter: dict[str, Any] | None = None
+) -> int:
+    """How many crons match the filters (and the caller's auth filter)."""
+    query = _query(runtime, body, auth_filter)
     async with runtime.sessions() as session:
         return await crons_db.count_crons(session, query)

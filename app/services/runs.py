@@ -46,8 +46,12 @@ async def create_run(
     *,
     stream_modes: list[str] | None = None,
     idempotency_key: str | None = None,
+    new_thread_metadata: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Validate, apply the thread's multitask strategy, commit a pending run, then dispatch it."""
+    """Validate, apply the thread's multitask strategy, commit a pending run, then dispatch it.
+
+    `new_thread_metadata` goes on a thread the run creates (`if_not_exists="create"`).
+    """
     assistant = await get_assistant(runtime, body.assistant_id)
     stateless = thread_id is None
     if stateless and body.command is not None and body.command.resume is not None:
@@ -70,6 +74,7 @@ async def create_run(
             stream_modes,
             idempotency_key,
             request_hash,
+            new_thread_metadata or {},
         )
     except IntegrityError:
         # Another instance committed the same Idempotency-Key first: answer with its run.
@@ -111,6 +116,7 @@ async def _insert_run(
     stream_modes: list[str] | None,
     idempotency_key: str | None,
     request_hash: str,
+    new_thread_metadata: dict[str, Any],
 ) -> tuple[Any, _Effects, bool]:
     effects = _Effects()
     async with runtime.sessions() as session, session.begin():
@@ -130,7 +136,7 @@ async def _insert_run(
                 session,
                 {
                     "thread_id": target_thread,
-                    "metadata": thread_metadata,
+                    "metadata": {**new_thread_metadata, **thread_metadata},
                     "config": {},
                     "status": "idle",
                     "values": None,
@@ -332,7 +338,11 @@ async def delete_run(runtime: Runtime, thread_id: str, run_id: str) -> None:
 async def cancel_run(
     runtime: Runtime, thread_id: str | None, run_id: str, action: str
 ) -> dict[str, Any]:
-    """Record a cancel durably, then deliver it to the executing instance."""
+    """Record a cancel durably, then deliver it to the executing instance.
+
+    Returns what happened: `delivered` is False when no executor acknowledged the message
+    at once; the recorded flag then stops the run at its next lease renewal.
+    """
     run = await get_run(runtime, thread_id, run_id)
     status = RunStatus(run["status"])
     if status in TERMINAL_RUN_STATUSES:
@@ -351,6 +361,7 @@ async def cancel_run(
             pending = False
         else:
             raise ConflictError(f"run {run_id} finished before it could be cancelled")
+    delivered = True
     if pending:
         await runtime.broker.finish(run_id)
         await runtime.broker.signal_done(run_id)
@@ -358,9 +369,23 @@ async def cancel_run(
         if upcoming_id:
             await runtime.queue.push(upcoming_id)
     else:
-        await runtime.cancel_bus.publish(run_id, action)
-    log.info("run_cancel_requested run_id=%s action=%s", run_id, action)
-    return run
+        delivered = await runtime.cancel_bus.publish(run_id, action)
+    log.info("run_cancel_requested run_id=%s action=%s delivered=%s", run_id, action, delivered)
+    heartbeat = runtime.settings.heartbeat_interval_seconds
+    return {
+        "run_id": run_id,
+        "thread_id": run["thread_id"],
+        "action": action,
+        "was": status.value,
+        "delivered": delivered,
+        "detail": "the run had not started; it ends interrupted"
+        if pending
+        else "the executing instance received the cancel; the run stops now"
+        if delivered
+        else "the cancel is recorded but no instance acknowledged it yet; it stops the run at "
+        f"the executor's next lease renewal (every {heartbeat:g} s) or, if that instance "
+        "is gone, when its lease expires",
+    }
 
 
 async def _next_for_thread(runtime: Runtime, thread_id: str) -> str | None:

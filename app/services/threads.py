@@ -143,7 +143,7 @@ async def delete_thread(runtime: Runtime, thread_id: str) -> None:
 
 
 async def search_threads(
-    runtime: Runtime, body: ThreadSearch
+    runtime: Runtime, body: ThreadSearch, auth_filter: dict[str, Any] | None = None
 ) -> tuple[list[dict[str, Any]], int | None]:
     """One page of matching threads, and the offset of the next page (None on the last)."""
     extract = _validated_extract(body.extract)
@@ -151,7 +151,7 @@ async def search_threads(
     async with runtime.sessions() as session:
         rows = await threads_db.search_threads(
             session,
-            _query(body, ids),
+            _query(body, ids, auth_filter),
             sort_by=body.sort_by or "created_at",
             descending=body.sort_order != "asc",
             limit=body.limit + 1,
@@ -169,10 +169,12 @@ async def search_threads(
     return page, (body.offset + body.limit if more else None)
 
 
-async def count_threads(runtime: Runtime, body: ThreadFilter) -> int:
-    """How many threads match the filters."""
+async def count_threads(
+    runtime: Runtime, body: ThreadFilter, auth_filter: dict[str, Any] | None = None
+) -> int:
+    """How many threads match the filters (and the caller's auth filter)."""
     async with runtime.sessions() as session:
-        return await threads_db.count_threads(session, _query(body, None))
+        return await threads_db.count_threads(session, _query(body, None, auth_filter))
 
 
 async def copy_thread(runtime: Runtime, thread_id: str) -> dict[str, Any]:
@@ -253,9 +255,15 @@ def _validated_extract(extract: dict[str, str] | None) -> dict[str, str] | None:
     return extract
 
 
-def _query(body: ThreadFilter, ids: list[str] | None) -> threads_db.ThreadQuery:
+def _query(
+    body: ThreadFilter, ids: list[str] | None, auth_filter: dict[str, Any] | None
+) -> threads_db.ThreadQuery:
     return threads_db.ThreadQuery(
-        ids=ids, metadata=body.metadata, values=body.values, status=body.status
+        ids=ids,
+        metadata=body.metadata,
+        values=body.values,
+        status=body.status,
+        auth_filter=auth_filter,
     )
 
 

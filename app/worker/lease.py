@@ -8,6 +8,7 @@ import time
 from typing import TYPE_CHECKING
 
 from app.db import runs as runs_db
+from app.graphs.checkpointer import delete_run_checkpoints
 from app.graphs.serialize import dumps
 
 if TYPE_CHECKING:
@@ -100,6 +101,8 @@ class Reaper:
                 rt.metrics.runs_reaped.labels(row["status"]).inc()
                 if row["status"] == "pending":
                     await rt.queue.push(row["run_id"])
+                if row["status"] == "interrupted":
+                    await self._end_cancelled(row["run_id"], row["thread_id"], row["cancel_action"])
                 if row["status"] == "error":
                     rt.metrics.runs_finished.labels("error").inc()
                     # The same reason the run row records, so streams and /join agree.
@@ -122,3 +125,16 @@ class Reaper:
                         await rt.queue.push(run_id)
         except Exception:
             log.exception("reaper_round_failed")
+
+    async def _end_cancelled(self, run_id: str, thread_id: str, action: str | None) -> None:
+        rt = self._rt
+        if action == "rollback":
+            await delete_run_checkpoints(rt.checkpointer, thread_id, run_id)
+            async with rt.sessions() as session, session.begin():
+                await runs_db.delete_run(session, run_id)
+        await rt.broker.finish(run_id)
+        await rt.broker.signal_done(run_id)
+        async with rt.sessions() as session:
+            upcoming = await runs_db.next_pending_run(session, thread_id)
+        if upcoming is not None:
+            await rt.queue.push(upcoming["run_id"])

@@ -14,11 +14,10 @@ import redis.asyncio as aioredis
 
 from tests.chaos.cluster import ClusterFactory, wait_until
 
-# The issue asks for ~2,000 runs. On the 2-core dev box, shared with other test runs,
-# 2,000 runs took 58 s end to end at load ~2 and 75 s at load 4-5 (submitting and
-# executing compete for the same two cores: 27-35 runs/s), so the default is 1,500, which
-# finishes in 40-55 s. RUNYARD_CHAOS_BACKLOG=2000 runs the full size.
-RUNS = int(os.environ.get("RUNYARD_CHAOS_BACKLOG", "1500"))
+# 2,000 queued runs, as the production-engine acceptance asks. On the 2-core box they took
+# 58 s end to end at load ~2 and 75 s at load 4-5 (submitting and executing compete for the
+# same two cores); RUNYARD_CHAOS_BACKLOG sets another size.
+RUNS = int(os.environ.get("RUNYARD_CHAOS_BACKLOG", "2000"))
 SUBMITTERS = 16
 SLOTS = 10
 

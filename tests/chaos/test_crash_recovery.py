@@ -254,3 +254,34 @@ async def test_run_that_kills_its_worker_fails_after_retry_limit(
     thread = await cluster.live().client.threads.get(thread_id)
     assert thread["status"] == "error", thread
     print(json.dumps({"attempts": len(deaths), "error": error}))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+async def test_cancel_of_a_run_whose_worker_froze_is_not_lost(cluster: Cluster) -> None:
+    """Cancel acknowledged while the executing instance is frozen: the run ends interrupted.
+
+    The pub/sub message reaches a stopped process, and the lease then expires: the reaper
+    must end the run instead of handing it to another worker to execute again.
+    """
+    first = cluster.instances[0]
+    thread_id, run_id = await submit(first, "steps", cluster.steps_input(1.0))
+    await wait_until(
+        lambda: bool(lines_of(cluster.log_lines(), run_id, node="s2", phase="start")),
+        30,
+        "the run to reach s2",
+    )
+    victim = cluster.by_pid(lines_of(cluster.log_lines(), run_id)[-1]["pid"])
+    victim.signal(signal.SIGSTOP)
+    survivor = cluster.other(victim)
+    try:
+        answer = await survivor.http.post(f"/threads/{thread_id}/runs/{run_id}/cancel")
+        assert answer.status_code == 202, answer.text
+        final = await wait_terminal(cluster, [(thread_id, run_id)], timeout=60)
+        assert final[run_id] == "interrupted", cluster.tails()
+        started = lines_of(cluster.log_lines(), run_id, phase="start")
+        assert {line["attempt"] for line in started} == {1}, "the cancelled run ran again"
+        thread = await survivor.client.threads.get(thread_id)
+        assert thread["status"] in ("interrupted", "idle"), thread
+    finally:
+        victim.signal(signal.SIGCONT)

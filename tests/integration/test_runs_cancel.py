@@ -41,7 +41,8 @@ async def test_cancel_a_running_run_ends_it_interrupted(
     async with httpx.AsyncClient(base_url=base_url) as http:
         response = await http.post(f"/threads/{thread_id}/runs/{run['run_id']}/cancel")
     assert response.status_code == 202
-    assert response.content == b""
+    # LangGraph answers an empty 202; Runyard says what it did (delivered or only recorded).
+    assert response.json()["delivered"] is True
     # Generous bound: the status is what matters, not the speed.
     finished = await wait_for_status(client, thread_id, run["run_id"], TERMINAL, timeout=5)
     assert finished["status"] == "interrupted"

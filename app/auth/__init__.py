@@ -1,0 +1,1 @@
+"""Authentication and authorization through a LangGraph `Auth` object from langgraph.json."""
