@@ -7,7 +7,7 @@ from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Body, Path, Response
 
-from app.api.deps import CallerDep, RuntimeDep, ThreadId
+from app.api.deps import CallerDep, RuntimeDep, ThreadId, set_page_headers
 from app.auth.guards import require_assistant, require_cron, require_thread
 from app.auth.handlers import Caller
 from app.runtime import Runtime
@@ -64,11 +64,7 @@ async def search_crons(
     """List crons matching the filters, one page at a time."""
     auth_filter = await caller.authorize("crons", "search", body.model_dump(mode="json"))
     page, next_offset = await service.search_crons(runtime, body, auth_filter)
-    if next_offset is None:
-        response.headers["X-Pagination-Total"] = str(body.offset + len(page))
-    else:
-        response.headers["X-Pagination-Total"] = str(next_offset + 1)
-        response.headers["X-Pagination-Next"] = str(next_offset)
+    set_page_headers(response, body.offset, len(page), next_offset)
     return page
 
 

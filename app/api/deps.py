@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Annotated
 
-from fastapi import Depends, Path, Request
+from fastapi import Depends, Path, Request, Response
 
 from app.auth.handlers import Caller, authenticate
 from app.runtime import Runtime
@@ -30,3 +30,13 @@ CallerDep = Annotated[Caller, Depends(get_caller)]
 
 ThreadId = Annotated[uuid.UUID, Path(description="The thread's id (a UUID).")]
 RunId = Annotated[uuid.UUID, Path(description="The run's id (a UUID).")]
+
+
+def set_page_headers(response: Response, offset: int, size: int, next_offset: int | None) -> None:
+    """X-Pagination headers as LangGraph Platform sets them: a lower bound of the total,
+    and where the next page starts when there is one."""
+    if next_offset is None:
+        response.headers["X-Pagination-Total"] = str(offset + size)
+    else:
+        response.headers["X-Pagination-Total"] = str(next_offset + 1)
+        response.headers["X-Pagination-Next"] = str(next_offset)

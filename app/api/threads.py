@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Header, Query, Response
 
-from app.api.deps import CallerDep, RuntimeDep, ThreadId
+from app.api.deps import CallerDep, RuntimeDep, ThreadId, set_page_headers
 from app.auth.guards import require_thread
 from app.schemas.threads import (
     CheckpointConfig,
@@ -58,12 +58,7 @@ async def search_threads(
     """List threads matching the filters, one page at a time."""
     auth_filter = await caller.authorize("threads", "search", body.model_dump(mode="json"))
     page, next_offset = await service.search_threads(runtime, body, auth_filter)
-    if next_offset is None:
-        response.headers["X-Pagination-Total"] = str(body.offset + len(page))
-    else:
-        # As LangGraph Platform: a lower bound of the total, and where the next page starts.
-        response.headers["X-Pagination-Total"] = str(next_offset + 1)
-        response.headers["X-Pagination-Next"] = str(next_offset)
+    set_page_headers(response, body.offset, len(page), next_offset)
     return page
 
 

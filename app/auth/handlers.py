@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import inspect
 import logging
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +14,7 @@ from starlette.requests import Request
 
 from app.domain.errors import ConfigError, ForbiddenError, RunyardError, UnauthorizedError
 from app.graphs.config import ProjectConfig
+from app.graphs.modules import import_attribute
 
 log = logging.getLogger("runyard.auth")
 
@@ -110,22 +108,7 @@ def load_auth(project: ProjectConfig) -> Auth | None:
     file_part, attribute = path.rsplit(":", 1)
     base = project.path.parent if project.path else Path.cwd()
     file = (base / file_part).resolve()
-    if not file.is_file():
-        raise ConfigError(f"auth.path: file {file} does not exist")
-    module_name = f"runyard_auth.{file.stem}_{hashlib.sha1(str(file).encode()).hexdigest()[:10]}"
-    try:
-        spec = importlib.util.spec_from_file_location(module_name, file)
-        if spec is None or spec.loader is None:
-            raise ImportError("not a Python module")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module
-        spec.loader.exec_module(module)
-    except Exception as exc:
-        sys.modules.pop(module_name, None)
-        raise ConfigError(
-            f"auth.path: importing {file}:{attribute} failed: {type(exc).__name__}: {exc}"
-        ) from exc
-    auth = getattr(module, attribute, None)
+    auth = import_attribute(file, attribute, "runyard_auth", "auth.path")
     if not isinstance(auth, Auth):
         raise ConfigError(
             f"auth.path: {file}:{attribute} must be a langgraph_sdk.Auth instance, "

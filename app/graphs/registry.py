@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import inspect
-import sys
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,6 +13,7 @@ from langgraph.pregel import Pregel
 
 from app.domain.errors import ConfigError, NotFoundError
 from app.graphs.config import GraphSpec, ProjectConfig
+from app.graphs.modules import import_attribute
 
 # LangGraph Platform derives each graph's default assistant id as uuid5 of this namespace.
 ASSISTANT_NAMESPACE = uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
@@ -76,31 +74,9 @@ class GraphRegistry:
 
 def _load_one(spec: GraphSpec) -> LoadedGraph:
     where = f"{spec.file}:{spec.attribute}"
-    if not spec.file.is_file():
-        raise ConfigError(f"graph {spec.graph_id!r}: file {spec.file} does not exist")
-    digest = hashlib.sha1(str(spec.file).encode()).hexdigest()[:10]
-    module_name = f"runyard_graphs.{spec.file.stem}_{digest}"
-    try:
-        module_spec = importlib.util.spec_from_file_location(module_name, spec.file)
-        if module_spec is None or module_spec.loader is None:
-            raise ImportError("not a Python module")
-        module = importlib.util.module_from_spec(module_spec)
-        sys.modules[module_name] = module
-        # Let sibling modules of the graph file import each other.
-        folder = str(spec.file.parent)
-        if folder not in sys.path:
-            sys.path.insert(0, folder)
-        module_spec.loader.exec_module(module)
-    except Exception as exc:
-        sys.modules.pop(module_name, None)
-        raise ConfigError(
-            f"graph {spec.graph_id!r}: importing {where} failed: {type(exc).__name__}: {exc}"
-        ) from exc
-    if not hasattr(module, spec.attribute):
-        raise ConfigError(
-            f"graph {spec.graph_id!r}: {spec.file} has no attribute {spec.attribute!r}"
-        )
-    target = getattr(module, spec.attribute)
+    target = import_attribute(
+        spec.file, spec.attribute, "runyard_graphs", f"graph {spec.graph_id!r}"
+    )
     if isinstance(target, (Pregel, StateGraph)):
         return LoadedGraph(spec, _as_compiled(spec, target), None)
     if callable(target):

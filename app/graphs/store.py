@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import importlib.util
 import logging
 import sqlite3
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -18,6 +15,7 @@ from langgraph.store.base import BaseStore, TTLConfig
 
 from app.domain.errors import ConfigError
 from app.graphs.config import ProjectConfig
+from app.graphs.modules import import_attribute
 
 log = logging.getLogger("runyard.store")
 
@@ -106,24 +104,7 @@ def _load_embed(where: str, base: Path, spec: Any) -> Any:
     if not file_part.endswith(".py"):
         return spec  # `provider:model`: LangGraph resolves it through langchain
     path = (base / file_part).resolve()
-    if not path.is_file():
-        raise ConfigError(f"{where}.index.embed: file {path} does not exist")
-    digest = hashlib.sha1(str(path).encode()).hexdigest()[:10]
-    name = f"runyard_embed.{path.stem}_{digest}"
-    try:
-        module_spec = importlib.util.spec_from_file_location(name, path)
-        if module_spec is None or module_spec.loader is None:
-            raise ImportError("not a Python module")
-        module = importlib.util.module_from_spec(module_spec)
-        sys.modules[name] = module
-        module_spec.loader.exec_module(module)
-    except Exception as exc:
-        raise ConfigError(
-            f"{where}.index.embed: importing {path} failed: {type(exc).__name__}: {exc}"
-        ) from exc
-    if not hasattr(module, attribute):
-        raise ConfigError(f"{where}.index.embed: {path} has no attribute {attribute!r}")
-    return getattr(module, attribute)
+    return import_attribute(path, attribute, "runyard_embed", f"{where}.index.embed")
 
 
 @asynccontextmanager

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import subprocess
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -218,43 +217,6 @@ class Cluster:
             instance.kill()
             await instance.http.aclose()
             await instance.client.http.client.aclose()
-
-
-@dataclass
-class ThrowawayRedis:
-    """A private redis-server on a free port, without persistence, that tests may kill."""
-
-    port: int
-    process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        """Its URL."""
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> ThrowawayRedis:
-        """Start it and wait for PING."""
-        self.process = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--daemonize", "no"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                with redis.Redis(port=self.port, socket_timeout=1) as client:
-                    if client.ping():
-                        return self
-            except (redis.RedisError, OSError):
-                time.sleep(0.05)
-        raise RuntimeError(f"redis-server on port {self.port} did not start")
-
-    def kill(self) -> None:
-        """SIGKILL it: everything it held is lost."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(timeout=10)
 
 
 async def wait_until(

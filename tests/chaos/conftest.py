@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.chaos.cluster import CHAOS_ENV, SHARED_REDIS, Cluster, ClusterFactory, ThrowawayRedis
+from tests.chaos.cluster import CHAOS_ENV, SHARED_REDIS, Cluster, ClusterFactory
 from tests.support.databases import create_database, drop_database, postgres_available
 from tests.support.server import free_port
+from tests.support.throwaway import ThrowawayRedis
 
 
 @pytest.fixture
@@ -71,6 +72,4 @@ def throwaway_redis() -> Iterator[ThrowawayRedis]:
     try:
         yield server
     finally:
-        server.kill()
-
-
+        server.stop()

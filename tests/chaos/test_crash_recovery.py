@@ -183,9 +183,7 @@ async def test_paused_worker_past_its_lease_writes_nothing(cluster: Cluster) -> 
     assert not late, f"the stale attempt wrote checkpoints after attempt 2 began: {late}"
 
     events = await replay(survivor, thread_id, run_id)
-    starts = [
-        i for i, e in enumerate(events) if e.event == "metadata" and e.data["attempt"] == 2
-    ]
+    starts = [i for i, e in enumerate(events) if e.event == "metadata" and e.data["attempt"] == 2]
     assert len(starts) == 1, [e.event for e in events]
     after = events[starts[0] + 1 :]
     stale = [e for e in after if e.event == "metadata" or attempts_in(e) - {2}]

@@ -9,11 +9,11 @@ import pytest
 from tests.chaos.cluster import (
     ClusterFactory,
     RunRef,
-    ThrowawayRedis,
     submit,
     wait_terminal,
     wait_until,
 )
+from tests.support.throwaway import ThrowawayRedis
 
 
 @pytest.mark.slow
@@ -51,7 +51,7 @@ async def test_runs_complete_while_redis_is_down(
     with cluster.redis() as client:
         waiting = client.llen(cluster.queue_key)
     assert waiting >= 2, f"expected runs waiting in the queue, found {waiting}"
-    throwaway_redis.kill()
+    throwaway_redis.stop()
     killed_at = time.monotonic()
 
     during: list[RunRef] = []
