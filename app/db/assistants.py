@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import ColumnElement, Select, delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db.dialect import db_now, insert_ignoring_conflicts, json_contains, json_filter
+from app.db.dialect import (
+    insert_ignoring_conflicts,
+    json_contains,
+    json_filter,
+)
 from app.db.tables import assistant_versions, assistants
 
 ASSISTANT_COLUMNS = tuple(assistants.c.keys())
@@ -26,16 +30,6 @@ VERSION_COLUMNS = (
 )
 # Text columns sort without regard to case, as LangGraph Platform sorts them.
 _CASELESS_SORT = frozenset({"name", "graph_id"})
-
-
-async def database_now(session: AsyncSession) -> datetime:
-    """The database clock as an aware UTC datetime, to stamp every row of one change alike."""
-    value = (await session.execute(select(db_now(session)))).scalar_one()
-    if isinstance(value, str):
-        value = datetime.fromisoformat(value)
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    return value.astimezone(UTC)
 
 
 async def insert_assistant_if_missing(session: AsyncSession, row: dict[str, Any]) -> None:

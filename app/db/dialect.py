@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import ColumnElement, Table, cast, exists, func, literal, literal_column, select
@@ -89,3 +90,13 @@ def _json_array_has(session: AsyncSession, column: Any, key: str, item: Any) -> 
 def rowcount(result: Any) -> int:
     """Rows an UPDATE/DELETE touched (typed as Result, it is a CursorResult at run time)."""
     return int(getattr(result, "rowcount", 0) or 0)
+
+
+async def database_now(session: AsyncSession) -> datetime:
+    """The database clock as an aware UTC datetime (SQLite answers a naive string)."""
+    value = (await session.execute(select(db_now(session)))).scalar_one()
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)

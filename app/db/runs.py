@@ -306,11 +306,6 @@ async def pending_run_ids(session: AsyncSession, limit: int) -> Sequence[RowMapp
     return (await session.execute(stmt)).mappings().all()
 
 
-async def database_time(session: AsyncSession) -> Any:
-    """The database clock now."""
-    return (await session.execute(select(db_now(session)))).scalar_one()
-
-
 async def stranded_pending_runs(
     session: AsyncSession, older_than_seconds: float, limit: int
 ) -> Sequence[RowMapping]:

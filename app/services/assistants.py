@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from langgraph.pregel import Pregel
 
 from app.db import assistants as assistants_db
+from app.db.dialect import database_now
 from app.domain.errors import ConflictError, InvalidInputError, NotFoundError
 from app.graphs import introspection
 from app.graphs.registry import default_assistant_id
@@ -34,7 +35,7 @@ VERSIONED_FIELDS = ("graph_id", "config", "context", "metadata", "name", "descri
 async def ensure_default_assistants(runtime: Runtime) -> None:
     """Give every graph its default assistant (stable id derived from the graph id)."""
     async with runtime.sessions() as session, session.begin():
-        now = await assistants_db.database_now(session)
+        now = await database_now(session)
         for graph_id in runtime.graphs.ids():
             await assistants_db.insert_assistant_if_missing(
                 session,
@@ -87,7 +88,7 @@ async def create_assistant(runtime: Runtime, body: AssistantCreate) -> dict[str,
         "description": body.description,
     }
     async with runtime.sessions() as session, session.begin():
-        now = await assistants_db.database_now(session)
+        now = await database_now(session)
         row = {"assistant_id": assistant_id, **fields, "created_at": now}
         created = await assistants_db.insert_assistant(
             session, {**row, "version": 1, "updated_at": now}
@@ -114,7 +115,7 @@ async def patch_assistant(
         _require_graph(runtime, body.graph_id)
     config, context = _config_and_context(body.config, body.context)
     async with runtime.sessions() as session, session.begin():
-        now = await assistants_db.database_now(session)
+        now = await database_now(session)
         if not await assistants_db.touch_assistant(session, resolved, now):
             raise NotFoundError(_not_found_message(runtime, assistant_id))
         current = await assistants_db.get_assistant(session, resolved)
@@ -144,7 +145,7 @@ async def set_latest_version(runtime: Runtime, assistant_id: str, version: int) 
     """Make a stored version the assistant's current one (later versions are kept)."""
     resolved = resolve_assistant_id(runtime, assistant_id)
     async with runtime.sessions() as session, session.begin():
-        now = await assistants_db.database_now(session)
+        now = await database_now(session)
         if not await assistants_db.touch_assistant(session, resolved, now):
             raise NotFoundError(_not_found_message(runtime, assistant_id))
         stored = await assistants_db.get_version(session, resolved, version)

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.exc import IntegrityError
 
-from app.db import assistants as assistants_db
 from app.db import crons as crons_db
 from app.db import threads as threads_db
+from app.db.dialect import database_now
 from app.domain.cron_schedule import first_run_date, parse_timezone, validate_schedule
 from app.domain.errors import InvalidInputError, NotFoundError
 from app.schemas.crons import (
@@ -94,7 +94,7 @@ async def create_cron(
         async with runtime.sessions() as session, session.begin():
             if thread_id is not None and await threads_db.get_thread(session, thread_id) is None:
                 raise _thread_not_found(thread_id)
-            now = await assistants_db.database_now(session)
+            now = await database_now(session)
             row = await crons_db.insert_cron(
                 session,
                 {
@@ -153,7 +153,7 @@ async def patch_cron(runtime: Runtime, cron_id: str, body: CronPatch) -> dict[st
         parse_timezone(body.timezone)
     async with runtime.sessions() as session, session.begin():
         # Writing updated_at first locks the row, so concurrent merges are not lost.
-        now = await assistants_db.database_now(session)
+        now = await database_now(session)
         current = await crons_db.update_cron(session, cron_id, {"updated_at": now})
         if current is None:
             raise cron_not_found(cron_id)
@@ -246,7 +246,7 @@ async def search_crons(
             limit=body.limit + 1,
             offset=body.offset,
         )
-        now = await assistants_db.database_now(session) if body.select else None
+        now = await database_now(session) if body.select else None
     next_offset = body.offset + body.limit if len(rows) > body.limit else None
     page = [to_wire(row) for row in rows[: body.limit]]
     if body.select:

@@ -7,6 +7,7 @@ import hashlib
 import json
 import logging
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from langgraph.checkpoint.base.id import uuid6
@@ -14,6 +15,7 @@ from sqlalchemy.exc import IntegrityError
 
 from app.db import runs as runs_db
 from app.db import threads as threads_db
+from app.db.dialect import database_now
 from app.domain.errors import ConflictError, InvalidInputError, NotFoundError
 from app.domain.status import TERMINAL_RUN_STATUSES, RunStatus
 from app.graphs.serialize import to_jsonable
@@ -193,14 +195,7 @@ async def _insert_run(
 async def _scheduled_at(session: Any, after_seconds: float | None) -> Any:
     if not after_seconds:
         return None
-    from datetime import UTC, datetime, timedelta
-
-    now = await runs_db.database_time(session)
-    if isinstance(now, str):
-        now = datetime.fromisoformat(now)
-    if now.tzinfo is None:
-        now = now.replace(tzinfo=UTC)
-    return now + timedelta(seconds=after_seconds)
+    return await database_now(session) + timedelta(seconds=after_seconds)
 
 
 async def _apply_multitask(session: Any, thread_id: str, strategy: str, effects: _Effects) -> None:

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from app.db import assistants as assistants_db
 from app.db import crons as crons_db
 from app.db import runs as runs_db
+from app.db.dialect import database_now
 from app.domain.cron_schedule import parse_timezone, plan_firing
 from app.domain.errors import RunyardError
 from app.schemas.runs import RunCreate
@@ -78,7 +78,7 @@ class CronScheduler:
         """Fire every due cron once; the seconds to sleep before the next tick."""
         rt = self._rt
         async with rt.sessions() as session:
-            now = await assistants_db.database_now(session)
+            now = await database_now(session)
             due = await crons_db.due_crons(session, now, BATCH_SIZE)
         for cron in due:
             try:
@@ -92,7 +92,7 @@ class CronScheduler:
             return 0.0
         async with rt.sessions() as session:
             upcoming = await crons_db.earliest_run_date(session)
-            now = await assistants_db.database_now(session)
+            now = await database_now(session)
         if upcoming is None:
             return self._interval
         return min(self._interval, max((upcoming - now).total_seconds(), 0.01))

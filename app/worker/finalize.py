@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from app.db import runs as runs_db
 from app.db import threads as threads_db
+from app.db.dialect import database_now
 from app.domain.status import RunStatus, ThreadStatus
 from app.graphs.checkpointer import delete_run_checkpoints
 from app.graphs.serialize import dumps, to_jsonable
@@ -89,7 +91,7 @@ async def finalize_run(
     # Read again after commit: a run enqueued while we finalized must not be stranded.
     async with runtime.sessions() as session:
         upcoming = await runs_db.next_pending_run(session, thread_id)
-        now = await runs_db.database_time(session) if upcoming is not None else None
+        now = await database_now(session) if upcoming is not None else None
     if upcoming is not None:
         await runtime.queue.push(upcoming["run_id"], _delay(upcoming["scheduled_at"], now))
     if run.get("webhook"):
@@ -126,15 +128,9 @@ def _thread_status(outcome: Outcome, snapshot: ThreadSnapshot, more_pending: boo
     return ThreadStatus.IDLE.value
 
 
-def _delay(scheduled_at: Any, now: Any) -> float:
-    if scheduled_at is None:
+def _delay(scheduled_at: datetime | None, now: datetime | None) -> float:
+    if scheduled_at is None or now is None:
         return 0.0
-    from datetime import UTC, datetime
-
-    if isinstance(now, str):
-        now = datetime.fromisoformat(now)
-    if now.tzinfo is None:
-        now = now.replace(tzinfo=UTC)
     return max(0.0, (scheduled_at - now).total_seconds())
 
 
