@@ -7,8 +7,8 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Callable, Coroutine
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 
 from app.auth.handlers import load_auth
 from app.db import runs as runs_db
-from app.db.engine import create_engine, migrate, session_factory
+from app.db.engine import create_engine, migrate, on_each_statement, session_factory
 from app.graphs.checkpointer import open_checkpointer
 from app.graphs.config import ProjectConfig, apply_environment, find_config, load_config
 from app.graphs.registry import GraphRegistry
@@ -58,6 +58,8 @@ class Runtime:
         self.auth: Auth | None = None
         self.engine: AsyncEngine
         self.sessions: async_sessionmaker[Any]
+        # For reads only: no transaction, so no BEGIN and ROLLBACK round trips.
+        self.reads: async_sessionmaker[Any]
         self.checkpointer: BaseCheckpointSaver
         self.store: BaseStore
         self.store_options: StoreOptions
@@ -69,6 +71,21 @@ class Runtime:
         self.workers: WorkerPool
         self.redis: Any = None
         self._drain: asyncio.Task[None] | None = None
+
+    @asynccontextmanager
+    async def atomic(self) -> AsyncIterator[Any]:
+        """A session for one db-layer call that must be atomic.
+
+        The calls made for this (`claim_run`, `finish_run_with_state`) are one statement
+        on PostgreSQL, which needs no BEGIN and COMMIT round trips; on SQLite they are
+        two statements, wrapped in a transaction.
+        """
+        if self.dialect == "postgresql":
+            async with self.reads() as session:
+                yield session
+        else:
+            async with self.sessions() as session, session.begin():
+                yield session
 
     @property
     def dialect(self) -> str:
@@ -84,17 +101,24 @@ class Runtime:
         self.graphs = GraphRegistry.load(self.project)
         self.auth = load_auth(self.project)
         url = settings.resolved_database_url()
-        self.engine = create_engine(url)
+        self.engine = create_engine(url, settings.db_pool_size)
+        on_each_statement(self.engine, self.metrics.runs_statements.inc)
         self._stack.push_async_callback(self.engine.dispose)
         self.sessions = session_factory(self.engine)
+        self.reads = session_factory(self.engine, autocommit=True)
         if settings.migrate_on_start or settings.is_embedded:
             await migrate(self.engine)
         self.checkpointer = await self._stack.enter_async_context(
-            open_checkpointer(url, settings.data_dir)
+            open_checkpointer(
+                url,
+                settings.data_dir,
+                self.metrics.checkpoint_statements.inc,
+                settings.db_pool_size,
+            )
         )
         self.store_options = store_options(self.project)
         self.store = await self._stack.enter_async_context(
-            open_store(url, settings.data_dir, self.store_options)
+            open_store(url, settings.data_dir, self.store_options, settings.db_pool_size)
         )
         from app.services.assistants import ensure_default_assistants
 
@@ -162,7 +186,7 @@ class Runtime:
         )
 
         async def claimable() -> str | None:
-            async with self.sessions() as session:
+            async with self.sessions() as session, session.begin():
                 return await find_claimable_run(session)
 
         self.queue = DatabaseFallbackQueue(
@@ -183,7 +207,7 @@ class Runtime:
         # a previous process that died: hand it back to the queue at once.
         async with self.sessions() as session, session.begin():
             recovered = await runs_db.expire_all_leases(session)
-        async with self.sessions() as session:
+        async with self.reads() as session:
             pending = await runs_db.pending_run_ids(session, limit=10_000)
         for row in pending:
             await self.queue.push(row["run_id"])

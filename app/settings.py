@@ -21,13 +21,17 @@ class Settings(BaseSettings):
     data_dir: Path = Field(default=Path(".runyard"), alias="RUNYARD_DATA_DIR")
     config_path: Path | None = Field(default=None, alias="RUNYARD_CONFIG")
     migrate_on_start: bool = Field(default=True, alias="RUNYARD_MIGRATE_ON_START")
+    # Each of the three PostgreSQL pools (Runyard's queries, checkpoints, store) opens at
+    # most this many connections: an instance uses at most three times this.
+    db_pool_size: int = Field(default=10, ge=1, alias="RUNYARD_DB_POOL_SIZE")
     log_level: str = Field(default="INFO", alias="LOG_LEVEL")
     # Empty: JSON lines on PostgreSQL (production), readable text on the embedded store (dev).
     log_format: Literal["text", "json"] | None = Field(default=None, alias="RUNYARD_LOG_FORMAT")
 
     # Worker engine.
     worker_count: int = Field(default=1, ge=0, alias="WORKER_COUNT")
-    n_jobs_per_worker: int = Field(default=100, ge=1, alias="N_JOBS_PER_WORKER")
+    # Sleeping runs (waiting on I/O) cost no CPU: slots should not be what limits them.
+    n_jobs_per_worker: int = Field(default=500, ge=1, alias="N_JOBS_PER_WORKER")
     bg_job_timeout_secs: float = Field(default=3600.0, gt=0, alias="BG_JOB_TIMEOUT_SECS")
     bg_job_max_retries: int = Field(default=3, ge=1, alias="BG_JOB_MAX_RETRIES")
     lease_duration_seconds: float = Field(default=10.0, gt=0, alias="LEASE_DURATION_SECONDS")

@@ -11,8 +11,8 @@ from app.auth.handlers import Caller, authenticate
 from app.runtime import Runtime
 
 
-def get_runtime(request: Request) -> Runtime:
-    """The runtime that owns this app's parts."""
+async def get_runtime(request: Request) -> Runtime:
+    """The runtime that owns this app's parts (async: FastAPI runs it on the loop, no thread)."""
     runtime: Runtime = request.app.state.runtime
     return runtime
 

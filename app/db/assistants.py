@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, delete, func, select, update
+from sqlalchemy import ColumnElement, Select, bindparam, delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.dialect import (
@@ -55,10 +55,14 @@ async def insert_version(session: AsyncSession, row: dict[str, Any]) -> None:
     await session.execute(assistant_versions.insert().values(**row))
 
 
+# Read by every run's creation: built once.
+_GET_ASSISTANT = select(assistants).where(assistants.c.assistant_id == bindparam("p_assistant_id"))
+
+
 async def get_assistant(session: AsyncSession, assistant_id: str) -> dict[str, Any] | None:
     """The assistant row, or None."""
-    statement = select(assistants).where(assistants.c.assistant_id == assistant_id)
-    row = (await session.execute(statement)).mappings().first()
+    params = {"p_assistant_id": assistant_id}
+    row = (await session.execute(_GET_ASSISTANT, params)).mappings().first()
     return dict(row) if row is not None else None
 
 

@@ -6,7 +6,19 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Table, cast, exists, func, literal, literal_column, select
+from sqlalchemy import (
+    ColumnElement,
+    Float,
+    String,
+    Table,
+    bindparam,
+    cast,
+    exists,
+    func,
+    literal,
+    literal_column,
+    select,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -18,14 +30,24 @@ def dialect_name(session: AsyncSession) -> str:
 
 def insert_ignoring_conflicts(session: AsyncSession, table: Table) -> Any:
     """An INSERT that silently skips rows whose primary key already exists."""
-    if dialect_name(session) == "postgresql":
+    return insert_ignoring(dialect_name(session), table)
+
+
+def insert_ignoring(dialect: str, table: Table) -> Any:
+    """`insert_ignoring_conflicts` for a dialect by name."""
+    if dialect == "postgresql":
         return postgresql.insert(table).on_conflict_do_nothing()
     return sqlite.insert(table).on_conflict_do_nothing()
 
 
 def db_now(session: AsyncSession) -> ColumnElement[Any]:
     """The database clock (never the worker's), with sub-second precision."""
-    if dialect_name(session) == "postgresql":
+    return clock(dialect_name(session))
+
+
+def clock(dialect: str) -> ColumnElement[Any]:
+    """`db_now` for a dialect by name (for statements built once and reused)."""
+    if dialect == "postgresql":
         return func.clock_timestamp()
     return func.strftime("%Y-%m-%d %H:%M:%f", "now")
 
@@ -36,6 +58,22 @@ def db_now_plus(session: AsyncSession, seconds: float) -> ColumnElement[Any]:
         return func.clock_timestamp() + func.make_interval(0, 0, 0, 0, 0, 0, seconds)
     modifier: Any = literal_column(f"'{float(seconds):+f} seconds'")
     return func.strftime("%Y-%m-%d %H:%M:%f", "now", modifier)
+
+
+def clock_plus(dialect: str, name: str) -> ColumnElement[Any]:
+    """The database clock moved forward by the bound parameter `name`; bind its value
+    with `seconds_param` (statements built once and reused)."""
+    if dialect == "postgresql":
+        seconds = bindparam(name, type_=Float())
+        return func.clock_timestamp() + func.make_interval(0, 0, 0, 0, 0, 0, seconds)
+    return func.strftime("%Y-%m-%d %H:%M:%f", "now", bindparam(name, type_=String()))
+
+
+def seconds_param(dialect: str, seconds: float) -> float | str:
+    """The value to bind to a `clock_plus` parameter."""
+    if dialect == "postgresql":
+        return float(seconds)
+    return f"{float(seconds):+f} seconds"
 
 
 def json_contains(session: AsyncSession, column: Any, subset: dict[str, Any]) -> list[Any]:

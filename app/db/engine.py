@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +16,9 @@ MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
 MIGRATION_LOCK = 72_797_100
 
 
-def create_engine(url: str) -> AsyncEngine:
-    """An engine tuned for the backend: pooled asyncpg, or SQLite in WAL mode."""
+def create_engine(url: str, pool_size: int = 10) -> AsyncEngine:
+    """An engine tuned for the backend: pooled asyncpg (at most `pool_size` connections),
+    or SQLite in WAL mode."""
     if url.startswith("sqlite"):
         db_path = url.split(":///", 1)[1]
         if db_path and db_path != ":memory:":
@@ -24,7 +26,18 @@ def create_engine(url: str) -> AsyncEngine:
         engine = create_async_engine(url, connect_args={"timeout": 30})
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         return engine
-    return create_async_engine(url, pool_size=10, max_overflow=20, pool_pre_ping=True)
+    # No pre-ping: it costs a round trip per checkout. A connection PostgreSQL dropped fails
+    # its statement once and the pool then replaces every connection of that age.
+    return create_async_engine(url, pool_size=pool_size, max_overflow=0, pool_timeout=30)
+
+
+def on_each_statement(engine: AsyncEngine, callback: Callable[[], None]) -> None:
+    """Call `callback` before each statement the engine sends (the statement counter)."""
+
+    def before(*_args: Any) -> None:
+        callback()
+
+    event.listen(engine.sync_engine, "before_cursor_execute", before)
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
@@ -36,8 +49,14 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cursor.close()
 
 
-def session_factory(engine: AsyncEngine) -> async_sessionmaker[Any]:
-    """Sessions that keep loaded values after commit (services read them back)."""
+def session_factory(engine: AsyncEngine, autocommit: bool = False) -> async_sessionmaker[Any]:
+    """Sessions that keep loaded values after commit (services read them back).
+
+    `autocommit` sessions run each statement on its own, outside any transaction: for
+    reads, which then cost no BEGIN and ROLLBACK round trips (and take no row locks).
+    """
+    if autocommit:
+        engine = engine.execution_options(isolation_level="AUTOCOMMIT")
     return async_sessionmaker(engine, expire_on_commit=False)
 
 

@@ -3,35 +3,75 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
-from sqlalchemy import and_, case, delete, exists, func, insert, or_, select, update
+from sqlalchemy import (
+    Insert,
+    Select,
+    Update,
+    and_,
+    bindparam,
+    case,
+    delete,
+    exists,
+    func,
+    insert,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
-from app.db.dialect import db_now, db_now_plus, dialect_name, rowcount
+from app.db import threads as threads_db
+from app.db.dialect import (
+    clock,
+    clock_plus,
+    db_now,
+    db_now_plus,
+    dialect_name,
+    rowcount,
+    seconds_param,
+)
 from app.db.tables import runs, threads
 from app.domain.status import ACTIVE_RUN_STATUSES, RunStatus
 
 _ACTIVE = [s.value for s in ACTIVE_RUN_STATUSES]
 
+# The statements every run executes are built once per dialect and reused with bound
+# parameters: building a statement costs more CPU than sending it.
+
+
+@cache
+def _insert_run_statement(dialect: str) -> Insert:
+    now = clock(dialect)
+    return insert(runs).values(created_at=now, updated_at=now).returning(*runs.c)
+
+
+@cache
+def _get_run_statement(dialect: str, in_thread: bool) -> Select[Any]:
+    stmt = select(runs).where(runs.c.run_id == bindparam("p_run_id"))
+    if in_thread:
+        stmt = stmt.where(runs.c.thread_id == bindparam("p_thread_id"))
+    return stmt
+
 
 async def insert_run(session: AsyncSession, row: dict[str, Any]) -> RowMapping:
     """Insert a pending run and return it as stored."""
-    now = db_now(session)
-    stmt = insert(runs).values(created_at=now, updated_at=now, **row).returning(*runs.c)
-    return (await session.execute(stmt)).mappings().one()
+    stmt = _insert_run_statement(dialect_name(session))
+    return (await session.execute(stmt, row)).mappings().one()
 
 
 async def get_run(
     session: AsyncSession, run_id: str, thread_id: str | None = None
 ) -> RowMapping | None:
     """A run by id (within a thread when given)."""
-    stmt = select(runs).where(runs.c.run_id == run_id)
-    if thread_id is not None:
-        stmt = stmt.where(runs.c.thread_id == thread_id)
-    return (await session.execute(stmt)).mappings().one_or_none()
+    stmt = _get_run_statement(dialect_name(session), thread_id is not None)
+    params = {"p_run_id": run_id, "p_thread_id": thread_id}
+    return (await session.execute(stmt, params)).mappings().one_or_none()
 
 
 async def get_run_by_idempotency_key(session: AsyncSession, key: str) -> RowMapping | None:
@@ -63,8 +103,12 @@ async def active_runs(session: AsyncSession, thread_id: str) -> Sequence[RowMapp
 
 def _claimable(session: AsyncSession) -> list[Any]:
     """Conditions of a run that may start now: pending, due, first of its idle thread."""
+    return _claimable_in(dialect_name(session))
+
+
+def _claimable_in(dialect: str) -> list[Any]:
     other = aliased(runs)
-    now = db_now(session)
+    now = clock(dialect)
     blocked = exists().where(
         other.c.thread_id == runs.c.thread_id,
         or_(
@@ -85,36 +129,87 @@ def _claimable(session: AsyncSession) -> list[Any]:
     ]
 
 
+@cache
+def _claim_statements(dialect: str) -> tuple[Any, Update | None]:
+    """The claim, and the thread update that goes with it.
+
+    On PostgreSQL both are one statement (the claim is a data-modifying CTE), so a claim
+    needs no explicit transaction there.
+    """
+    now = clock(dialect)
+    claim = (
+        update(runs)
+        .where(runs.c.run_id == bindparam("p_run_id"), *_claimable_in(dialect))
+        .values(
+            status="running",
+            owner=bindparam("p_owner"),
+            attempt=runs.c.attempt + 1,
+            lease_expires_at=clock_plus(dialect, "p_lease"),
+            started_at=func.coalesce(runs.c.started_at, now),
+            updated_at=now,
+        )
+        .returning(*runs.c)
+    )
+    if dialect == "postgresql":
+        claimed = claim.cte("claimed")
+        busy_thread = (
+            update(threads)
+            .where(threads.c.thread_id == claimed.c.thread_id)
+            .values(status="busy", updated_at=now)
+            .returning(threads.c.thread_id)
+            .cte("busy_thread")
+        )
+        return select(claimed).add_cte(busy_thread), None
+    busy = (
+        update(threads)
+        .where(threads.c.thread_id == bindparam("p_thread_id"))
+        .values(status="busy", updated_at=now)
+    )
+    return claim, busy
+
+
 async def claim_run(
     session: AsyncSession, run_id: str, owner: str, lease_seconds: float
 ) -> RowMapping | None:
     """Atomically take a pending run: owner, lease from the database clock, next attempt.
 
     Only the thread's oldest pending run can be claimed, and only while no other run of
-    the thread is running, so a thread's runs execute one at a time in order.
+    the thread is running, so a thread's runs execute one at a time in order. One
+    statement on PostgreSQL, two on SQLite: run it in `Runtime.atomic`.
     """
-    now = db_now(session)
-    stmt = (
+    dialect = dialect_name(session)
+    claim, busy = _claim_statements(dialect)
+    params = {
+        "p_run_id": run_id,
+        "p_owner": owner,
+        "p_lease": seconds_param(dialect, lease_seconds),
+    }
+    row = (await session.execute(claim, params)).mappings().one_or_none()
+    if row is not None and busy is not None:
+        await session.execute(busy, {"p_thread_id": row["thread_id"]})
+    return row
+
+
+@cache
+def _finish_statement(dialect: str) -> Update:
+    now = clock(dialect)
+    return (
         update(runs)
-        .where(runs.c.run_id == run_id, *_claimable(session))
+        .where(
+            runs.c.run_id == bindparam("p_run_id"),
+            runs.c.attempt == bindparam("p_attempt"),
+            runs.c.status == "running",
+        )
         .values(
-            status="running",
-            owner=owner,
-            attempt=runs.c.attempt + 1,
-            lease_expires_at=db_now_plus(session, lease_seconds),
-            started_at=func.coalesce(runs.c.started_at, now),
+            status=bindparam("p_status"),
+            output=bindparam("p_output", type_=runs.c.output.type),
+            error=bindparam("p_error", type_=runs.c.error.type),
+            owner=None,
+            lease_expires_at=None,
+            ended_at=now,
             updated_at=now,
         )
-        .returning(*runs.c)
     )
-    row = (await session.execute(stmt)).mappings().one_or_none()
-    if row is not None:
-        await session.execute(
-            update(threads)
-            .where(threads.c.thread_id == row["thread_id"])
-            .values(status="busy", updated_at=now)
-        )
-    return row
 
 
 async def finish_run(
@@ -126,21 +221,80 @@ async def finish_run(
     error: Any,
 ) -> bool:
     """Record a run's end, only if `attempt` still holds it (the fencing check)."""
-    now = db_now(session)
-    result = await session.execute(
-        update(runs)
-        .where(runs.c.run_id == run_id, runs.c.attempt == attempt, runs.c.status == "running")
-        .values(
-            status=status.value,
-            output=output,
-            error=error,
-            owner=None,
-            lease_expires_at=None,
-            ended_at=now,
-            updated_at=now,
-        )
-    )
+    params = _finish_params(run_id, attempt, status, output, error)
+    result = await session.execute(_finish_statement(dialect_name(session)), params)
     return rowcount(result) > 0
+
+
+def _finish_params(
+    run_id: str, attempt: int, status: RunStatus, output: Any, error: Any
+) -> dict[str, Any]:
+    return {
+        "p_run_id": run_id,
+        "p_attempt": attempt,
+        "p_status": status.value,
+        "p_output": output,
+        "p_error": error,
+    }
+
+
+@dataclass
+class ThreadState:
+    """What a finished run leaves in its thread's row."""
+
+    thread_id: str
+    status: str
+    values: Any
+    interrupts: dict[str, Any]
+    error: Any
+
+
+@cache
+def _finish_with_state_statement(dialect: str) -> Any:
+    finished = _finish_statement(dialect).returning(runs.c.thread_id).cte("finished")
+    return (
+        threads_db.state_statement(dialect, True)
+        .where(threads.c.thread_id == finished.c.thread_id)
+        .returning(threads.c.thread_id)
+    )
+
+
+async def finish_run_with_state(
+    session: AsyncSession,
+    run_id: str,
+    attempt: int,
+    status: RunStatus,
+    output: Any,
+    error: Any,
+    thread: ThreadState,
+) -> bool:
+    """`finish_run`, and with it the thread's cached state (busy while a run is pending).
+
+    Nothing is written unless `attempt` still holds the run. One statement on PostgreSQL,
+    two on SQLite: run it in `Runtime.atomic`.
+    """
+    dialect = dialect_name(session)
+    if dialect != "postgresql":
+        if not await finish_run(session, run_id, attempt, status, output, error):
+            return False
+        await threads_db.set_state_fields(
+            session,
+            thread.thread_id,
+            status=thread.status,
+            values=thread.values,
+            interrupts=thread.interrupts,
+            error=thread.error,
+            busy_if_pending=True,
+        )
+        return True
+    params = {
+        **_finish_params(run_id, attempt, status, output, error),
+        **threads_db.state_params(
+            thread.thread_id, thread.status, thread.values, thread.interrupts, thread.error
+        ),
+    }
+    result = await session.execute(_finish_with_state_statement(dialect), params)
+    return result.first() is not None
 
 
 async def release_run(session: AsyncSession, run_id: str, attempt: int) -> bool:
@@ -153,23 +307,31 @@ async def release_run(session: AsyncSession, run_id: str, attempt: int) -> bool:
     return rowcount(result) > 0
 
 
+_STILL_HOLDS = select(runs.c.run_id).where(
+    runs.c.run_id == bindparam("p_run_id"),
+    runs.c.attempt == bindparam("p_attempt"),
+    runs.c.status == "running",
+)
+
+
 async def still_holds(session: AsyncSession, run_id: str, attempt: int) -> bool:
     """True while `attempt` is the current, running attempt of the run."""
-    stmt = select(runs.c.run_id).where(
-        runs.c.run_id == run_id, runs.c.attempt == attempt, runs.c.status == "running"
-    )
-    return (await session.execute(stmt)).first() is not None
+    params = {"p_run_id": run_id, "p_attempt": attempt}
+    return (await session.execute(_STILL_HOLDS, params)).first() is not None
+
+
+_NEXT_PENDING = (
+    select(runs.c.run_id, runs.c.scheduled_at)
+    .where(runs.c.thread_id == bindparam("p_thread_id"), runs.c.status == "pending")
+    .order_by(runs.c.created_at, runs.c.run_id)
+    .limit(1)
+)
 
 
 async def next_pending_run(session: AsyncSession, thread_id: str) -> RowMapping | None:
     """The thread's oldest pending run."""
-    stmt = (
-        select(runs.c.run_id, runs.c.scheduled_at)
-        .where(runs.c.thread_id == thread_id, runs.c.status == "pending")
-        .order_by(runs.c.created_at, runs.c.run_id)
-        .limit(1)
-    )
-    return (await session.execute(stmt)).mappings().one_or_none()
+    params = {"p_thread_id": thread_id}
+    return (await session.execute(_NEXT_PENDING, params)).mappings().one_or_none()
 
 
 async def interrupt_pending_run(session: AsyncSession, run_id: str) -> bool:

@@ -4,15 +4,27 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, delete, func, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Select,
+    Update,
+    bindparam,
+    case,
+    delete,
+    exists,
+    func,
+    select,
+    update,
+)
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.dialect import (
-    db_now,
+    clock,
     dialect_name,
-    insert_ignoring_conflicts,
+    insert_ignoring,
     json_contains,
     json_filter,
     rowcount,
@@ -44,21 +56,41 @@ class ThreadQuery:
 
 
 def _stamp(session: AsyncSession) -> ColumnElement[Any]:
+    return _stamp_in(dialect_name(session))
+
+
+def _stamp_in(dialect: str) -> ColumnElement[Any]:
     # One value per statement, so created_at equals updated_at on a new row.
-    if dialect_name(session) == "postgresql":
+    if dialect == "postgresql":
         return func.statement_timestamp()
-    return db_now(session)
+    return clock(dialect)
+
+
+# Statements every run executes are built once per dialect (see db/runs.py).
+
+
+@cache
+def _insert_statement(dialect: str) -> Any:
+    now = _stamp_in(dialect)
+    return (
+        insert_ignoring(dialect, threads)
+        .values(created_at=now, updated_at=now)
+        .returning(*threads.c)
+    )
+
+
+@cache
+def _get_statement(dialect: str, lock: bool) -> Select[Any]:
+    statement = select(threads).where(threads.c.thread_id == bindparam("p_thread_id"))
+    if lock and dialect == "postgresql":
+        statement = statement.with_for_update()
+    return statement
 
 
 async def insert_thread(session: AsyncSession, row: dict[str, Any]) -> dict[str, Any] | None:
     """Insert a thread and return it as stored; None (nothing written) when its id exists."""
-    now = _stamp(session)
-    statement = (
-        insert_ignoring_conflicts(session, threads)
-        .values(created_at=now, updated_at=now, **row)
-        .returning(*threads.c)
-    )
-    inserted = (await session.execute(statement)).mappings().first()
+    statement = _insert_statement(dialect_name(session))
+    inserted = (await session.execute(statement, row)).mappings().first()
     return dict(inserted) if inserted is not None else None
 
 
@@ -66,10 +98,8 @@ async def get_thread(
     session: AsyncSession, thread_id: str, *, lock: bool = False
 ) -> dict[str, Any] | None:
     """A thread row; with `lock`, held until the transaction ends (PostgreSQL)."""
-    statement = select(threads).where(threads.c.thread_id == thread_id)
-    if lock and dialect_name(session) == "postgresql":
-        statement = statement.with_for_update()
-    row = (await session.execute(statement)).mappings().one_or_none()
+    statement = _get_statement(dialect_name(session), lock)
+    row = (await session.execute(statement, {"p_thread_id": thread_id})).mappings().one_or_none()
     return dict(row) if row is not None else None
 
 
@@ -94,6 +124,47 @@ async def set_metadata(session: AsyncSession, thread_id: str, metadata: dict[str
     )
 
 
+@cache
+def _mark_busy_statement(dialect: str) -> Update:
+    return (
+        update(threads)
+        .where(threads.c.thread_id == bindparam("p_thread_id"))
+        .values(
+            status="busy",
+            metadata=bindparam("p_metadata", type_=threads.c.metadata.type),
+            updated_at=_stamp_in(dialect),
+        )
+    )
+
+
+async def mark_busy(session: AsyncSession, thread_id: str, metadata: dict[str, Any]) -> None:
+    """A run was queued on the thread: it is busy, and its metadata is replaced."""
+    params = {"p_thread_id": thread_id, "p_metadata": metadata}
+    await session.execute(_mark_busy_statement(dialect_name(session)), params)
+
+
+@cache
+def state_statement(dialect: str, busy_if_pending: bool) -> Update:
+    """The UPDATE of `set_state_fields`, built once; bind it with `state_params`."""
+    status: Any = bindparam("p_thread_status")
+    if busy_if_pending:
+        pending = exists().where(
+            runs.c.thread_id == threads.c.thread_id, runs.c.status == "pending"
+        )
+        status = case((pending, "busy"), else_=status)
+    return (
+        update(threads)
+        .where(threads.c.thread_id == bindparam("p_thread_id"))
+        .values(
+            status=status,
+            values=bindparam("p_values", type_=threads.c["values"].type),
+            interrupts=bindparam("p_interrupts", type_=threads.c.interrupts.type),
+            error=bindparam("p_thread_error", type_=threads.c.error.type),
+            updated_at=_stamp_in(dialect),
+        )
+    )
+
+
 async def set_state_fields(
     session: AsyncSession,
     thread_id: str,
@@ -102,19 +173,28 @@ async def set_state_fields(
     values: Any,
     interrupts: dict[str, Any],
     error: Any,
+    busy_if_pending: bool = False,
 ) -> None:
-    """Store what the thread row caches of its state: status, values, interrupts, error."""
-    await session.execute(
-        update(threads)
-        .where(threads.c.thread_id == thread_id)
-        .values(
-            status=status,
-            values=values,
-            interrupts=interrupts,
-            error=error,
-            updated_at=_stamp(session),
-        )
-    )
+    """Store what the thread row caches of its state: status, values, interrupts, error.
+
+    With `busy_if_pending`, the status is `busy` instead while a run of the thread is
+    pending (decided by the same statement, so no run queued meanwhile is missed).
+    """
+    params = state_params(thread_id, status, values, interrupts, error)
+    await session.execute(state_statement(dialect_name(session), busy_if_pending), params)
+
+
+def state_params(
+    thread_id: str, status: str, values: Any, interrupts: dict[str, Any], error: Any
+) -> dict[str, Any]:
+    """The bound values of `state_statement`."""
+    return {
+        "p_thread_id": thread_id,
+        "p_thread_status": status,
+        "p_values": values,
+        "p_interrupts": interrupts,
+        "p_thread_error": error,
+    }
 
 
 async def set_status(session: AsyncSession, thread_id: str, status: str) -> None:

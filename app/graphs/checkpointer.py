@@ -14,27 +14,67 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from app.domain.errors import StaleAttemptError
 
 
+class _NoLock:
+    """Stands in for the saver's instance-wide lock: each pooled connection is used alone."""
+
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(self, *_exc: object) -> None:
+        return None
+
+
+def _counting_cursor(on_statements: Callable[[int], None]) -> type:
+    from psycopg import AsyncCursor
+
+    class CountingCursor(AsyncCursor):  # type: ignore[type-arg]
+        async def execute(self, *args: Any, **kwargs: Any) -> Any:
+            on_statements(1)
+            return await super().execute(*args, **kwargs)
+
+        async def executemany(self, query: Any, params_seq: Any, **kwargs: Any) -> None:
+            params_seq = list(params_seq)
+            on_statements(len(params_seq))
+            await super().executemany(query, params_seq, **kwargs)
+
+    return CountingCursor
+
+
 @asynccontextmanager
 async def open_checkpointer(
-    database_url: str, data_dir: Path
+    database_url: str,
+    data_dir: Path,
+    on_statements: Callable[[int], None] | None = None,
+    pool_size: int = 10,
 ) -> AsyncIterator[BaseCheckpointSaver]:
-    """The saver matching the database: PostgreSQL (pooled psycopg) or a SQLite file."""
+    """The saver matching the database: PostgreSQL (pooled psycopg) or a SQLite file.
+
+    `on_statements(n)` is told of the statements the PostgreSQL saver sends; its pool
+    opens at most `pool_size` connections.
+    """
     if database_url.startswith("postgresql"):
         from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
         from psycopg.rows import dict_row
         from psycopg_pool import AsyncConnectionPool
 
         conninfo = "postgresql://" + database_url.split("://", 1)[1]
+        kwargs: dict[str, Any] = {
+            "autocommit": True,
+            "prepare_threshold": None,
+            "row_factory": dict_row,
+        }
+        if on_statements is not None:
+            kwargs["cursor_factory"] = _counting_cursor(on_statements)
         pool = AsyncConnectionPool(
-            conninfo,
-            min_size=1,
-            max_size=20,
-            open=False,
-            kwargs={"autocommit": True, "prepare_threshold": None, "row_factory": dict_row},
+            conninfo, min_size=1, max_size=pool_size, open=False, kwargs=kwargs
         )
         await pool.open(wait=True, timeout=30)
         try:
             saver = AsyncPostgresSaver(pool)  # type: ignore[arg-type]
+            # The saver serializes every query of the instance behind one lock, which only a
+            # single shared connection needs; with a pool, runs write their checkpoints in
+            # parallel.
+            saver.lock = _NoLock()  # type: ignore[assignment]
             await saver.setup()
             yield saver
         finally:
@@ -119,15 +159,18 @@ def fenced(
     holds: Callable[[], Awaitable[bool]],
     describe: str,
     recheck_seconds: float = 1.0,
+    held_at: float = float("-inf"),
 ) -> BaseCheckpointSaver:
     """A view of `saver` whose writes are refused once the run's attempt is no longer current.
 
     The check costs one small query at most every `recheck_seconds`; a worker that was
     paused past its lease always re-checks (its monotonic clock moved on while paused).
+    `held_at` is when the attempt was last known to hold the run (its claim, a moment
+    before the lease was granted): no check is needed within `recheck_seconds` of it.
     """
     view = copy.copy(saver)
     put, put_writes = saver.aput, saver.aput_writes
-    checked_at = -1e18
+    checked_at = held_at
 
     async def ensure() -> None:
         nonlocal checked_at

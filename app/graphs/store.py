@@ -109,11 +109,12 @@ def _load_embed(where: str, base: Path, spec: Any) -> Any:
 
 @asynccontextmanager
 async def open_store(
-    database_url: str, data_dir: Path, options: StoreOptions
+    database_url: str, data_dir: Path, options: StoreOptions, pool_size: int = 10
 ) -> AsyncIterator[BaseStore]:
-    """The store matching the database, set up (its tables created) and ready."""
+    """The store matching the database, set up (its tables created) and ready (PostgreSQL:
+    at most `pool_size` connections)."""
     if database_url.startswith("postgresql"):
-        async with _postgres_store(database_url, options) as pg_store:
+        async with _postgres_store(database_url, options, pool_size) as pg_store:
             yield pg_store
     else:
         async with _sqlite_store(data_dir, options) as sqlite_store:
@@ -121,7 +122,9 @@ async def open_store(
 
 
 @asynccontextmanager
-async def _postgres_store(database_url: str, options: StoreOptions) -> AsyncIterator[BaseStore]:
+async def _postgres_store(
+    database_url: str, options: StoreOptions, pool_size: int
+) -> AsyncIterator[BaseStore]:
     from langgraph.store.postgres.aio import AsyncPostgresStore
     from psycopg.rows import dict_row
     from psycopg_pool import AsyncConnectionPool
@@ -130,7 +133,7 @@ async def _postgres_store(database_url: str, options: StoreOptions) -> AsyncIter
     pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
         conninfo,
         min_size=1,
-        max_size=10,
+        max_size=pool_size,
         open=False,
         kwargs={"autocommit": True, "prepare_threshold": None, "row_factory": dict_row},
     )

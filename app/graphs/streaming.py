@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import BaseMessage, BaseMessageChunk, message_chunk_to_message
@@ -13,13 +14,42 @@ from app.graphs.serialize import to_jsonable
 _NATIVE = {"values", "updates", "custom", "debug", "tasks", "checkpoints"}
 
 
+_UNSEEN = object()
+
+
+@dataclass
+class FinalState:
+    """What the root graph's stream said last: its values, and whether it was interrupted.
+
+    `values` are the graph's state values as `aget_state` would read them afterwards (both
+    read the graph's stream channels), so a run that ended cleanly needs no checkpoint read.
+    """
+
+    values: Any = _UNSEEN
+    interrupted: bool = False
+
+    @property
+    def seen(self) -> bool:
+        """True once the root graph emitted its values at least once."""
+        return self.values is not _UNSEEN
+
+    def absorb(self, mode: str, payload: Any) -> None:
+        """Take one root-graph chunk into account."""
+        if mode == "values":
+            self.values = payload
+        elif mode == "updates" and isinstance(payload, dict) and "__interrupt__" in payload:
+            # Dynamic interrupts carry their payloads; breakpoints an empty tuple.
+            self.interrupted = True
+
+
 def graph_stream_modes(requested: list[str]) -> list[str]:
     """The LangGraph stream modes needed to serve the requested protocol modes."""
     modes = {m for m in requested if m in _NATIVE}
     if "messages" in requested or "messages-tuple" in requested:
         modes.add("messages")
-    # Interrupts surface through updates even when the client did not ask for them.
-    modes.add("updates")
+    # Interrupts surface through updates even when the client did not ask for them, and
+    # the final values become the thread's values.
+    modes.update(("updates", "values"))
     return sorted(modes)
 
 
@@ -93,8 +123,12 @@ async def stream_graph(
     interrupt_before: Any = None,
     interrupt_after: Any = None,
     durability: str | None = None,
+    final: FinalState | None = None,
 ) -> AsyncIterator[tuple[str, Any]]:
-    """Execute the graph, yielding protocol (event name, JSON-able payload) pairs."""
+    """Execute the graph, yielding protocol (event name, JSON-able payload) pairs.
+
+    `final`, when given, follows the root graph's last values and interrupts.
+    """
     kwargs: dict[str, Any] = {
         "stream_mode": graph_stream_modes(requested),
         "subgraphs": True,
@@ -109,6 +143,8 @@ async def stream_graph(
 
     def convert(chunk: Any) -> list[tuple[str, Any]]:
         namespace, mode, payload = chunk
+        if not namespace and final is not None:
+            final.absorb(mode, payload)
         if namespace and not subgraphs:
             return []
         return [

@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import resource
+import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +19,7 @@ from prometheus_client import (
     Gauge,
     Histogram,
     Info,
+    ProcessCollector,
     generate_latest,
 )
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -104,6 +107,23 @@ class Metrics:
             "Clients following a run's events here (SSE streams, /wait).",
             registry=registry,
         )
+        self.db_statements = Counter(
+            "runyard_db_statements",
+            "SQL statements sent to the database: `runs` by Runyard's own queries, "
+            "`checkpoints` by the PostgreSQL checkpointer (not counted on SQLite).",
+            ["database"],
+            registry=registry,
+        )
+        self.runs_statements = self.db_statements.labels("runs")
+        self.checkpoint_statements = self.db_statements.labels("checkpoints")
+        # CPU seconds, resident and virtual memory, open files (Linux /proc).
+        ProcessCollector(registry=registry)
+        self.peak_rss = Gauge(
+            "runyard_process_peak_rss_bytes",
+            "The largest resident set size this process has had.",
+            registry=registry,
+        )
+        self.peak_rss.set_function(peak_rss_bytes)
         self.http_seconds = Histogram(
             "runyard_http_request_duration_seconds",
             "HTTP request latency until the response completes (a stream's whole length), "
@@ -135,6 +155,12 @@ class Metrics:
         return SubscriberCountingBroker(broker, self.stream_subscribers)
 
 
+def peak_rss_bytes() -> float:
+    """The process's peak resident set size (`ru_maxrss` is KiB on Linux, bytes on macOS)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return float(peak if sys.platform == "darwin" else peak * 1024)
+
+
 class SubscriberCountingBroker:
     """An EventBroker that delegates everything and counts open subscriptions."""
 
@@ -150,9 +176,14 @@ class SubscriberCountingBroker:
         """Delegate."""
         return await self.inner.publish(run_id, event, data, attempt)
 
-    async def finish(self, run_id: str, attempt: int | None = None) -> None:
+    async def finish(
+        self,
+        run_id: str,
+        attempt: int | None = None,
+        last_events: Sequence[tuple[str, str]] = (),
+    ) -> None:
         """Delegate."""
-        await self.inner.finish(run_id, attempt)
+        await self.inner.finish(run_id, attempt, last_events)
 
     async def subscribe(
         self, run_id: str, after: str | None = None, follow: bool = True

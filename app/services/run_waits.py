@@ -43,7 +43,13 @@ async def wait_until_done_or_gone(runtime: Runtime, run_id: str) -> dict[str, An
 
 
 async def join_body(runtime: Runtime, run: dict[str, Any]) -> AsyncIterator[bytes]:
-    """The streamed /join response: newlines while the run executes, then its result."""
+    """The streamed /join response: newlines while the run executes, then its result.
+
+    `run` is the run's row as just read: if it has ended already, there is nothing to wait for.
+    """
+    if RunStatus(run["status"]) in TERMINAL_RUN_STATUSES:
+        yield json.dumps(await result_body(runtime, run), ensure_ascii=False).encode()
+        return
     task = asyncio.create_task(
         wait_until_done_or_gone(runtime, run["run_id"]), name=f"join:{run['run_id']}"
     )
@@ -68,20 +74,25 @@ async def _keepalive(task: asyncio.Task[Any], interval: float) -> AsyncIterator[
 
 
 async def result_body(runtime: Runtime, run: dict[str, Any]) -> dict[str, Any]:
-    """What /join and /wait return: the error, the pending interrupts, or the final values."""
+    """What /join and /wait return: the error, the pending interrupts, or the final values.
+
+    A successful run stored that answer when it finished; other runs (interrupted by a
+    cancel) answer with the thread's state.
+    """
     if run["status"] in (RunStatus.ERROR.value, RunStatus.TIMEOUT.value):
         return {"__error__": run["error"] or {"error": "Error", "message": run["status"]}}
-    async with runtime.sessions() as session:
+    output = run.get("output")
+    if output is not None:
+        return dict(output) if isinstance(output, dict) else {"values": output}
+    async with runtime.reads() as session:
         thread = await threads_db.get_thread(session, run["thread_id"])
-    if thread is not None and thread["status"] == "interrupted" and thread["interrupts"]:
+    if thread is None:
+        return {}
+    if thread["status"] == "interrupted" and thread["interrupts"]:
         flat = [i for items in thread["interrupts"].values() for i in items]
         if flat:
             return {"__interrupt__": flat}
-    if run.get("output") is not None:
-        return dict(run["output"]) if isinstance(run["output"], dict) else {"values": run["output"]}
-    if thread is not None and thread["values"]:
-        return dict(thread["values"])
-    return {}
+    return dict(thread["values"]) if thread["values"] else {}
 
 
 class RunResult:

@@ -97,7 +97,7 @@ async def _idempotent_replay(
 ) -> dict[str, Any] | None:
     if not key:
         return None
-    async with runtime.sessions() as session:
+    async with runtime.reads() as session:
         existing = await runs_db.get_run_by_idempotency_key(session, key)
     if existing is None:
         return None
@@ -121,37 +121,33 @@ async def _insert_run(
     new_thread_metadata: dict[str, Any],
 ) -> tuple[Any, _Effects, bool]:
     effects = _Effects()
+    thread_metadata = {"graph_id": assistant["graph_id"], "assistant_id": assistant["assistant_id"]}
+    creating = stateless or body.if_not_exists == "create"
     async with runtime.sessions() as session, session.begin():
-        thread = await threads_db.get_thread(session, target_thread, lock=True)
-        thread_metadata = {
-            "graph_id": assistant["graph_id"],
-            "assistant_id": assistant["assistant_id"],
-        }
-        if thread is None:
-            if not stateless and body.if_not_exists != "create":
-                raise NotFoundError(
-                    f"thread {target_thread} not found; create it first or pass "
-                    "if_not_exists='create'"
-                )
-            # Concurrent creators of the same new thread all end up waiting on its row lock.
+        # A new thread is created busy, in the run's own transaction: it has no other run,
+        # so there is nothing to lock, merge or apply a multitask strategy to.
+        created = (
             await threads_db.insert_thread(
                 session,
                 {
                     "thread_id": target_thread,
                     "metadata": {**new_thread_metadata, **thread_metadata},
                     "config": {},
-                    "status": "idle",
+                    "status": "busy",
                     "values": None,
                     "interrupts": {},
                 },
             )
-            thread = await threads_db.get_thread(session, target_thread, lock=True)
-        assert thread is not None
-        await threads_db.set_metadata(
-            session, target_thread, {**(thread["metadata"] or {}), **thread_metadata}
+            if creating
+            else None
         )
+        thread = created or await threads_db.get_thread(session, target_thread, lock=True)
+        if thread is None:
+            raise NotFoundError(
+                f"thread {target_thread} not found; create it first or pass if_not_exists='create'"
+            )
         if idempotency_key:
-            # Checked again under the thread lock: a concurrent retry committed meanwhile.
+            # Checked again in the transaction: a concurrent retry committed meanwhile.
             existing = await runs_db.get_run_by_idempotency_key(session, idempotency_key)
             if existing is not None:
                 if existing["request_hash"] != request_hash:
@@ -160,7 +156,8 @@ async def _insert_run(
                         "use a new key for a new run"
                     )
                 return existing, effects, False
-        await _apply_multitask(session, target_thread, body.multitask_strategy, effects)
+        if created is None:
+            await _apply_multitask(session, target_thread, body.multitask_strategy, effects)
         row = await runs_db.insert_run(
             session,
             {
@@ -171,6 +168,7 @@ async def _insert_run(
                 "metadata": {
                     **(assistant.get("metadata") or {}),
                     **(thread["metadata"] or {}),
+                    **thread_metadata,
                     **(body.metadata or {}),
                     "assistant_id": assistant["assistant_id"],
                 },
@@ -188,7 +186,10 @@ async def _insert_run(
                 "temporary": stateless,
             },
         )
-        await threads_db.set_status(session, target_thread, "busy")
+        if created is None:
+            await threads_db.mark_busy(
+                session, target_thread, {**(thread["metadata"] or {}), **thread_metadata}
+            )
     return row, effects, True
 
 
@@ -295,7 +296,7 @@ def to_wire(row: Any) -> dict[str, Any]:
 
 async def get_run(runtime: Runtime, thread_id: str | None, run_id: str) -> dict[str, Any]:
     """A run by id, or NotFoundError."""
-    async with runtime.sessions() as session:
+    async with runtime.reads() as session:
         row = await runs_db.get_run(session, run_id, thread_id)
     if row is None:
         raise NotFoundError(
@@ -308,7 +309,7 @@ async def list_runs(
     runtime: Runtime, thread_id: str, limit: int, offset: int, status: str | None
 ) -> list[dict[str, Any]]:
     """A thread's runs, newest first."""
-    async with runtime.sessions() as session:
+    async with runtime.reads() as session:
         if await threads_db.get_thread(session, thread_id) is None:
             raise NotFoundError(f"thread {thread_id} not found")
         rows = await runs_db.list_runs(session, thread_id, limit, offset, status)
@@ -384,7 +385,7 @@ async def cancel_run(
 
 
 async def _next_for_thread(runtime: Runtime, thread_id: str) -> str | None:
-    async with runtime.sessions() as session:
+    async with runtime.reads() as session:
         upcoming = await runs_db.next_pending_run(session, thread_id)
     return upcoming["run_id"] if upcoming else None
 
@@ -397,7 +398,7 @@ async def cancel_many(
     action: str,
 ) -> int:
     """Cancel the chosen active runs; returns how many were cancelled."""
-    async with runtime.sessions() as session:
+    async with runtime.reads() as session:
         rows = await runs_db.find_active_runs(session, thread_id, run_ids, status)
     cancelled = 0
     for row in rows:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -43,8 +43,14 @@ class EventBroker(Protocol):
         """
         ...
 
-    async def finish(self, run_id: str, attempt: int | None = None) -> None:
-        """Mark the run's stream as complete: subscribers stop after the last event."""
+    async def finish(
+        self,
+        run_id: str,
+        attempt: int | None = None,
+        last_events: Sequence[tuple[str, str]] = (),
+    ) -> None:
+        """Publish `last_events` (event, data), then mark the run's stream as complete:
+        subscribers stop after the last event."""
         ...
 
     def subscribe(
@@ -176,8 +182,15 @@ class InMemoryEventBroker:
         self._wake(log)
         return event_id
 
-    async def finish(self, run_id: str, attempt: int | None = None) -> None:
-        """Mark the stream complete."""
+    async def finish(
+        self,
+        run_id: str,
+        attempt: int | None = None,
+        last_events: Sequence[tuple[str, str]] = (),
+    ) -> None:
+        """Publish the last events, then mark the stream complete."""
+        for event, data in last_events:
+            await self.publish(run_id, event, data, attempt)
         log = self._log(run_id)
         log.finished_at = time.monotonic()
         self._wake(log)

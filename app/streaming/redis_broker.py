@@ -9,7 +9,7 @@ stream is capped (MAXLEN ~) and expires after the retention period.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
@@ -23,15 +23,19 @@ log = logging.getLogger("runyard.broker")
 
 _CONTROL_DONE = "__done__"
 
-# Appends an event only while the publisher's attempt is the run's current one (fencing).
+# Appends events (ARGV[4..]: event, data, event, data...) only while the publisher's
+# attempt is the run's current one (fencing); returns the last id.
 _FENCED_XADD = """
 local current = redis.call('GET', KEYS[2])
 if tonumber(ARGV[1]) >= 0 and current and tonumber(current) > tonumber(ARGV[1]) then
   return false
 end
-local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[4], '*',
-                      'event', ARGV[2], 'data', ARGV[3])
-redis.call('EXPIRE', KEYS[1], ARGV[5])
+local id = false
+for i = 4, #ARGV, 2 do
+  id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*',
+                  'event', ARGV[i], 'data', ARGV[i + 1])
+end
+redis.call('EXPIRE', KEYS[1], ARGV[3])
 return id
 """
 
@@ -83,15 +87,17 @@ class RedisEventBroker:
         and its outcome is recorded in the database; failing the run for lost events would
         lose the work they describe.
         """
+        return await self._append(run_id, [event, data], attempt)
+
+    async def _append(self, run_id: str, pairs: list[str], attempt: int | None) -> str:
         try:
             result = await self._xadd(
                 keys=[self._stream(run_id), self._attempt_key(run_id)],
                 args=[
                     -1 if attempt is None else attempt,
-                    event,
-                    data,
                     self._max_events,
                     self._retention,
+                    *pairs,
                 ],
             )
         except (RedisError, OSError) as exc:
@@ -106,9 +112,16 @@ class RedisEventBroker:
             raise StaleAttemptError(f"attempt {attempt} of run {run_id} is no longer current")
         return result.decode() if isinstance(result, bytes) else str(result)
 
-    async def finish(self, run_id: str, attempt: int | None = None) -> None:
-        """Append the control entry that ends every subscription."""
-        await self.publish(run_id, _CONTROL_DONE, "", attempt)
+    async def finish(
+        self,
+        run_id: str,
+        attempt: int | None = None,
+        last_events: Sequence[tuple[str, str]] = (),
+    ) -> None:
+        """Append the last events and the control entry that ends every subscription,
+        in one round trip."""
+        pairs = [part for event in last_events for part in event]
+        await self._append(run_id, [*pairs, _CONTROL_DONE, ""], attempt)
 
     async def subscribe(
         self, run_id: str, after: str | None = None, follow: bool = True

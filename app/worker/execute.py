@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
+import time
 import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -16,10 +17,10 @@ from app.db import runs as runs_db
 from app.domain.errors import StaleAttemptError
 from app.domain.status import RunStatus
 from app.graphs.checkpointer import fenced
-from app.graphs.serialize import dumps
-from app.graphs.streaming import stream_graph
+from app.graphs.serialize import dumps, to_jsonable
+from app.graphs.streaming import FinalState, stream_graph
 from app.observability.logs import run_log_context
-from app.worker.finalize import Outcome, finalize_run
+from app.worker.finalize import Outcome, ThreadSnapshot, finalize_run
 from app.worker.registry import RunningRun
 
 if TYPE_CHECKING:
@@ -37,8 +38,10 @@ class RunExecutor:
     async def execute(self, run_id: str) -> None:
         """Claim the run and, if this instance won it, execute and finalize it."""
         rt = self._rt
+        # Before the claim: the lease it grants runs from a later moment than this.
+        claim_started = time.monotonic()
         with rt.metrics.claim_seconds.time():
-            async with rt.sessions() as session, session.begin():
+            async with rt.atomic() as session:
                 run = await runs_db.claim_run(
                     session, run_id, rt.instance_id, rt.settings.lease_duration_seconds
                 )
@@ -51,14 +54,16 @@ class RunExecutor:
             run_log_context(run_id, run["thread_id"], attempt, rt.instance_id),
             rt.tracing.run_span(claimed),
         ):
-            await self._execute_and_finalize(claimed, attempt)
+            await self._execute_and_finalize(claimed, attempt, claim_started)
 
-    async def _execute_and_finalize(self, run: dict[str, Any], attempt: int) -> None:
+    async def _execute_and_finalize(
+        self, run: dict[str, Any], attempt: int, claim_started: float
+    ) -> None:
         rt = self._rt
         run_id = run["run_id"]
         task = asyncio.current_task()
         assert task is not None
-        entry = rt.running.add(run_id, attempt, task)
+        entry = rt.running.add(run_id, attempt, task, held_at=claim_started)
         log.info("run_claimed run_id=%s thread_id=%s attempt=%s", run_id, run["thread_id"], attempt)
         try:
             await rt.broker.begin_attempt(run_id, attempt)
@@ -79,8 +84,10 @@ class RunExecutor:
         run_id = run["run_id"]
         kwargs = run["kwargs"]
         attempt = entry.attempt
+        graph: Pregel | None = None
+        final = FinalState()
         try:
-            graph = await self._graph(kwargs, run_id, attempt)
+            graph = await self._graph(kwargs, entry)
             config = self._config(run)
             graph_input = await self._input(graph, run, config)
             await rt.broker.publish(
@@ -97,6 +104,7 @@ class RunExecutor:
                     interrupt_before=kwargs.get("interrupt_before"),
                     interrupt_after=kwargs.get("interrupt_after"),
                     durability=kwargs.get("durability"),
+                    final=final,
                 ):
                     await rt.broker.publish(run_id, name, dumps(data), attempt)
         except asyncio.CancelledError:
@@ -105,7 +113,7 @@ class RunExecutor:
             if reason is None or task is None:
                 raise
             task.uncancel()
-            return await self._stopped(run, entry, reason)
+            return await self._stopped(run, entry, reason, graph)
         except StaleAttemptError:
             log.warning("run_stood_down run_id=%s attempt=%s reason=stale", run_id, attempt)
             return None
@@ -118,19 +126,24 @@ class RunExecutor:
                     "message": f"the run exceeded BG_JOB_TIMEOUT_SECS ({limit:g} s) "
                     "and was stopped",
                 },
+                graph=graph,
             )
         except Exception as exc:
             log.warning("run_failed run_id=%s error=%s", run_id, type(exc).__name__, exc_info=True)
             return Outcome(
-                RunStatus.ERROR, error={"error": type(exc).__name__, "message": str(exc)}
+                RunStatus.ERROR,
+                error={"error": type(exc).__name__, "message": str(exc)},
+                graph=graph,
             )
-        return Outcome(RunStatus.SUCCESS)
+        return Outcome(RunStatus.SUCCESS, graph=graph, snapshot=_clean_end(final))
 
-    async def _stopped(self, run: dict[str, Any], entry: RunningRun, reason: str) -> Outcome | None:
+    async def _stopped(
+        self, run: dict[str, Any], entry: RunningRun, reason: str, graph: Pregel | None
+    ) -> Outcome | None:
         if reason == "interrupt":
-            return Outcome(RunStatus.INTERRUPTED)
+            return Outcome(RunStatus.INTERRUPTED, graph=graph)
         if reason == "rollback":
-            return Outcome(RunStatus.INTERRUPTED, rollback=True)
+            return Outcome(RunStatus.INTERRUPTED, rollback=True, graph=graph)
         if reason == "release":
             async with self._rt.sessions() as session, session.begin():
                 released = await runs_db.release_run(session, run["run_id"], entry.attempt)
@@ -151,16 +164,19 @@ class RunExecutor:
             )
         return None
 
-    async def _graph(self, kwargs: Mapping[str, Any], run_id: str, attempt: int) -> Pregel:
+    async def _graph(self, kwargs: Mapping[str, Any], entry: RunningRun) -> Pregel:
         rt = self._rt
+        run_id, attempt = entry.run_id, entry.attempt
         loaded = rt.graphs.get(kwargs["graph_id"])
         graph = await loaded.build(kwargs.get("config") or {})
 
         async def holds() -> bool:
-            async with rt.sessions() as session:
+            async with rt.reads() as session:
                 return await runs_db.still_holds(session, run_id, attempt)
 
-        saver = fenced(rt.checkpointer, holds, f"attempt {attempt} of run {run_id}")
+        saver = fenced(
+            rt.checkpointer, holds, f"attempt {attempt} of run {run_id}", held_at=entry.held_at
+        )
         return graph.copy(update={"checkpointer": saver, "store": rt.store})
 
     def _config(self, run: Mapping[str, Any]) -> dict[str, Any]:
@@ -207,6 +223,17 @@ class RunExecutor:
         if command:
             return _command(command)
         return kwargs.get("input")
+
+
+def _clean_end(final: FinalState) -> ThreadSnapshot | None:
+    """The thread's state after a run that ended without interrupt, from its last values.
+
+    None when the stream cannot tell (no values, or an interrupt): finalize reads the
+    checkpoint instead.
+    """
+    if not final.seen or final.interrupted:
+        return None
+    return ThreadSnapshot(to_jsonable(final.values), {}, False)
 
 
 def _command(raw: Mapping[str, Any]) -> Command[Any]:

@@ -7,9 +7,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from langgraph.pregel import Pregel
+
 from app.db import runs as runs_db
 from app.db import threads as threads_db
 from app.db.dialect import database_now
+from app.db.runs import ThreadState
 from app.domain.status import RunStatus, ThreadStatus
 from app.graphs.checkpointer import delete_run_checkpoints
 from app.graphs.serialize import dumps, to_jsonable
@@ -21,15 +24,6 @@ log = logging.getLogger("runyard.worker")
 
 
 @dataclass
-class Outcome:
-    """How a run's execution ended."""
-
-    status: RunStatus
-    error: dict[str, Any] | None = None
-    rollback: bool = False
-
-
-@dataclass
 class ThreadSnapshot:
     """What the thread row stores after a run: latest values, interrupts, whether it paused."""
 
@@ -38,11 +32,33 @@ class ThreadSnapshot:
     has_next: bool
 
 
-async def read_thread_snapshot(runtime: Runtime, graph_id: str, thread_id: str) -> ThreadSnapshot:
-    """Values, pending interrupts (task id → list) and `next` from the thread's checkpoint."""
-    graph = await runtime.graphs.get(graph_id).build({})
-    bound = graph.copy(update={"checkpointer": runtime.checkpointer})
-    state = await bound.aget_state({"configurable": {"thread_id": thread_id}})
+@dataclass
+class Outcome:
+    """How a run's execution ended.
+
+    `graph` is the graph the run executed (bound to a checkpointer), if it was built;
+    `snapshot` the thread's state when the run's own stream already told it.
+    """
+
+    status: RunStatus
+    error: dict[str, Any] | None = None
+    rollback: bool = False
+    graph: Pregel | None = None
+    snapshot: ThreadSnapshot | None = None
+
+
+async def read_thread_snapshot(
+    runtime: Runtime, graph_id: str, thread_id: str, graph: Pregel | None = None
+) -> ThreadSnapshot:
+    """Values, pending interrupts (task id → list) and `next` from the thread's checkpoint.
+
+    `graph`, when given, is used as it is (it must have a checkpointer); otherwise the
+    graph is built.
+    """
+    if graph is None:
+        built = await runtime.graphs.get(graph_id).build({})
+        graph = built.copy(update={"checkpointer": runtime.checkpointer})
+    state = await graph.aget_state({"configurable": {"thread_id": thread_id}})
     interrupts = {
         task.id: to_jsonable(list(task.interrupts)) for task in state.tasks if task.interrupts
     }
@@ -56,40 +72,38 @@ async def finalize_run(
     run_id, thread_id = run["run_id"], run["thread_id"]
     kwargs = run["kwargs"]
     if outcome.rollback:
-        await delete_run_checkpoints(runtime.checkpointer, thread_id, run_id)
-    snapshot = await read_thread_snapshot(runtime, kwargs["graph_id"], thread_id)
-    output = snapshot.values if outcome.status == RunStatus.SUCCESS else None
-    async with runtime.sessions() as session, session.begin():
-        held = await runs_db.finish_run(
-            session, run_id, attempt, outcome.status, output, outcome.error
+        snapshot = await _record_rollback(runtime, run, attempt, outcome)
+        if snapshot is None:
+            return False
+    else:
+        snapshot = outcome.snapshot or await read_thread_snapshot(
+            runtime, kwargs["graph_id"], thread_id, outcome.graph
         )
+        output = _result(snapshot) if outcome.status == RunStatus.SUCCESS else None
+        async with runtime.atomic() as session:
+            held = await runs_db.finish_run_with_state(
+                session,
+                run_id,
+                attempt,
+                outcome.status,
+                output,
+                outcome.error,
+                _thread_state(thread_id, outcome, snapshot),
+            )
         if not held:
             log.warning("run_finalize_refused run_id=%s attempt=%s", run_id, attempt)
             return False
-        if outcome.rollback:
-            await runs_db.delete_run(session, run_id)
-        upcoming = await runs_db.next_pending_run(session, thread_id)
-        await threads_db.set_state_fields(
-            session,
-            thread_id,
-            status=_thread_status(outcome, snapshot, upcoming is not None),
-            values=snapshot.values,
-            interrupts=snapshot.interrupts,
-            error=outcome.error if outcome.status in (RunStatus.ERROR, RunStatus.TIMEOUT) else None,
-        )
     log.info("run_finished run_id=%s attempt=%s status=%s", run_id, attempt, outcome.status)
     runtime.metrics.runs_finished.labels(outcome.status.value).inc()
+    last_events = [("error", dumps(outcome.error))] if outcome.error is not None else []
     try:
-        if outcome.error is not None:
-            await runtime.broker.publish(run_id, "error", dumps(outcome.error), attempt)
-        await runtime.broker.publish(run_id, "end", "null", attempt)
-        await runtime.broker.finish(run_id, attempt)
+        await runtime.broker.finish(run_id, attempt, [*last_events, ("end", "null")])
     except Exception:
         # The outcome is committed; a subscriber that misses the end re-checks the run.
         log.warning("run_final_events_failed run_id=%s", run_id, exc_info=True)
     await _signal_done(runtime, run_id)
     # Read again after commit: a run enqueued while we finalized must not be stranded.
-    async with runtime.sessions() as session:
+    async with runtime.reads() as session:
         upcoming = await runs_db.next_pending_run(session, thread_id)
         now = await database_now(session) if upcoming is not None else None
     if upcoming is not None:
@@ -118,9 +132,63 @@ async def delete_temporary_thread(runtime: Runtime, thread_id: str) -> None:
     await runtime.checkpointer.adelete_thread(thread_id)
 
 
-def _thread_status(outcome: Outcome, snapshot: ThreadSnapshot, more_pending: bool) -> str:
-    if more_pending:
-        return ThreadStatus.BUSY.value
+async def _record_rollback(
+    runtime: Runtime, run: dict[str, Any], attempt: int, outcome: Outcome
+) -> ThreadSnapshot | None:
+    """End a rolled-back run: fenced write first, then its checkpoints go, then the row.
+
+    Only the attempt that still holds the run may delete its checkpoints, so the fenced
+    write comes first; None when it was refused.
+    """
+    run_id, thread_id = run["run_id"], run["thread_id"]
+    async with runtime.sessions() as session, session.begin():
+        if not await runs_db.finish_run(session, run_id, attempt, outcome.status, None, None):
+            log.warning("run_finalize_refused run_id=%s attempt=%s", run_id, attempt)
+            return None
+    await delete_run_checkpoints(runtime.checkpointer, thread_id, run_id)
+    snapshot = await read_thread_snapshot(
+        runtime, run["kwargs"]["graph_id"], thread_id, outcome.graph
+    )
+    async with runtime.sessions() as session, session.begin():
+        await runs_db.delete_run(session, run_id)
+        await _store_thread_state(session, thread_id, outcome, snapshot)
+    return snapshot
+
+
+async def _store_thread_state(
+    session: Any, thread_id: str, outcome: Outcome, snapshot: ThreadSnapshot
+) -> None:
+    state = _thread_state(thread_id, outcome, snapshot)
+    await threads_db.set_state_fields(
+        session,
+        thread_id,
+        status=state.status,
+        values=state.values,
+        interrupts=state.interrupts,
+        error=state.error,
+        busy_if_pending=True,
+    )
+
+
+def _thread_state(thread_id: str, outcome: Outcome, snapshot: ThreadSnapshot) -> ThreadState:
+    failed = outcome.status in (RunStatus.ERROR, RunStatus.TIMEOUT)
+    return ThreadState(
+        thread_id,
+        _thread_status(outcome, snapshot),
+        snapshot.values,
+        snapshot.interrupts,
+        outcome.error if failed else None,
+    )
+
+
+def _result(snapshot: ThreadSnapshot) -> Any:
+    """What /join and /wait answer for a successful run: its interrupts, or the values."""
+    interrupts = [item for items in snapshot.interrupts.values() for item in items]
+    return {"__interrupt__": interrupts} if interrupts else snapshot.values
+
+
+def _thread_status(outcome: Outcome, snapshot: ThreadSnapshot) -> str:
+    """The thread's status after the run, unless another run is pending (then busy)."""
     if outcome.status in (RunStatus.ERROR, RunStatus.TIMEOUT):
         return ThreadStatus.ERROR.value
     if snapshot.interrupts or snapshot.has_next:

@@ -13,6 +13,8 @@ class RunningRun:
     run_id: str
     attempt: int
     task: asyncio.Task[None]
+    # Monotonic time at which the attempt was last known to hold the run (its claim).
+    held_at: float = float("-inf")
     stop_reason: str | None = None
 
 
@@ -22,9 +24,11 @@ class RunningRuns:
     def __init__(self) -> None:
         self._runs: dict[str, RunningRun] = {}
 
-    def add(self, run_id: str, attempt: int, task: asyncio.Task[None]) -> RunningRun:
+    def add(
+        self, run_id: str, attempt: int, task: asyncio.Task[None], held_at: float = float("-inf")
+    ) -> RunningRun:
         """Register a claimed run."""
-        entry = self._runs[run_id] = RunningRun(run_id, attempt, task)
+        entry = self._runs[run_id] = RunningRun(run_id, attempt, task, held_at)
         return entry
 
     def remove(self, run_id: str) -> None:

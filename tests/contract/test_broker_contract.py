@@ -83,6 +83,24 @@ async def test_older_attempt_is_fenced_out(broker: Any) -> None:
     assert [e.data for e in await _collect(broker, "r6")] == ["first", "second"]
 
 
+async def test_finish_appends_the_last_events_in_order_then_ends(broker: Any) -> None:
+    await broker.begin_attempt("r10", 1)
+    await broker.publish("r10", "values", "v", 1)
+    await broker.finish("r10", 1, [("error", "e"), ("end", "null")])
+    events = await asyncio.wait_for(_collect(broker, "r10"), 10)
+    assert [(e.event, e.data) for e in events] == [("values", "v"), ("error", "e"), ("end", "null")]
+
+
+async def test_a_stale_attempt_cannot_finish_the_stream(broker: Any) -> None:
+    await broker.begin_attempt("r11", 1)
+    await broker.begin_attempt("r11", 2)
+    with pytest.raises(StaleAttemptError):
+        await broker.finish("r11", 1, [("end", "null")])
+    await broker.publish("r11", "values", "current", 2)
+    await broker.finish("r11", 2)
+    assert [e.data for e in await asyncio.wait_for(_collect(broker, "r11"), 10)] == ["current"]
+
+
 async def test_done_waiter_wakes_on_signal(broker: Any) -> None:
     async with broker.done_waiter("r7") as waiter:
         asyncio.get_running_loop().call_later(
