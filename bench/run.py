@@ -15,10 +15,10 @@ from typing import Any
 
 import httpx
 
-from bench import scenarios
+from bench import cost, scenarios
 from bench.client import open_client
 from bench.recovery import recovery
-from bench.scenarios import Fleet, Target, warm_up
+from bench.scenarios import Fleet, Target, scenario_target, warm_up
 
 log = logging.getLogger("bench")
 
@@ -137,7 +137,9 @@ async def _run_all(
         "settings": settings,
     }
     async with open_client(urls, args.concurrency + 5) as client:
-        target = Target(client, args.assistant, args.input, args.concurrency, args.timeout, fleet)
+        target = Target(
+            client, args.assistant, args.input, args.concurrency, args.timeout, fleet, urls
+        )
         failures = 0
         for name in names:
             line = await _run_one(target, name, args, head)
@@ -151,23 +153,30 @@ async def _run_one(
 ) -> dict[str, Any]:
     scenario, default_runs = SCENARIOS[name]
     runs = args.runs or default_runs
+    target = scenario_target(target, name)
     head: dict[str, Any] = {"scenario": name, **common, "assistant": target.assistant_id}
     # The client shares this machine with the server: a busy host explains noisy figures.
     head["host_load_1m"] = round(os.getloadavg()[0], 2)
     # Recovery restarts an instance after each repetition; --timeout bounds one repetition.
     budget = args.timeout * (runs + 1) if name == "recovery" else args.timeout
+    # Recovery restarts instances and is about time, not cost: it has no per-run figures.
+    per_leg = scenarios.MEASURED_RUNS_PER_LEG.get(name)
     log.info("bench_scenario_started scenario=%s runs=%s", name, runs)
     started = time.perf_counter()
     try:
         async with asyncio.timeout(budget):
             await warm_up(target, args.warmup)
+            # Every instance, before and after the measured part: the server's cost per run.
+            before = await cost.scrape(target.urls) if per_leg else []
             figures = await scenario(target, runs)
+            after = await cost.scrape(target.urls) if per_leg else []
     except (TimeoutError, RuntimeError, httpx.HTTPError) as exc:
         log.error("bench_scenario_failed scenario=%s error=%r", name, exc)
-        return {**head, "errors": 1, "failure": repr(exc)[:500]}
+        return {**head, "errors": 1, "failure": repr(exc)[:500], "server": None}
     log.info("bench_scenario_done scenario=%s wall_s=%.1f", name, time.perf_counter() - started)
     head["host_load_1m_end"] = round(os.getloadavg()[0], 2)
-    return {**head, "runs": runs, **figures}
+    server = cost.server_cost(before, after, runs * per_leg) if per_leg else None
+    return {**head, "runs": runs, **figures, "server": server}
 
 
 if __name__ == "__main__":

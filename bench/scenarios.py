@@ -1,4 +1,4 @@
-"""The benchmark scenarios: throughput, /wait latency, time to first stream event (HTTP only)."""
+"""The benchmark scenarios: throughput, /wait and stream latency, sleeping runs (HTTP only)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,23 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import httpx
 
+from bench.client import open_client
+
 log = logging.getLogger("bench")
 
 SLOW_RUN_SECONDS = 5.0
+
+# The sleepers scenario: bench/graphs/sleepy.py sleeps this long in its one node.
+SLEEPY = "sleepy"
+SLEEPY_INPUT: dict[str, Any] = {"n": 0}
+SLEEP_SECONDS = 1.0
+# Joins in flight at once in the sleepers scenario (each a long poll holding a connection).
+JOIN_LANES = 50
 
 
 class Fleet(Protocol):
@@ -49,6 +58,8 @@ class Target:
     concurrency: int
     timeout: float = 120.0
     fleet: Fleet | None = None
+    urls: list[str] = field(default_factory=list)
+    """Base URL of every instance: for per-instance requests and clients of a scenario's own."""
 
 
 @dataclass
@@ -231,6 +242,72 @@ async def stream_latency(target: Target, runs: int) -> dict[str, Any]:
     }
 
 
+async def sleepers(target: Target, runs: int) -> dict[str, Any]:
+    """`runs` background runs that each sleep 1 s, submitted as fast as possible; then joined.
+
+    `concurrency` submissions are in flight at once and the submit lanes never join. Once the
+    last submission is answered, `JOIN_LANES` long-polling joins take all the runs in turn;
+    the last join returning is when the last run finished, as the client sees it.
+    """
+    if not target.urls:
+        raise RuntimeError("sleepers opens a client of its own: the target needs its URLs")
+    sample = Sample()
+    submitted: list[tuple[str, str]] = []
+    succeeded = 0
+    last_submitted = last_joined = 0.0
+    # The scenario's own client: the shared one has too few connections for the joins.
+    async with open_client(target.urls, max(target.concurrency, JOIN_LANES) + 5) as client:
+
+        async def submit() -> None:
+            nonlocal last_submitted
+            thread_id = str(uuid.uuid4())
+            body = _run_body(target, if_not_exists="create")
+            response = await client.post(f"/threads/{thread_id}/runs", json=body)
+            last_submitted = time.perf_counter()
+            if response.status_code != 200:
+                sample.failed(f"create HTTP {response.status_code}: {response.text[:300]}")
+                return
+            submitted.append((thread_id, response.json()["run_id"]))
+
+        async def join() -> None:
+            nonlocal last_joined, succeeded
+            thread_id, run_id = next(joining)
+            joined = await client.get(f"/threads/{thread_id}/runs/{run_id}/join")
+            last_joined = time.perf_counter()
+            if joined.status_code != 200:
+                sample.failed(f"join HTTP {joined.status_code}: {joined.text[:300]}")
+                return
+            error = _result_error(joined.json())
+            if error:
+                sample.failed(error)
+                return
+            succeeded += 1
+
+        started = time.perf_counter()
+        await in_parallel(runs, target.concurrency, submit)
+        joining = iter(submitted)  # in submission order: the oldest runs end first
+        await in_parallel(len(submitted), JOIN_LANES, join)
+    return {
+        "total": succeeded,
+        "errors": len(sample.errors),
+        "concurrency": target.concurrency,
+        "join_lanes": JOIN_LANES,
+        "sleep_s": SLEEP_SECONDS,
+        "submit_s": round(last_submitted - started, 3),
+        "done_after_last_submit_s": (
+            round(last_joined - last_submitted, 3) if last_joined >= last_submitted else None
+        ),
+        "elapsed_s": round(max(last_joined, last_submitted) - started, 3),
+    }
+
+
+def scenario_target(target: Target, name: str) -> Target:
+    """The target a scenario (and its warm-up) runs: sleepers runs `sleepy` whatever is asked."""
+    if name == "sleepers":
+        return replace(target, assistant_id=SLEEPY, input=dict(SLEEPY_INPUT))
+    return target
+
+
 def _p50_ms(sample: Sample) -> float:
     return round(percentile(sample.latencies, 50) * 1000, 2)
 
@@ -248,4 +325,9 @@ SCENARIOS: dict[str, tuple[Callable[[Target, int], Awaitable[dict[str, Any]]], i
     "throughput": (throughput, 500),
     "wait": (wait_latency, 200),
     "stream": (stream_latency, 200),
+    "sleepers": (sleepers, 200),
 }
+
+# Runs each scenario's measured part makes, per `runs`: wait and stream have two legs. The
+# server's cost is divided by that; a scenario missing here (recovery) gets no cost figures.
+MEASURED_RUNS_PER_LEG: dict[str, int] = {"throughput": 1, "wait": 2, "stream": 2, "sleepers": 1}
