@@ -34,9 +34,11 @@ class Settings(BaseSettings):
     n_jobs_per_worker: int = Field(default=500, ge=1, alias="N_JOBS_PER_WORKER")
     bg_job_timeout_secs: float = Field(default=3600.0, gt=0, alias="BG_JOB_TIMEOUT_SECS")
     bg_job_max_retries: int = Field(default=3, ge=1, alias="BG_JOB_MAX_RETRIES")
-    lease_duration_seconds: float = Field(default=10.0, gt=0, alias="LEASE_DURATION_SECONDS")
+    # A crashed instance's runs continue elsewhere about one lease (plus up to one reaper
+    # interval) after the crash; the lease outlasts three missed heartbeats.
+    lease_duration_seconds: float = Field(default=8.0, gt=0, alias="LEASE_DURATION_SECONDS")
     heartbeat_interval_seconds: float = Field(default=2.0, gt=0, alias="HEARTBEAT_INTERVAL_SECONDS")
-    reaper_interval_seconds: float = Field(default=2.0, gt=0, alias="REAPER_INTERVAL_SECONDS")
+    reaper_interval_seconds: float = Field(default=1.0, gt=0, alias="REAPER_INTERVAL_SECONDS")
     stuck_pending_threshold_seconds: float = Field(
         default=30.0, gt=0, alias="STUCK_PENDING_THRESHOLD_SECONDS"
     )

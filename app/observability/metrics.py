@@ -28,7 +28,7 @@ from app.domain.status import TERMINAL_RUN_STATUSES
 
 if TYPE_CHECKING:
     from app.queue.run_queue import RunQueue
-    from app.streaming.broker import CompletionWaiter, EventBroker, StreamEvent
+    from app.streaming.broker import CompletionWaiter, Ended, EventBroker, StreamEvent
 
 log = logging.getLogger("runyard.metrics")
 
@@ -186,12 +186,16 @@ class SubscriberCountingBroker:
         await self.inner.finish(run_id, attempt, last_events)
 
     async def subscribe(
-        self, run_id: str, after: str | None = None, follow: bool = True
+        self,
+        run_id: str,
+        after: str | None = None,
+        follow: bool = True,
+        ended: Ended | None = None,
     ) -> AsyncIterator[StreamEvent]:
         """Delegate, counting the subscription while it is open."""
         self._gauge.inc()
         try:
-            async for event in self.inner.subscribe(run_id, after, follow):
+            async for event in self.inner.subscribe(run_id, after, follow, ended):
                 yield event
         finally:
             self._gauge.dec()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from app.db import threads as threads_db
@@ -130,7 +130,7 @@ async def wait_body(
     result = RunResult()
 
     async def consume() -> Any:
-        async for event in runtime.broker.subscribe(run["run_id"]):
+        async for event in runtime.broker.subscribe(run["run_id"], ended=_ended(runtime, run)):
             result.absorb(event)
         body = result.body()
         if body is None:
@@ -169,7 +169,9 @@ async def run_events(
     follow = RunStatus(run["status"]) not in TERMINAL_RUN_STATUSES
     finished = False
     try:
-        async for event in runtime.broker.subscribe(run["run_id"], after, follow=follow):
+        async for event in runtime.broker.subscribe(
+            run["run_id"], after, follow=follow, ended=_ended(runtime, run)
+        ):
             if modes is None or _wanted(event.event, modes):
                 yield event
         finished = True
@@ -178,6 +180,19 @@ async def run_events(
             runtime.spawn(
                 _cancel_quietly(runtime, run["run_id"]), f"cancel-on-disconnect:{run['run_id']}"
             )
+
+
+def _ended(runtime: Runtime, run: dict[str, Any]) -> Callable[[], Awaitable[bool]]:
+    """Whether the run has ended (or is gone), for a subscription that heard nothing."""
+
+    async def ended() -> bool:
+        try:
+            current = await get_run(runtime, None, run["run_id"])
+        except NotFoundError:
+            return True
+        return RunStatus(current["status"]) in TERMINAL_RUN_STATUSES
+
+    return ended
 
 
 def _wanted(event: str, modes: list[str]) -> bool:

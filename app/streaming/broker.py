@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -54,12 +54,19 @@ class EventBroker(Protocol):
         ...
 
     def subscribe(
-        self, run_id: str, after: str | None = None, follow: bool = True
+        self,
+        run_id: str,
+        after: str | None = None,
+        follow: bool = True,
+        ended: Ended | None = None,
     ) -> AsyncIterator[StreamEvent]:
         """Events after `after` (all when None), then live ones until the stream finishes.
 
         With follow=False only what is already stored is replayed (the run has ended);
-        after="$" skips everything stored and delivers only new events.
+        after="$" skips everything stored and delivers only new events. `ended` is asked
+        whenever no event came for a while: once it says the run has ended, what is stored
+        is delivered and the subscription stops, even if the stream was never finished
+        (its last events could not be written).
         """
         ...
 
@@ -74,6 +81,12 @@ class EventBroker(Protocol):
     def done_waiter(self, run_id: str) -> AbstractAsyncContextManager[CompletionWaiter]:
         """Register interest in the run's completion (use before reading its status)."""
         ...
+
+
+# Asked by a subscription that saw no event for a while: has the run ended?
+Ended = Callable[[], Awaitable[bool]]
+# How long a following subscription waits for an event before it asks `ended`.
+IDLE_CHECK_SECONDS = 5.0
 
 
 @dataclass
@@ -134,7 +147,13 @@ class LocalWaiters:
 class InMemoryEventBroker:
     """Per-run event logs in memory, bounded in length and expired after they finish."""
 
-    def __init__(self, retention_seconds: float = 3600.0, max_events: int = 10_000) -> None:
+    def __init__(
+        self,
+        retention_seconds: float = 3600.0,
+        max_events: int = 10_000,
+        idle_check_seconds: float = IDLE_CHECK_SECONDS,
+    ) -> None:
+        self._idle_check = idle_check_seconds
         self._logs: dict[str, _RunLog] = {}
         self._waiters = LocalWaiters()
         self._attempts: dict[str, int] = {}
@@ -201,9 +220,13 @@ class InMemoryEventBroker:
         log.changed = asyncio.Event()
 
     async def subscribe(
-        self, run_id: str, after: str | None = None, follow: bool = True
+        self,
+        run_id: str,
+        after: str | None = None,
+        follow: bool = True,
+        ended: Ended | None = None,
     ) -> AsyncIterator[StreamEvent]:
-        """Replay, then follow live events until the stream finishes."""
+        """Replay, then follow live events until the stream finishes (or `ended` says so)."""
         log = self._logs.get(run_id)
         if log is None:
             if not follow:
@@ -223,7 +246,13 @@ class InMemoryEventBroker:
             if (log.finished_at is not None or not follow) and next_seq >= log.next_seq:
                 return
             if next_seq >= log.next_seq:
-                await changed.wait()
+                if ended is None:
+                    await changed.wait()
+                    continue
+                try:
+                    await asyncio.wait_for(changed.wait(), self._idle_check)
+                except TimeoutError:
+                    follow = not await ended()
 
     async def forget(self, run_id: str) -> None:
         """Drop the run's log."""

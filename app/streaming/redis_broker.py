@@ -17,7 +17,13 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from app.domain.errors import StaleAttemptError
-from app.streaming.broker import CompletionWaiter, LocalWaiters, StreamEvent
+from app.streaming.broker import (
+    IDLE_CHECK_SECONDS,
+    CompletionWaiter,
+    Ended,
+    LocalWaiters,
+    StreamEvent,
+)
 
 log = logging.getLogger("runyard.broker")
 
@@ -60,7 +66,9 @@ class RedisEventBroker:
         signals: CompletionSignals,
         retention_seconds: float,
         max_events: int = 10_000,
+        idle_check_seconds: float = IDLE_CHECK_SECONDS,
     ) -> None:
+        self._idle_check_ms = max(1, int(idle_check_seconds * 1000))
         self._redis = redis
         self._prefix = prefix
         self._signals = signals
@@ -124,9 +132,17 @@ class RedisEventBroker:
         await self._append(run_id, [*pairs, _CONTROL_DONE, ""], attempt)
 
     async def subscribe(
-        self, run_id: str, after: str | None = None, follow: bool = True
+        self,
+        run_id: str,
+        after: str | None = None,
+        follow: bool = True,
+        ended: Ended | None = None,
     ) -> AsyncIterator[StreamEvent]:
-        """Replay after `after`, then follow with XREAD BLOCK until the done entry."""
+        """Replay after `after`, then follow with XREAD BLOCK until the done entry.
+
+        A blocking read that comes back empty asks `ended`: a run that ended without its
+        done entry (Redis lost its last events) still ends the subscription.
+        """
         key = self._stream(run_id)
         if after == "$":
             last = await self._redis.xrevrange(key, count=1)
@@ -136,8 +152,13 @@ class RedisEventBroker:
         while True:
             entries: Any
             if follow:
-                answer: Any = await self._redis.xread({key: cursor}, count=200, block=5000)
+                answer: Any = await self._redis.xread(
+                    {key: cursor}, count=200, block=self._idle_check_ms
+                )
                 entries = answer[0][1] if answer else []
+                if not entries and ended is not None and await ended():
+                    follow = False
+                    continue
             else:
                 entries = await self._redis.xrange(key, min=f"({cursor}", count=200)
             for entry_id, fields in entries:

@@ -15,6 +15,8 @@ from app.streaming.broker import InMemoryEventBroker
 from app.streaming.redis_broker import CompletionSignals, RedisEventBroker
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
+# How long a broker's subscription waits for an event before it asks whether the run ended.
+IDLE_CHECK_SECONDS = 0.2
 
 
 @pytest.fixture
@@ -37,12 +39,14 @@ async def _drop_prefix(client: Redis, prefix: str) -> None:
 async def broker(request: pytest.FixtureRequest, redis: Redis) -> AsyncIterator[Any]:
     """An event broker of each kind."""
     if request.param == "memory":
-        yield InMemoryEventBroker()
+        yield InMemoryEventBroker(idle_check_seconds=IDLE_CHECK_SECONDS)
         return
     prefix = f"contract-{uuid.uuid4().hex[:8]}:"
     signals = CompletionSignals(redis, f"{prefix}done")
     try:
-        yield RedisEventBroker(redis, prefix, signals, retention_seconds=60)
+        yield RedisEventBroker(
+            redis, prefix, signals, retention_seconds=60, idle_check_seconds=IDLE_CHECK_SECONDS
+        )
     finally:
         await _drop_prefix(redis, prefix)
 

@@ -101,6 +101,33 @@ async def test_a_stale_attempt_cannot_finish_the_stream(broker: Any) -> None:
     assert [e.data for e in await asyncio.wait_for(_collect(broker, "r11"), 10)] == ["current"]
 
 
+async def test_a_run_that_ended_without_finishing_its_stream_ends_the_subscription(
+    broker: Any,
+) -> None:
+    await broker.publish("r12", "values", "last")
+    asked: list[bool] = []
+    run_over = False
+
+    async def ended() -> bool:
+        asked.append(run_over)
+        return run_over
+
+    received: list[str] = []
+
+    async def listen() -> None:
+        async for event in broker.subscribe("r12", ended=ended):
+            received.append(event.data)
+
+    task = asyncio.create_task(listen())
+    while not asked:
+        await asyncio.sleep(0.05)
+    assert not task.done()  # the run is not over: the subscription keeps following
+    run_over = True
+    await asyncio.wait_for(task, 10)
+    assert received == ["last"]
+    assert asked[0] is False and asked[-1] is True
+
+
 async def test_done_waiter_wakes_on_signal(broker: Any) -> None:
     async with broker.done_waiter("r7") as waiter:
         asyncio.get_running_loop().call_later(

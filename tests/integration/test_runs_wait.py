@@ -8,6 +8,8 @@ import uuid
 import httpx
 from langgraph_sdk.client import LangGraphClient
 
+from app.services.run_waits import SAFETY_RECHECK_SECONDS
+
 from tests.support.runs import (
     collect,
     metadata_of,
@@ -61,6 +63,20 @@ async def test_join_blocks_until_the_run_ends(client: LangGraphClient) -> None:
     assert result == {"seconds": 0.5, "steps": ["first", "second"]}
     # Joining answers only once the run is recorded as finished.
     assert (await client.runs.get(thread_id, run["run_id"]))["status"] == "success"
+
+
+async def test_join_is_woken_by_the_run_ending_not_by_the_safety_recheck(
+    client: LangGraphClient,
+) -> None:
+    thread_id = await new_thread(client)
+    run = await client.runs.create(
+        thread_id, "slow", input={"seconds": 0.5}, if_not_exists="create"
+    )
+    # The run ends about 1 s from now. A join that missed the completion signal would only
+    # answer at its safety re-check, SAFETY_RECHECK_SECONDS after it started waiting.
+    async with asyncio.timeout(SAFETY_RECHECK_SECONDS - 5):
+        result = await client.runs.join(thread_id, run["run_id"])
+    assert result["steps"] == ["first", "second"]
 
 
 async def test_join_of_a_finished_run_answers_at_once(client: LangGraphClient) -> None:

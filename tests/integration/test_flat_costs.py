@@ -1,0 +1,132 @@
+"""Costs that must stay flat (DESIGN): counted in statements against a real database."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.db import runs as runs_db
+from app.db import threads as threads_db
+from app.db.engine import create_engine, migrate, on_each_statement, session_factory
+from app.db.tables import runs
+from app.observability.metrics import Metrics
+from app.settings import Settings
+from app.worker.lease import LeaseKeeper
+from app.worker.registry import RunningRuns
+from tests.support.databases import create_database, drop_database, postgres_available
+
+
+class Counted:
+    """An engine on a fresh, migrated database, with every statement it sends counted."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self.statements = 0
+        on_each_statement(engine, self._count)
+
+    def _count(self) -> None:
+        self.statements += 1
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def database(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Counted]:
+    if request.param == "sqlite":
+        engine = create_engine(f"sqlite+aiosqlite:///{tmp_path / 'runyard.sqlite'}")
+        url = None
+    else:
+        if not postgres_available():
+            pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (see README)")
+        url = create_database()
+        engine = create_engine("postgresql+asyncpg://" + url.split("://", 1)[1])
+    try:
+        await migrate(engine)
+        yield Counted(engine)
+    finally:
+        await engine.dispose()
+        if url is not None:
+            drop_database(url)
+
+
+async def _claimed_runs(db: Counted, owner: str, count: int) -> list[dict[str, Any]]:
+    """`count` runs, each on its own thread, claimed by `owner`."""
+    sessions = session_factory(db.engine)
+    claimed = []
+    for _ in range(count):
+        thread_id, run_id = str(uuid.uuid4()), str(uuid.uuid4())
+        async with sessions() as session, session.begin():
+            await threads_db.insert_thread(
+                session,
+                {
+                    "thread_id": thread_id,
+                    "metadata": {},
+                    "config": {},
+                    "status": "busy",
+                    "values": None,
+                    "interrupts": {},
+                },
+            )
+            await runs_db.insert_run(
+                session,
+                {
+                    "run_id": run_id,
+                    "thread_id": thread_id,
+                    "assistant_id": "a",
+                    "status": "pending",
+                    "metadata": {},
+                    "kwargs": {},
+                    "multitask_strategy": "reject",
+                    "attempt": 0,
+                    "temporary": False,
+                },
+            )
+            row = await runs_db.claim_run(session, run_id, owner, 30.0)
+        assert row is not None
+        claimed.append(dict(row))
+    return claimed
+
+
+async def _leases(db: Counted, run_ids: list[str]) -> dict[str, Any]:
+    async with db.engine.connect() as conn:
+        rows = await conn.execute(
+            select(runs.c.run_id, runs.c.lease_expires_at).where(runs.c.run_id.in_(run_ids))
+        )
+        return {row.run_id: row.lease_expires_at for row in rows}
+
+
+@pytest.mark.parametrize("held", [1, 25])
+async def test_one_lease_renewal_is_one_statement_however_many_runs_are_held(
+    database: Counted, held: int
+) -> None:
+    owner = f"instance-{uuid.uuid4().hex[:8]}"
+    claimed = await _claimed_runs(database, owner, held)
+    running = RunningRuns()
+    sleeper = asyncio.create_task(asyncio.sleep(3600))
+    for row in claimed:
+        running.add(row["run_id"], row["attempt"], sleeper)
+    # The parts of a runtime a lease keeper uses; the database behind them is real.
+    runtime: Any = SimpleNamespace(
+        running=running,
+        sessions=session_factory(database.engine),
+        settings=Settings(LEASE_DURATION_SECONDS=60),
+        instance_id=owner,
+        metrics=Metrics(in_flight=lambda: held),
+    )
+    ids = [row["run_id"] for row in claimed]
+    before = await _leases(database, ids)
+    try:
+        counted = database.statements
+        await LeaseKeeper(runtime).renew_once()
+        assert database.statements - counted == 1
+    finally:
+        sleeper.cancel()
+    after = await _leases(database, ids)
+    assert all(after[run_id] > before[run_id] for run_id in ids)
+    assert all(entry.stop_reason is None for entry in running.all())
