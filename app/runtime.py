@@ -58,8 +58,9 @@ class Runtime:
         self.auth: Auth | None = None
         self.engine: AsyncEngine
         self.sessions: async_sessionmaker[Any]
-        # For reads only: no transaction, so no BEGIN and ROLLBACK round trips.
-        self.reads: async_sessionmaker[Any]
+        # Each statement commits on its own: for reads and for single-statement writes,
+        # which then cost no BEGIN and COMMIT/ROLLBACK round trips.
+        self.autocommit: async_sessionmaker[Any]
         self.checkpointer: BaseCheckpointSaver
         self.store: BaseStore
         self.store_options: StoreOptions
@@ -81,7 +82,7 @@ class Runtime:
         two statements, wrapped in a transaction.
         """
         if self.dialect == "postgresql":
-            async with self.reads() as session:
+            async with self.autocommit() as session:
                 yield session
         else:
             async with self.sessions() as session, session.begin():
@@ -105,7 +106,7 @@ class Runtime:
         on_each_statement(self.engine, self.metrics.runs_statements.inc)
         self._stack.push_async_callback(self.engine.dispose)
         self.sessions = session_factory(self.engine)
-        self.reads = session_factory(self.engine, autocommit=True)
+        self.autocommit = session_factory(self.engine, autocommit=True)
         if settings.migrate_on_start or settings.is_embedded:
             await migrate(self.engine)
         self.checkpointer = await self._stack.enter_async_context(
@@ -207,7 +208,7 @@ class Runtime:
         # a previous process that died: hand it back to the queue at once.
         async with self.sessions() as session, session.begin():
             recovered = await runs_db.expire_all_leases(session)
-        async with self.reads() as session:
+        async with self.autocommit() as session:
             pending = await runs_db.pending_run_ids(session, limit=10_000)
         for row in pending:
             await self.queue.push(row["run_id"])

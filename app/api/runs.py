@@ -14,6 +14,7 @@ from app.api.deps import CallerDep, RunId, RuntimeDep, ThreadId
 from app.auth.guards import require_assistant, require_thread
 from app.auth.handlers import Caller
 from app.domain.errors import ForbiddenError, InvalidInputError
+from app.domain.status import TERMINAL_RUN_STATUSES, RunStatus
 from app.domain.stream_modes import STREAM_MODES
 from app.runtime import Runtime
 from app.schemas.runs import CancelMany, Run, RunCreate
@@ -108,11 +109,11 @@ async def _wait_new_run(
 
 def _json_stream(body: AsyncIterator[bytes], run: dict[str, Any]) -> StreamingResponse:
     """A JSON answer preceded by newline keep-alives, pointing at the run's join URL."""
-    return StreamingResponse(
-        body,
-        media_type="application/json",
-        headers={"Location": _run_path(run) + "/join", "Content-Location": _run_path(run)},
-    )
+    return StreamingResponse(body, media_type="application/json", headers=_join_headers(run))
+
+
+def _join_headers(run: dict[str, Any]) -> dict[str, str]:
+    return {"Location": _run_path(run) + "/join", "Content-Location": _run_path(run)}
 
 
 @router.post("/threads/{thread_id}/runs", response_model=Run)
@@ -266,10 +267,14 @@ async def cancel_run(
 @router.get("/threads/{thread_id}/runs/{run_id}/join")
 async def join_run(
     thread_id: ThreadId, run_id: RunId, runtime: RuntimeDep, caller: CallerDep
-) -> StreamingResponse:
+) -> Response:
     """Wait for a run to finish and return the thread's final values (or its error)."""
     await require_thread(runtime, caller, str(thread_id), "read")
     run = await runs.get_run(runtime, str(thread_id), str(run_id))
+    if RunStatus(run["status"]) in TERMINAL_RUN_STATUSES:
+        # Nothing to wait for: a plain response, without a streaming body's machinery.
+        body = json.dumps(await run_waits.result_body(runtime, run), ensure_ascii=False)
+        return Response(body, media_type="application/json", headers=_join_headers(run))
     return _json_stream(run_waits.join_body(runtime, run), run)
 
 

@@ -67,7 +67,7 @@ def resolve_assistant_id(runtime: Runtime, assistant_id: str) -> str:
 async def get_assistant(runtime: Runtime, assistant_id: str) -> dict[str, Any]:
     """The assistant row for an assistant id or a graph id, or NotFoundError."""
     resolved = resolve_assistant_id(runtime, assistant_id)
-    async with runtime.reads() as session:
+    async with runtime.autocommit() as session:
         row = await assistants_db.get_assistant(session, resolved)
     if row is None:
         raise NotFoundError(_not_found_message(runtime, assistant_id))
@@ -188,7 +188,7 @@ async def search_assistants(
     if body.graph_id:
         _require_graph(runtime, body.graph_id)
     columns = list(dict.fromkeys(body.select)) if body.select else None
-    async with runtime.reads() as session:
+    async with runtime.autocommit() as session:
         rows = await assistants_db.search_assistants(
             session,
             graph_id=body.graph_id,
@@ -218,7 +218,7 @@ async def count_assistants(
     """How many assistants match the filters (and the caller's auth filter)."""
     if body.graph_id:
         _require_graph(runtime, body.graph_id)
-    async with runtime.reads() as session:
+    async with runtime.autocommit() as session:
         return await assistants_db.count_assistants(
             session,
             graph_id=body.graph_id,
@@ -233,7 +233,7 @@ async def list_versions(
 ) -> list[dict[str, Any]]:
     """The assistant's versions, newest first, filtered on their metadata."""
     resolved = resolve_assistant_id(runtime, assistant_id)
-    async with runtime.reads() as session:
+    async with runtime.autocommit() as session:
         if await assistants_db.get_assistant(session, resolved) is None:
             raise NotFoundError(_not_found_message(runtime, assistant_id))
         return await assistants_db.list_versions(

@@ -132,7 +132,7 @@ def _thread_not_found(thread_id: str) -> NotFoundError:
 
 async def get_cron(runtime: Runtime, cron_id: str) -> dict[str, Any]:
     """The cron, or NotFoundError."""
-    async with runtime.reads() as session:
+    async with runtime.autocommit() as session:
         row = await crons_db.get_cron(session, cron_id)
     if row is None:
         raise cron_not_found(cron_id)
@@ -237,7 +237,7 @@ async def search_crons(
 ) -> tuple[list[dict[str, Any]], int | None]:
     """One page of crons, and the offset of the next page when there is one."""
     query = _query(runtime, body, auth_filter)
-    async with runtime.reads() as session:
+    async with runtime.autocommit() as session:
         rows = await crons_db.search_crons(
             session,
             query,
@@ -261,5 +261,5 @@ async def count_crons(
 ) -> int:
     """How many crons match the filters (and the caller's auth filter)."""
     query = _query(runtime, body, auth_filter)
-    async with runtime.reads() as session:
+    async with runtime.autocommit() as session:
         return await crons_db.count_crons(session, query)

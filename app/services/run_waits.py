@@ -43,13 +43,7 @@ async def wait_until_done_or_gone(runtime: Runtime, run_id: str) -> dict[str, An
 
 
 async def join_body(runtime: Runtime, run: dict[str, Any]) -> AsyncIterator[bytes]:
-    """The streamed /join response: newlines while the run executes, then its result.
-
-    `run` is the run's row as just read: if it has ended already, there is nothing to wait for.
-    """
-    if RunStatus(run["status"]) in TERMINAL_RUN_STATUSES:
-        yield json.dumps(await result_body(runtime, run), ensure_ascii=False).encode()
-        return
+    """The streamed /join response: newlines while the run executes, then its result."""
     task = asyncio.create_task(
         wait_until_done_or_gone(runtime, run["run_id"]), name=f"join:{run['run_id']}"
     )
@@ -84,7 +78,7 @@ async def result_body(runtime: Runtime, run: dict[str, Any]) -> dict[str, Any]:
     output = run.get("output")
     if output is not None:
         return dict(output) if isinstance(output, dict) else {"values": output}
-    async with runtime.reads() as session:
+    async with runtime.autocommit() as session:
         thread = await threads_db.get_thread(session, run["thread_id"])
     if thread is None:
         return {}

@@ -97,7 +97,7 @@ async def _idempotent_replay(
 ) -> dict[str, Any] | None:
     if not key:
         return None
-    async with runtime.reads() as session:
+    async with runtime.autocommit() as session:
         existing = await runs_db.get_run_by_idempotency_key(session, key)
     if existing is None:
         return None
@@ -296,7 +296,7 @@ def to_wire(row: Any) -> dict[str, Any]:
 
 async def get_run(runtime: Runtime, thread_id: str | None, run_id: str) -> dict[str, Any]:
     """A run by id, or NotFoundError."""
-    async with runtime.reads() as session:
+    async with runtime.autocommit() as session:
         row = await runs_db.get_run(session, run_id, thread_id)
     if row is None:
         raise NotFoundError(
@@ -309,7 +309,7 @@ async def list_runs(
     runtime: Runtime, thread_id: str, limit: int, offset: int, status: str | None
 ) -> list[dict[str, Any]]:
     """A thread's runs, newest first."""
-    async with runtime.reads() as session:
+    async with runtime.autocommit() as session:
         if await threads_db.get_thread(session, thread_id) is None:
             raise NotFoundError(f"thread {thread_id} not found")
         rows = await runs_db.list_runs(session, thread_id, limit, offset, status)
@@ -385,7 +385,7 @@ async def cancel_run(
 
 
 async def _next_for_thread(runtime: Runtime, thread_id: str) -> str | None:
-    async with runtime.reads() as session:
+    async with runtime.autocommit() as session:
         upcoming = await runs_db.next_pending_run(session, thread_id)
     return upcoming["run_id"] if upcoming else None
 
@@ -398,7 +398,7 @@ async def cancel_many(
     action: str,
 ) -> int:
     """Cancel the chosen active runs; returns how many were cancelled."""
-    async with runtime.reads() as session:
+    async with runtime.autocommit() as session:
         rows = await runs_db.find_active_runs(session, thread_id, run_ids, status)
     cancelled = 0
     for row in rows:

@@ -242,7 +242,7 @@ def _command(command: StateCommand) -> Command[Any]:
 
 
 async def _read_thread(runtime: Runtime, thread_id: str) -> dict[str, Any]:
-    async with runtime.reads() as session:
+    async with runtime.autocommit() as session:
         thread = await threads_db.get_thread(session, thread_id)
     if thread is None:
         raise thread_not_found(thread_id)

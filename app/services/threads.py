@@ -103,7 +103,7 @@ async def create_thread(runtime: Runtime, body: ThreadCreate) -> dict[str, Any]:
 
 async def get_thread(runtime: Runtime, thread_id: str) -> dict[str, Any]:
     """The thread, or NotFoundError."""
-    async with runtime.reads() as session:
+    async with runtime.autocommit() as session:
         row = await threads_db.get_thread(session, thread_id)
     if row is None:
         raise thread_not_found(thread_id)
@@ -148,7 +148,7 @@ async def search_threads(
     """One page of matching threads, and the offset of the next page (None on the last)."""
     extract = _validated_extract(body.extract)
     ids = [str(thread_id) for thread_id in body.ids] if body.ids else None
-    async with runtime.reads() as session:
+    async with runtime.autocommit() as session:
         rows = await threads_db.search_threads(
             session,
             _query(body, ids, auth_filter),
@@ -173,7 +173,7 @@ async def count_threads(
     runtime: Runtime, body: ThreadFilter, auth_filter: dict[str, Any] | None = None
 ) -> int:
     """How many threads match the filters (and the caller's auth filter)."""
-    async with runtime.reads() as session:
+    async with runtime.autocommit() as session:
         return await threads_db.count_threads(session, _query(body, None, auth_filter))
 
 

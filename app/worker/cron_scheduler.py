@@ -77,7 +77,7 @@ class CronScheduler:
     async def tick(self) -> float:
         """Fire every due cron once; the seconds to sleep before the next tick."""
         rt = self._rt
-        async with rt.reads() as session:
+        async with rt.autocommit() as session:
             now = await database_now(session)
             due = await crons_db.due_crons(session, now, BATCH_SIZE)
         for cron in due:
@@ -90,7 +90,7 @@ class CronScheduler:
             await self.housekeeping(now)
         if len(due) >= BATCH_SIZE:
             return 0.0
-        async with rt.reads() as session:
+        async with rt.autocommit() as session:
             upcoming = await crons_db.earliest_run_date(session)
             now = await database_now(session)
         if upcoming is None:
@@ -157,7 +157,7 @@ class CronScheduler:
 
     async def housekeeping(self, now: datetime) -> None:
         """Finish claims whose instance died before creating the run; forget old claims."""
-        async with self._rt.reads() as session:
+        async with self._rt.autocommit() as session:
             stranded = await crons_db.unfinished_firings(
                 session, now - UNFINISHED_AFTER, BATCH_SIZE
             )

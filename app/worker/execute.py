@@ -171,7 +171,7 @@ class RunExecutor:
         graph = await loaded.build(kwargs.get("config") or {})
 
         async def holds() -> bool:
-            async with rt.reads() as session:
+            async with rt.autocommit() as session:
                 return await runs_db.still_holds(session, run_id, attempt)
 
         saver = fenced(

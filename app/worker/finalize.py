@@ -103,7 +103,7 @@ async def finalize_run(
         log.warning("run_final_events_failed run_id=%s", run_id, exc_info=True)
     await _signal_done(runtime, run_id)
     # Read again after commit: a run enqueued while we finalized must not be stranded.
-    async with runtime.reads() as session:
+    async with runtime.autocommit() as session:
         upcoming = await runs_db.next_pending_run(session, thread_id)
         now = await database_now(session) if upcoming is not None else None
     if upcoming is not None:
@@ -127,7 +127,8 @@ async def _signal_done(runtime: Runtime, run_id: str) -> None:
 
 async def delete_temporary_thread(runtime: Runtime, thread_id: str) -> None:
     """Remove a stateless run's thread, its runs and its checkpoints."""
-    async with runtime.sessions() as session, session.begin():
+    # One statement (runs go by foreign key): no explicit transaction needed.
+    async with runtime.autocommit() as session:
         await threads_db.delete_thread(session, thread_id)
     await runtime.checkpointer.adelete_thread(thread_id)
 

@@ -109,7 +109,7 @@ class Reaper:
                     await rt.broker.publish(row["run_id"], "error", dumps(row["error"]))
                     await rt.broker.finish(row["run_id"])
                     await rt.broker.signal_done(row["run_id"])
-            async with rt.reads() as session:
+            async with rt.autocommit() as session:
                 stale_after = rt.settings.stuck_pending_threshold_seconds
                 pending = await runs_db.stranded_pending_runs(session, stale_after, limit=1000)
             ids = [row["run_id"] for row in pending]
@@ -118,7 +118,7 @@ class Reaper:
             if missing:
                 # A run popped and claimed between the select and the queue check is not
                 # stranded: re-read, or a busy backlog re-pushes every run it just started.
-                async with rt.reads() as session:
+                async with rt.autocommit() as session:
                     still = await runs_db.pending_among(session, missing)
                 for run_id in missing:
                     if run_id in still:
@@ -134,7 +134,7 @@ class Reaper:
                 await runs_db.delete_run(session, run_id)
         await rt.broker.finish(run_id)
         await rt.broker.signal_done(run_id)
-        async with rt.reads() as session:
+        async with rt.autocommit() as session:
             upcoming = await runs_db.next_pending_run(session, thread_id)
         if upcoming is not None:
             await rt.queue.push(upcoming["run_id"])

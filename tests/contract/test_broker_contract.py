@@ -106,10 +106,12 @@ async def test_a_run_that_ended_without_finishing_its_stream_ends_the_subscripti
 ) -> None:
     await broker.publish("r12", "values", "last")
     asked: list[bool] = []
+    first_asked = asyncio.Event()
     run_over = False
 
     async def ended() -> bool:
         asked.append(run_over)
+        first_asked.set()
         return run_over
 
     received: list[str] = []
@@ -119,8 +121,7 @@ async def test_a_run_that_ended_without_finishing_its_stream_ends_the_subscripti
             received.append(event.data)
 
     task = asyncio.create_task(listen())
-    while not asked:
-        await asyncio.sleep(0.05)
+    await asyncio.wait_for(first_asked.wait(), 10)
     assert not task.done()  # the run is not over: the subscription keeps following
     run_over = True
     await asyncio.wait_for(task, 10)

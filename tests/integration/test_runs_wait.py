@@ -9,7 +9,6 @@ import httpx
 from langgraph_sdk.client import LangGraphClient
 
 from app.services.run_waits import SAFETY_RECHECK_SECONDS
-
 from tests.support.runs import (
     collect,
     metadata_of,
