@@ -120,6 +120,13 @@ def _result_error(body: Any) -> str | None:
     return None
 
 
+def _join_failure(joined: httpx.Response) -> str | None:
+    """Why a /join response is not a successful run's result, or None."""
+    if joined.status_code != 200:
+        return f"join HTTP {joined.status_code}: {joined.text[:300]}"
+    return _result_error(joined.json())
+
+
 async def background_run(target: Target, sample: Sample) -> None:
     """Create a background run on a fresh thread, then join it (event-driven, no polling)."""
     thread_id = str(uuid.uuid4())
@@ -142,12 +149,9 @@ async def background_run(target: Target, sample: Sample) -> None:
             (created - started) * 1000,
             (time.perf_counter() - created) * 1000,
         )
-    if joined.status_code != 200:
-        sample.failed(f"join HTTP {joined.status_code}: {joined.text[:300]}")
-        return
-    error = _result_error(joined.json())
-    if error:
-        sample.failed(error)
+    failure = _join_failure(joined)
+    if failure:
+        sample.failed(failure)
         return
     sample.latencies.append(time.perf_counter() - started)
 
@@ -274,12 +278,9 @@ async def sleepers(target: Target, runs: int) -> dict[str, Any]:
             thread_id, run_id = next(joining)
             joined = await client.get(f"/threads/{thread_id}/runs/{run_id}/join")
             last_joined = time.perf_counter()
-            if joined.status_code != 200:
-                sample.failed(f"join HTTP {joined.status_code}: {joined.text[:300]}")
-                return
-            error = _result_error(joined.json())
-            if error:
-                sample.failed(error)
+            failure = _join_failure(joined)
+            if failure:
+                sample.failed(failure)
                 return
             succeeded += 1
 
