@@ -112,6 +112,7 @@ def _run_production_server(args: argparse.Namespace, port: int) -> None:
         host=args.host,
         port=port,
         log_level="info",
+        access_log=bool(settings.access_log),
         timeout_graceful_shutdown=int(settings.worker_drain_timeout) + 5,
     )
     print(f"runyard: serving on http://{args.host}:{port}", flush=True)
@@ -125,7 +126,7 @@ def _run_server(args: argparse.Namespace, port: int, reload: bool, workers: int 
 
     if args.config is not None:
         os.environ["RUNYARD_CONFIG"] = str(args.config.resolve())
-    _load_settings(Settings)
+    settings = _load_settings(Settings)
     print(f"runyard: serving on http://{args.host}:{port}", flush=True)
     uvicorn.run(
         "app.main:create_app",
@@ -135,6 +136,7 @@ def _run_server(args: argparse.Namespace, port: int, reload: bool, workers: int 
         reload=reload,
         workers=None if reload else workers,
         log_level="info",
+        access_log=settings.access_log is not False,
         timeout_graceful_shutdown=None,
     )
 

@@ -27,6 +27,9 @@ class Settings(BaseSettings):
     log_level: str = Field(default="INFO", alias="LOG_LEVEL")
     # Empty: JSON lines on PostgreSQL (production), readable text on the embedded store (dev).
     log_format: Literal["text", "json"] | None = Field(default=None, alias="RUNYARD_LOG_FORMAT")
+    # A line per HTTP request. Empty: on for `runyard dev`, off for `runyard serve`
+    # (a proxy in front usually logs requests; /metrics counts them by route).
+    access_log: bool | None = Field(default=None, alias="RUNYARD_ACCESS_LOG")
 
     # Worker engine.
     worker_count: int = Field(default=1, ge=0, alias="WORKER_COUNT")

@@ -176,6 +176,12 @@ class SubscriberCountingBroker:
         """Delegate."""
         return await self.inner.publish(run_id, event, data, attempt)
 
+    async def publish_batch(
+        self, run_id: str, events: Sequence[tuple[str, str]], attempt: int | None = None
+    ) -> str:
+        """Delegate."""
+        return await self.inner.publish_batch(run_id, events, attempt)
+
     async def finish(
         self,
         run_id: str,

@@ -43,6 +43,13 @@ class EventBroker(Protocol):
         """
         ...
 
+    async def publish_batch(
+        self, run_id: str, events: Sequence[tuple[str, str]], attempt: int | None = None
+    ) -> str:
+        """Append several (event, data) in order, as `publish` would one by one (one round
+        trip on Redis); returns the last id."""
+        ...
+
     async def finish(
         self,
         run_id: str,
@@ -201,6 +208,15 @@ class InMemoryEventBroker:
         self._wake(log)
         return event_id
 
+    async def publish_batch(
+        self, run_id: str, events: Sequence[tuple[str, str]], attempt: int | None = None
+    ) -> str:
+        """Append several events in order."""
+        last = ""
+        for event, data in events:
+            last = await self.publish(run_id, event, data, attempt)
+        return last
+
     async def finish(
         self,
         run_id: str,
@@ -208,8 +224,7 @@ class InMemoryEventBroker:
         last_events: Sequence[tuple[str, str]] = (),
     ) -> None:
         """Publish the last events, then mark the stream complete."""
-        for event, data in last_events:
-            await self.publish(run_id, event, data, attempt)
+        await self.publish_batch(run_id, last_events, attempt)
         log = self._log(run_id)
         log.finished_at = time.monotonic()
         self._wake(log)

@@ -97,6 +97,14 @@ class RedisEventBroker:
         """
         return await self._append(run_id, [event, data], attempt)
 
+    async def publish_batch(
+        self, run_id: str, events: Sequence[tuple[str, str]], attempt: int | None = None
+    ) -> str:
+        """Append several events in order in one script call (fenced like `publish`)."""
+        if not events:
+            return ""
+        return await self._append(run_id, [part for event in events for part in event], attempt)
+
     async def _append(self, run_id: str, pairs: list[str], attempt: int | None) -> str:
         try:
             result = await self._xadd(

@@ -20,6 +20,7 @@ from app.graphs.checkpointer import fenced
 from app.graphs.serialize import dumps, to_jsonable
 from app.graphs.streaming import FinalState, stream_graph
 from app.observability.logs import run_log_context
+from app.streaming.publisher import EventPublisher
 from app.worker.finalize import Outcome, ThreadSnapshot, finalize_run
 from app.worker.registry import RunningRun
 
@@ -80,6 +81,22 @@ class RunExecutor:
                 await finalize_run(rt, dict(run), attempt, outcome)
 
     async def _execute_claimed(self, run: dict[str, Any], entry: RunningRun) -> Outcome | None:
+        events = EventPublisher(self._rt.broker, run["run_id"], entry.attempt)
+        outcome = await self._run_graph(run, entry, events)
+        try:
+            # Every event is stored before the outcome is: a client that sees the run
+            # finished and replays its stream gets all of it.
+            await events.flush()
+        except StaleAttemptError:
+            log.warning(
+                "run_stood_down run_id=%s attempt=%s reason=stale", run["run_id"], entry.attempt
+            )
+            return None
+        return outcome
+
+    async def _run_graph(
+        self, run: dict[str, Any], entry: RunningRun, events: EventPublisher
+    ) -> Outcome | None:
         rt = self._rt
         run_id = run["run_id"]
         kwargs = run["kwargs"]
@@ -106,7 +123,7 @@ class RunExecutor:
                     durability=kwargs.get("durability"),
                     final=final,
                 ):
-                    await rt.broker.publish(run_id, name, dumps(data), attempt)
+                    await events.send(name, dumps(data))
         except asyncio.CancelledError:
             reason = entry.stop_reason
             task = asyncio.current_task()
