@@ -136,24 +136,29 @@ async def delete_temporary_thread(runtime: Runtime, thread_id: str) -> None:
 async def _record_rollback(
     runtime: Runtime, run: dict[str, Any], attempt: int, outcome: Outcome
 ) -> ThreadSnapshot | None:
-    """End a rolled-back run: fenced write first, then its checkpoints go, then the row.
+    """End a rolled-back run: its checkpoints go, then the row, in a fenced write.
 
-    Only the attempt that still holds the run may delete its checkpoints, so the fenced
-    write comes first; None when it was refused.
+    The run holds its thread (it is still `running`) until the final write, so no run
+    queued behind it can start from the checkpoints being removed. Only an attempt that
+    still holds the run removes them: it checks just before; None when it does not hold
+    the run (then, or at the final write).
     """
     run_id, thread_id = run["run_id"], run["thread_id"]
-    async with runtime.sessions() as session, session.begin():
-        if not await runs_db.finish_run(session, run_id, attempt, outcome.status, None, None):
-            log.warning("run_finalize_refused run_id=%s attempt=%s", run_id, attempt)
-            return None
-    await delete_run_checkpoints(runtime.checkpointer, thread_id, run_id)
-    snapshot = await read_thread_snapshot(
-        runtime, run["kwargs"]["graph_id"], thread_id, outcome.graph
-    )
-    async with runtime.sessions() as session, session.begin():
-        await runs_db.delete_run(session, run_id)
-        await _store_thread_state(session, thread_id, outcome, snapshot)
-    return snapshot
+    async with runtime.autocommit() as session:
+        holds = await runs_db.still_holds(session, run_id, attempt)
+    if holds:
+        await delete_run_checkpoints(runtime.checkpointer, thread_id, run_id)
+        snapshot = await read_thread_snapshot(
+            runtime, run["kwargs"]["graph_id"], thread_id, outcome.graph
+        )
+        async with runtime.sessions() as session, session.begin():
+            held = await runs_db.finish_run(session, run_id, attempt, outcome.status, None, None)
+            if held:
+                await runs_db.delete_run(session, run_id)
+                await _store_thread_state(session, thread_id, outcome, snapshot)
+                return snapshot
+    log.warning("run_finalize_refused run_id=%s attempt=%s", run_id, attempt)
+    return None
 
 
 async def _store_thread_state(
