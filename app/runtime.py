@@ -14,11 +14,11 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.store.base import BaseStore
 from langgraph_sdk import Auth
-from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.auth.handlers import load_auth
 from app.db import runs as runs_db
-from app.db.engine import create_engine, migrate, on_each_statement, session_factory
+from app.db.engine import Sessions, create_engine, migrate, on_each_statement, session_factory
 from app.graphs.checkpointer import open_checkpointer
 from app.graphs.config import ProjectConfig, apply_environment, find_config, load_config
 from app.graphs.registry import GraphRegistry
@@ -57,10 +57,10 @@ class Runtime:
         self.graphs: GraphRegistry
         self.auth: Auth | None = None
         self.engine: AsyncEngine
-        self.sessions: async_sessionmaker[Any]
+        self.sessions: Sessions
         # Each statement commits on its own: for reads and for single-statement writes,
         # which then cost no BEGIN and COMMIT/ROLLBACK round trips.
-        self.autocommit: async_sessionmaker[Any]
+        self.autocommit: Sessions
         self.checkpointer: BaseCheckpointSaver
         self.store: BaseStore
         self.store_options: StoreOptions

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import ColumnElement, Select, bindparam, delete, func, select, update
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.db.dialect import (
     insert_ignoring_conflicts,
@@ -32,7 +32,7 @@ VERSION_COLUMNS = (
 _CASELESS_SORT = frozenset({"name", "graph_id"})
 
 
-async def insert_assistant_if_missing(session: AsyncSession, row: dict[str, Any]) -> None:
+async def insert_assistant_if_missing(session: AsyncConnection, row: dict[str, Any]) -> None:
     """Insert an assistant and its first version unless its id already exists."""
     await session.execute(insert_ignoring_conflicts(session, assistants).values(**row))
     version_row = {k: v for k, v in row.items() if k not in ("version", "updated_at")}
@@ -41,7 +41,7 @@ async def insert_assistant_if_missing(session: AsyncSession, row: dict[str, Any]
     )
 
 
-async def insert_assistant(session: AsyncSession, row: dict[str, Any]) -> dict[str, Any] | None:
+async def insert_assistant(session: AsyncConnection, row: dict[str, Any]) -> dict[str, Any] | None:
     """Insert an assistant row and return it; None (nothing written) when its id exists."""
     statement = (
         insert_ignoring_conflicts(session, assistants).values(**row).returning(*assistants.c)
@@ -50,7 +50,7 @@ async def insert_assistant(session: AsyncSession, row: dict[str, Any]) -> dict[s
     return dict(inserted) if inserted is not None else None
 
 
-async def insert_version(session: AsyncSession, row: dict[str, Any]) -> None:
+async def insert_version(session: AsyncConnection, row: dict[str, Any]) -> None:
     """Record one version of an assistant."""
     await session.execute(assistant_versions.insert().values(**row))
 
@@ -59,14 +59,14 @@ async def insert_version(session: AsyncSession, row: dict[str, Any]) -> None:
 _GET_ASSISTANT = select(assistants).where(assistants.c.assistant_id == bindparam("p_assistant_id"))
 
 
-async def get_assistant(session: AsyncSession, assistant_id: str) -> dict[str, Any] | None:
+async def get_assistant(session: AsyncConnection, assistant_id: str) -> dict[str, Any] | None:
     """The assistant row, or None."""
     params = {"p_assistant_id": assistant_id}
     row = (await session.execute(_GET_ASSISTANT, params)).mappings().first()
     return dict(row) if row is not None else None
 
 
-async def touch_assistant(session: AsyncSession, assistant_id: str, now: datetime) -> bool:
+async def touch_assistant(session: AsyncConnection, assistant_id: str, now: datetime) -> bool:
     """Set updated_at, locking the row until commit; False when the assistant does not exist.
 
     Writing first makes concurrent changes of one assistant queue up on both backends
@@ -79,7 +79,7 @@ async def touch_assistant(session: AsyncSession, assistant_id: str, now: datetim
     return bool(result.rowcount)
 
 
-async def next_version(session: AsyncSession, assistant_id: str) -> int:
+async def next_version(session: AsyncConnection, assistant_id: str) -> int:
     """One more than the highest version ever recorded for the assistant."""
     statement = select(func.coalesce(func.max(assistant_versions.c.version), 0)).where(
         assistant_versions.c.assistant_id == assistant_id
@@ -88,7 +88,7 @@ async def next_version(session: AsyncSession, assistant_id: str) -> int:
 
 
 async def update_assistant(
-    session: AsyncSession, assistant_id: str, values: dict[str, Any]
+    session: AsyncConnection, assistant_id: str, values: dict[str, Any]
 ) -> dict[str, Any]:
     """Overwrite columns of an existing assistant and return the new row."""
     statement = (
@@ -101,7 +101,7 @@ async def update_assistant(
 
 
 async def get_version(
-    session: AsyncSession, assistant_id: str, version: int
+    session: AsyncConnection, assistant_id: str, version: int
 ) -> dict[str, Any] | None:
     """One stored version, or None."""
     statement = _select_versions().where(
@@ -113,7 +113,7 @@ async def get_version(
 
 
 async def list_versions(
-    session: AsyncSession,
+    session: AsyncConnection,
     assistant_id: str,
     *,
     metadata: dict[str, Any] | None,
@@ -135,7 +135,7 @@ async def list_versions(
     return [dict(row) for row in (await session.execute(statement)).mappings()]
 
 
-async def delete_assistant(session: AsyncSession, assistant_id: str) -> bool:
+async def delete_assistant(session: AsyncConnection, assistant_id: str) -> bool:
     """Delete an assistant with all its versions; False when it did not exist."""
     await session.execute(
         delete(assistant_versions).where(assistant_versions.c.assistant_id == assistant_id)
@@ -147,7 +147,7 @@ async def delete_assistant(session: AsyncSession, assistant_id: str) -> bool:
 
 
 async def search_assistants(
-    session: AsyncSession,
+    session: AsyncConnection,
     *,
     graph_id: str | None,
     name: str | None,
@@ -176,7 +176,7 @@ async def search_assistants(
 
 
 async def count_assistants(
-    session: AsyncSession,
+    session: AsyncConnection,
     *,
     graph_id: str | None,
     name: str | None,
@@ -197,7 +197,7 @@ def _select_versions() -> Select[Any]:
 
 
 def _filters(
-    session: AsyncSession,
+    session: AsyncConnection,
     graph_id: str | None,
     name: str | None,
     metadata: dict[str, Any] | None,

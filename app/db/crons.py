@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Select, delete, func, select, update
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.db.dialect import insert_ignoring_conflicts, json_contains, json_filter, rowcount
 from app.db.tables import cron_firings, crons
@@ -34,7 +34,7 @@ class CronQuery:
     auth_filter: dict[str, Any] | None = None
 
 
-def _filtered(session: AsyncSession, statement: Select[Any], query: CronQuery) -> Select[Any]:
+def _filtered(session: AsyncConnection, statement: Select[Any], query: CronQuery) -> Select[Any]:
     if query.assistant_id is not None:
         statement = statement.where(crons.c.assistant_id == query.assistant_id)
     if query.thread_id is not None:
@@ -46,13 +46,13 @@ def _filtered(session: AsyncSession, statement: Select[Any], query: CronQuery) -
     return statement.where(*conditions) if conditions else statement
 
 
-async def insert_cron(session: AsyncSession, row: dict[str, Any]) -> dict[str, Any]:
+async def insert_cron(session: AsyncConnection, row: dict[str, Any]) -> dict[str, Any]:
     """Insert a cron and return it as stored."""
     statement = crons.insert().values(**row).returning(*crons.c)
     return dict((await session.execute(statement)).mappings().one())
 
 
-async def get_cron(session: AsyncSession, cron_id: str) -> dict[str, Any] | None:
+async def get_cron(session: AsyncConnection, cron_id: str) -> dict[str, Any] | None:
     """A cron row, or None."""
     statement = select(crons).where(crons.c.cron_id == cron_id)
     row = (await session.execute(statement)).mappings().one_or_none()
@@ -60,7 +60,7 @@ async def get_cron(session: AsyncSession, cron_id: str) -> dict[str, Any] | None
 
 
 async def update_cron(
-    session: AsyncSession, cron_id: str, values: dict[str, Any]
+    session: AsyncConnection, cron_id: str, values: dict[str, Any]
 ) -> dict[str, Any] | None:
     """Write the given columns of a cron; the updated row, or None when it does not exist."""
     statement = update(crons).where(crons.c.cron_id == cron_id).values(**values).returning(*crons.c)
@@ -68,14 +68,14 @@ async def update_cron(
     return dict(row) if row is not None else None
 
 
-async def delete_cron(session: AsyncSession, cron_id: str) -> bool:
+async def delete_cron(session: AsyncConnection, cron_id: str) -> bool:
     """Delete a cron (its claims go with it); False when it does not exist."""
     result = await session.execute(delete(crons).where(crons.c.cron_id == cron_id))
     return rowcount(result) > 0
 
 
 async def search_crons(
-    session: AsyncSession,
+    session: AsyncConnection,
     query: CronQuery,
     *,
     sort_by: str,
@@ -94,13 +94,13 @@ async def search_crons(
     return [dict(row) for row in rows]
 
 
-async def count_crons(session: AsyncSession, query: CronQuery) -> int:
+async def count_crons(session: AsyncConnection, query: CronQuery) -> int:
     """How many crons match the query."""
     statement = _filtered(session, select(func.count()).select_from(crons), query)
     return int((await session.execute(statement)).scalar_one())
 
 
-async def due_crons(session: AsyncSession, now: datetime, limit: int) -> list[dict[str, Any]]:
+async def due_crons(session: AsyncConnection, now: datetime, limit: int) -> list[dict[str, Any]]:
     """Enabled crons whose next run date has come, the most overdue first."""
     statement = (
         select(crons)
@@ -111,7 +111,7 @@ async def due_crons(session: AsyncSession, now: datetime, limit: int) -> list[di
     return [dict(row) for row in (await session.execute(statement)).mappings().all()]
 
 
-async def earliest_run_date(session: AsyncSession) -> datetime | None:
+async def earliest_run_date(session: AsyncConnection) -> datetime | None:
     """The soonest next run date of any enabled cron."""
     statement = select(func.min(crons.c.next_run_date)).where(crons.c.enabled.is_(True))
     value: datetime | None = (await session.execute(statement)).scalar_one_or_none()
@@ -119,7 +119,7 @@ async def earliest_run_date(session: AsyncSession) -> datetime | None:
 
 
 async def advance_cron(
-    session: AsyncSession,
+    session: AsyncConnection,
     cron_id: str,
     expected: datetime,
     next_run_date: datetime | None,
@@ -134,7 +134,7 @@ async def advance_cron(
 
 
 async def claim_firing(
-    session: AsyncSession, cron_id: str, scheduled_for: datetime, owner: str
+    session: AsyncConnection, cron_id: str, scheduled_for: datetime, owner: str
 ) -> bool:
     """Claim one occurrence of a cron; True only for the one caller that inserted the row."""
     statement = (
@@ -146,7 +146,7 @@ async def claim_firing(
 
 
 async def finish_firing(
-    session: AsyncSession,
+    session: AsyncConnection,
     cron_id: str,
     scheduled_for: datetime,
     run_id: str | None,
@@ -161,7 +161,7 @@ async def finish_firing(
 
 
 async def unfinished_firings(
-    session: AsyncSession, claimed_before: datetime, limit: int
+    session: AsyncConnection, claimed_before: datetime, limit: int
 ) -> list[dict[str, Any]]:
     """Claims older than `claimed_before` that recorded neither a run nor an error, with the cron.
 
@@ -182,7 +182,7 @@ async def unfinished_firings(
     return [dict(row) for row in (await session.execute(statement)).mappings().all()]
 
 
-async def list_firings(session: AsyncSession, cron_id: str) -> list[dict[str, Any]]:
+async def list_firings(session: AsyncConnection, cron_id: str) -> list[dict[str, Any]]:
     """Every recorded occurrence of one cron, oldest first."""
     statement = (
         select(cron_firings)
@@ -192,7 +192,7 @@ async def list_firings(session: AsyncSession, cron_id: str) -> list[dict[str, An
     return [dict(row) for row in (await session.execute(statement)).mappings().all()]
 
 
-async def prune_firings(session: AsyncSession, claimed_before: datetime) -> int:
+async def prune_firings(session: AsyncConnection, claimed_before: datetime) -> int:
     """Forget claims older than `claimed_before` (their cron has moved past them for good)."""
     result = await session.execute(
         delete(cron_firings).where(cron_firings.c.claimed_at < claimed_before)

@@ -20,15 +20,15 @@ from sqlalchemy import (
     select,
 )
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 
-def dialect_name(session: AsyncSession) -> str:
+def dialect_name(session: AsyncConnection) -> str:
     """`postgresql` or `sqlite` for the session's bind."""
-    return session.get_bind().dialect.name
+    return session.dialect.name
 
 
-def insert_ignoring_conflicts(session: AsyncSession, table: Table) -> Any:
+def insert_ignoring_conflicts(session: AsyncConnection, table: Table) -> Any:
     """An INSERT that silently skips rows whose primary key already exists."""
     return insert_ignoring(dialect_name(session), table)
 
@@ -40,7 +40,7 @@ def insert_ignoring(dialect: str, table: Table) -> Any:
     return sqlite.insert(table).on_conflict_do_nothing()
 
 
-def db_now(session: AsyncSession) -> ColumnElement[Any]:
+def db_now(session: AsyncConnection) -> ColumnElement[Any]:
     """The database clock (never the worker's), with sub-second precision."""
     return clock(dialect_name(session))
 
@@ -52,7 +52,7 @@ def clock(dialect: str) -> ColumnElement[Any]:
     return func.strftime("%Y-%m-%d %H:%M:%f", "now")
 
 
-def db_now_plus(session: AsyncSession, seconds: float) -> ColumnElement[Any]:
+def db_now_plus(session: AsyncConnection, seconds: float) -> ColumnElement[Any]:
     """The database clock moved forward by a number of seconds."""
     if dialect_name(session) == "postgresql":
         return func.clock_timestamp() + func.make_interval(0, 0, 0, 0, 0, 0, seconds)
@@ -76,7 +76,7 @@ def seconds_param(dialect: str, seconds: float) -> float | str:
     return f"{float(seconds):+f} seconds"
 
 
-def json_contains(session: AsyncSession, column: Any, subset: dict[str, Any]) -> list[Any]:
+def json_contains(session: AsyncConnection, column: Any, subset: dict[str, Any]) -> list[Any]:
     """Conditions true when the JSON object in `column` contains every key/value of `subset`.
 
     PostgreSQL uses JSONB containment (`@>`), so nested objects match partially. SQLite
@@ -102,7 +102,7 @@ def json_contains(session: AsyncSession, column: Any, subset: dict[str, Any]) ->
     return conditions
 
 
-def json_filter(session: AsyncSession, column: Any, spec: dict[str, Any]) -> list[Any]:
+def json_filter(session: AsyncConnection, column: Any, spec: dict[str, Any]) -> list[Any]:
     """Conditions of an auth filter: plain values, `{"$eq": v}` or `{"$contains": v}` per key."""
     conditions: list[Any] = []
     for key, wanted in spec.items():
@@ -117,7 +117,7 @@ def json_filter(session: AsyncSession, column: Any, spec: dict[str, Any]) -> lis
     return conditions
 
 
-def _json_array_has(session: AsyncSession, column: Any, key: str, item: Any) -> Any:
+def _json_array_has(session: AsyncConnection, column: Any, key: str, item: Any) -> Any:
     if dialect_name(session) == "postgresql":
         return column.op("@>")(cast(literal(json.dumps({key: [item]})), postgresql.JSONB))
     path = '$."' + key.replace('"', '\\"') + '"'
@@ -130,7 +130,7 @@ def rowcount(result: Any) -> int:
     return int(getattr(result, "rowcount", 0) or 0)
 
 
-async def database_now(session: AsyncSession) -> datetime:
+async def database_now(session: AsyncConnection) -> datetime:
     """The database clock as an aware UTC datetime (SQLite answers a naive string)."""
     value = (await session.execute(select(db_now(session)))).scalar_one()
     if isinstance(value, str):

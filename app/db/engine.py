@@ -8,10 +8,12 @@ from typing import Any
 
 from sqlalchemy import event, text
 from sqlalchemy.engine import Connection
-from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from app.domain.errors import ConfigError
 
+# What `session_factory` returns: each call opens a session (a pooled connection).
+Sessions = Callable[[], AsyncConnection]
 MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
 MIGRATION_LOCK = 72_797_100
 
@@ -49,15 +51,18 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cursor.close()
 
 
-def session_factory(engine: AsyncEngine, autocommit: bool = False) -> async_sessionmaker[Any]:
-    """Sessions that keep loaded values after commit (services read them back).
+def session_factory(engine: AsyncEngine, autocommit: bool = False) -> Sessions:
+    """Opens database sessions: pooled connections used with SQLAlchemy Core (no ORM).
 
-    `autocommit` sessions run each statement on its own, outside any transaction: for
-    reads, which then cost no BEGIN and ROLLBACK round trips (and take no row locks).
+    `async with sessions() as session, session.begin():` is a transaction; without
+    `begin()` the statements run in one that is rolled back at the end. `autocommit`
+    sessions run each statement on its own, outside any transaction: for reads and
+    single-statement writes, which then cost no BEGIN and COMMIT/ROLLBACK round trips (and
+    take no row locks beyond the statement).
     """
     if autocommit:
         engine = engine.execution_options(isolation_level="AUTOCOMMIT")
-    return async_sessionmaker(engine, expire_on_commit=False)
+    return engine.connect
 
 
 def alembic_config(url: str | None = None) -> Any:

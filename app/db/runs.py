@@ -23,7 +23,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.engine import RowMapping
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.orm import aliased
 
 from app.db import threads as threads_db
@@ -59,14 +59,14 @@ def _get_run_statement(dialect: str, in_thread: bool) -> Select[Any]:
     return stmt
 
 
-async def insert_run(session: AsyncSession, row: dict[str, Any]) -> RowMapping:
+async def insert_run(session: AsyncConnection, row: dict[str, Any]) -> RowMapping:
     """Insert a pending run and return it as stored."""
     stmt = _insert_run_statement(dialect_name(session))
     return (await session.execute(stmt, row)).mappings().one()
 
 
 async def get_run(
-    session: AsyncSession, run_id: str, thread_id: str | None = None
+    session: AsyncConnection, run_id: str, thread_id: str | None = None
 ) -> RowMapping | None:
     """A run by id (within a thread when given)."""
     stmt = _get_run_statement(dialect_name(session), thread_id is not None)
@@ -74,14 +74,14 @@ async def get_run(
     return (await session.execute(stmt, params)).mappings().one_or_none()
 
 
-async def get_run_by_idempotency_key(session: AsyncSession, key: str) -> RowMapping | None:
+async def get_run_by_idempotency_key(session: AsyncConnection, key: str) -> RowMapping | None:
     """The run created under an Idempotency-Key."""
     stmt = select(runs).where(runs.c.idempotency_key == key)
     return (await session.execute(stmt)).mappings().one_or_none()
 
 
 async def list_runs(
-    session: AsyncSession, thread_id: str, limit: int, offset: int, status: str | None
+    session: AsyncConnection, thread_id: str, limit: int, offset: int, status: str | None
 ) -> Sequence[RowMapping]:
     """A thread's runs, newest first."""
     stmt = select(runs).where(runs.c.thread_id == thread_id)
@@ -91,7 +91,7 @@ async def list_runs(
     return (await session.execute(stmt)).mappings().all()
 
 
-async def active_runs(session: AsyncSession, thread_id: str) -> Sequence[RowMapping]:
+async def active_runs(session: AsyncConnection, thread_id: str) -> Sequence[RowMapping]:
     """The thread's pending and running runs, oldest first."""
     stmt = (
         select(runs)
@@ -101,7 +101,7 @@ async def active_runs(session: AsyncSession, thread_id: str) -> Sequence[RowMapp
     return (await session.execute(stmt)).mappings().all()
 
 
-def _claimable(session: AsyncSession) -> list[Any]:
+def _claimable(session: AsyncConnection) -> list[Any]:
     """Conditions of a run that may start now: pending, due, first of its idle thread."""
     return _claimable_in(dialect_name(session))
 
@@ -169,7 +169,7 @@ def _claim_statements(dialect: str) -> tuple[Any, Update | None]:
 
 
 async def claim_run(
-    session: AsyncSession, run_id: str, owner: str, lease_seconds: float
+    session: AsyncConnection, run_id: str, owner: str, lease_seconds: float
 ) -> RowMapping | None:
     """Atomically take a pending run: owner, lease from the database clock, next attempt.
 
@@ -213,7 +213,7 @@ def _finish_statement(dialect: str) -> Update:
 
 
 async def finish_run(
-    session: AsyncSession,
+    session: AsyncConnection,
     run_id: str,
     attempt: int,
     status: RunStatus,
@@ -260,7 +260,7 @@ def _finish_with_state_statement(dialect: str) -> Any:
 
 
 async def finish_run_with_state(
-    session: AsyncSession,
+    session: AsyncConnection,
     run_id: str,
     attempt: int,
     status: RunStatus,
@@ -297,7 +297,7 @@ async def finish_run_with_state(
     return result.first() is not None
 
 
-async def release_run(session: AsyncSession, run_id: str, attempt: int) -> bool:
+async def release_run(session: AsyncConnection, run_id: str, attempt: int) -> bool:
     """Hand a running run back to the queue (shutdown), only if `attempt` still holds it."""
     result = await session.execute(
         update(runs)
@@ -314,7 +314,7 @@ _STILL_HOLDS = select(runs.c.run_id).where(
 )
 
 
-async def still_holds(session: AsyncSession, run_id: str, attempt: int) -> bool:
+async def still_holds(session: AsyncConnection, run_id: str, attempt: int) -> bool:
     """True while `attempt` is the current, running attempt of the run."""
     params = {"p_run_id": run_id, "p_attempt": attempt}
     return (await session.execute(_STILL_HOLDS, params)).first() is not None
@@ -328,13 +328,13 @@ _NEXT_PENDING = (
 )
 
 
-async def next_pending_run(session: AsyncSession, thread_id: str) -> RowMapping | None:
+async def next_pending_run(session: AsyncConnection, thread_id: str) -> RowMapping | None:
     """The thread's oldest pending run."""
     params = {"p_thread_id": thread_id}
     return (await session.execute(_NEXT_PENDING, params)).mappings().one_or_none()
 
 
-async def interrupt_pending_run(session: AsyncSession, run_id: str) -> bool:
+async def interrupt_pending_run(session: AsyncConnection, run_id: str) -> bool:
     """Cancel a run nobody executes yet: it ends `interrupted` at once."""
     now = db_now(session)
     result = await session.execute(
@@ -345,7 +345,7 @@ async def interrupt_pending_run(session: AsyncSession, run_id: str) -> bool:
     return rowcount(result) > 0
 
 
-async def request_cancel(session: AsyncSession, run_id: str, action: str) -> bool:
+async def request_cancel(session: AsyncConnection, run_id: str, action: str) -> bool:
     """Durably flag a running run for cancellation (picked up by its executor)."""
     result = await session.execute(
         update(runs)
@@ -355,14 +355,14 @@ async def request_cancel(session: AsyncSession, run_id: str, action: str) -> boo
     return rowcount(result) > 0
 
 
-async def delete_run(session: AsyncSession, run_id: str) -> bool:
+async def delete_run(session: AsyncConnection, run_id: str) -> bool:
     """Delete a run row."""
     result = await session.execute(delete(runs).where(runs.c.run_id == run_id))
     return rowcount(result) > 0
 
 
 async def extend_leases(
-    session: AsyncSession, owner: str, lease_seconds: float
+    session: AsyncConnection, owner: str, lease_seconds: float
 ) -> Sequence[RowMapping]:
     """Renew every lease an instance holds in one statement; returns cancel flags too."""
     stmt = (
@@ -374,7 +374,7 @@ async def extend_leases(
     return (await session.execute(stmt)).mappings().all()
 
 
-async def requeue_expired(session: AsyncSession, max_attempts: int) -> Sequence[RowMapping]:
+async def requeue_expired(session: AsyncConnection, max_attempts: int) -> Sequence[RowMapping]:
     """Runs whose lease expired go back to pending (or fail after too many attempts).
 
     A run that was being cancelled ends `interrupted` instead of running again.
@@ -457,7 +457,7 @@ async def requeue_expired(session: AsyncSession, max_attempts: int) -> Sequence[
     return [*cancelled, *failed, *requeued]
 
 
-async def pending_run_ids(session: AsyncSession, limit: int) -> Sequence[RowMapping]:
+async def pending_run_ids(session: AsyncConnection, limit: int) -> Sequence[RowMapping]:
     """Pending runs, oldest first, with their start time."""
     stmt = (
         select(runs.c.run_id, runs.c.scheduled_at)
@@ -469,7 +469,7 @@ async def pending_run_ids(session: AsyncSession, limit: int) -> Sequence[RowMapp
 
 
 async def stranded_pending_runs(
-    session: AsyncSession, older_than_seconds: float, limit: int
+    session: AsyncConnection, older_than_seconds: float, limit: int
 ) -> Sequence[RowMapping]:
     """Pending runs due to start, waiting longer than the threshold, first of their thread."""
     threshold = db_now_plus(session, -older_than_seconds)
@@ -482,13 +482,13 @@ async def stranded_pending_runs(
     return (await session.execute(stmt)).mappings().all()
 
 
-async def pending_among(session: AsyncSession, run_ids: list[str]) -> set[str]:
+async def pending_among(session: AsyncConnection, run_ids: list[str]) -> set[str]:
     """Which of these runs are still pending."""
     stmt = select(runs.c.run_id).where(runs.c.run_id.in_(run_ids), runs.c.status == "pending")
     return {str(run_id) for run_id in (await session.execute(stmt)).scalars()}
 
 
-async def expire_all_leases(session: AsyncSession) -> int:
+async def expire_all_leases(session: AsyncConnection) -> int:
     """Single-process mode start-up: runs left `running` by a dead process become pending."""
     result = await session.execute(
         update(runs)
@@ -499,7 +499,7 @@ async def expire_all_leases(session: AsyncSession) -> int:
 
 
 async def find_active_runs(
-    session: AsyncSession,
+    session: AsyncConnection,
     thread_id: str | None,
     run_ids: list[str] | None,
     status: str | None,
@@ -515,7 +515,7 @@ async def find_active_runs(
     return (await session.execute(stmt)).mappings().all()
 
 
-async def find_claimable_run(session: AsyncSession) -> str | None:
+async def find_claimable_run(session: AsyncConnection) -> str | None:
     """A pending run ready to claim, skipping rows other pollers hold (Redis-down fallback)."""
     stmt = select(runs.c.run_id).where(*_claimable(session)).order_by(runs.c.created_at).limit(1)
     if dialect_name(session) == "postgresql":

@@ -19,7 +19,7 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.db.dialect import (
     clock,
@@ -55,7 +55,7 @@ class ThreadQuery:
     auth_filter: dict[str, Any] | None = None
 
 
-def _stamp(session: AsyncSession) -> ColumnElement[Any]:
+def _stamp(session: AsyncConnection) -> ColumnElement[Any]:
     return _stamp_in(dialect_name(session))
 
 
@@ -87,7 +87,7 @@ def _get_statement(dialect: str, lock: bool) -> Select[Any]:
     return statement
 
 
-async def insert_thread(session: AsyncSession, row: dict[str, Any]) -> dict[str, Any] | None:
+async def insert_thread(session: AsyncConnection, row: dict[str, Any]) -> dict[str, Any] | None:
     """Insert a thread and return it as stored; None (nothing written) when its id exists."""
     statement = _insert_statement(dialect_name(session))
     inserted = (await session.execute(statement, row)).mappings().first()
@@ -95,7 +95,7 @@ async def insert_thread(session: AsyncSession, row: dict[str, Any]) -> dict[str,
 
 
 async def get_thread(
-    session: AsyncSession, thread_id: str, *, lock: bool = False
+    session: AsyncConnection, thread_id: str, *, lock: bool = False
 ) -> dict[str, Any] | None:
     """A thread row; with `lock`, held until the transaction ends (PostgreSQL)."""
     statement = _get_statement(dialect_name(session), lock)
@@ -103,7 +103,7 @@ async def get_thread(
     return dict(row) if row is not None else None
 
 
-async def touch_thread(session: AsyncSession, thread_id: str) -> bool:
+async def touch_thread(session: AsyncConnection, thread_id: str) -> bool:
     """Move updated_at to now; False when the thread does not exist.
 
     Being an UPDATE, it also takes the row's write lock first on every backend, so a
@@ -115,7 +115,7 @@ async def touch_thread(session: AsyncSession, thread_id: str) -> bool:
     return rowcount(result) > 0
 
 
-async def set_metadata(session: AsyncSession, thread_id: str, metadata: dict[str, Any]) -> None:
+async def set_metadata(session: AsyncConnection, thread_id: str, metadata: dict[str, Any]) -> None:
     """Replace a thread's metadata."""
     await session.execute(
         update(threads)
@@ -137,7 +137,7 @@ def _mark_busy_statement(dialect: str) -> Update:
     )
 
 
-async def mark_busy(session: AsyncSession, thread_id: str, metadata: dict[str, Any]) -> None:
+async def mark_busy(session: AsyncConnection, thread_id: str, metadata: dict[str, Any]) -> None:
     """A run was queued on the thread: it is busy, and its metadata is replaced."""
     params = {"p_thread_id": thread_id, "p_metadata": metadata}
     await session.execute(_mark_busy_statement(dialect_name(session)), params)
@@ -166,7 +166,7 @@ def state_statement(dialect: str, busy_if_pending: bool) -> Update:
 
 
 async def set_state_fields(
-    session: AsyncSession,
+    session: AsyncConnection,
     thread_id: str,
     *,
     status: str,
@@ -197,7 +197,7 @@ def state_params(
     }
 
 
-async def set_status(session: AsyncSession, thread_id: str, status: str) -> None:
+async def set_status(session: AsyncConnection, thread_id: str, status: str) -> None:
     """Set only a thread's status (busy while runs are queued, idle when they are gone)."""
     await session.execute(
         update(threads)
@@ -206,13 +206,13 @@ async def set_status(session: AsyncSession, thread_id: str, status: str) -> None
     )
 
 
-async def delete_thread(session: AsyncSession, thread_id: str) -> bool:
+async def delete_thread(session: AsyncConnection, thread_id: str) -> bool:
     """Delete a thread (its runs go with it by foreign key); False when it does not exist."""
     result = await session.execute(delete(threads).where(threads.c.thread_id == thread_id))
     return rowcount(result) > 0
 
 
-async def has_active_runs(session: AsyncSession, thread_id: str) -> bool:
+async def has_active_runs(session: AsyncConnection, thread_id: str) -> bool:
     """True while the thread has a pending or running run."""
     statement = (
         select(runs.c.run_id)
@@ -223,7 +223,7 @@ async def has_active_runs(session: AsyncSession, thread_id: str) -> bool:
 
 
 async def search_threads(
-    session: AsyncSession,
+    session: AsyncConnection,
     query: ThreadQuery,
     *,
     sort_by: str,
@@ -246,13 +246,13 @@ async def search_threads(
     return [dict(row) for row in rows]
 
 
-async def count_threads(session: AsyncSession, query: ThreadQuery) -> int:
+async def count_threads(session: AsyncConnection, query: ThreadQuery) -> int:
     """How many threads match the query."""
     statement = _filtered(session, select(func.count()).select_from(threads), query)
     return int((await session.execute(statement)).scalar_one())
 
 
-def _filtered(session: AsyncSession, statement: Select[Any], query: ThreadQuery) -> Select[Any]:
+def _filtered(session: AsyncConnection, statement: Select[Any], query: ThreadQuery) -> Select[Any]:
     conditions: list[Any] = []
     if query.ids is not None:
         conditions.append(threads.c.thread_id.in_(list(query.ids)))

@@ -10,7 +10,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.errors import InvalidUpdateError
 from langgraph.pregel import Pregel
 from langgraph.types import Command, Send, StateSnapshot, StateUpdate
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.db import threads as threads_db
 from app.domain.errors import ConflictError, NotFoundError, RunyardError
@@ -59,7 +59,7 @@ def checkpoint_config(thread_id: str, checkpoint: CheckpointConfig | None = None
 
 async def refresh_thread_from_checkpoint(
     runtime: Runtime,
-    session: AsyncSession,
+    session: AsyncConnection,
     thread_id: str,
     graph: Pregel,
     *,
@@ -200,7 +200,7 @@ async def update_state(
 
 async def apply_supersteps(
     runtime: Runtime,
-    session: AsyncSession,
+    session: AsyncConnection,
     thread_id: str,
     graph_id: str,
     supersteps: Sequence[Superstep],
