@@ -168,9 +168,11 @@ class SubscriberCountingBroker:
         self.inner = inner
         self._gauge = gauge
 
-    async def begin_attempt(self, run_id: str, attempt: int) -> None:
+    async def begin_attempt(
+        self, run_id: str, attempt: int, events: Sequence[tuple[str, str]] = ()
+    ) -> None:
         """Delegate."""
-        await self.inner.begin_attempt(run_id, attempt)
+        await self.inner.begin_attempt(run_id, attempt, events)
 
     async def publish(self, run_id: str, event: str, data: str, attempt: int | None = None) -> str:
         """Delegate."""
@@ -187,9 +189,10 @@ class SubscriberCountingBroker:
         run_id: str,
         attempt: int | None = None,
         last_events: Sequence[tuple[str, str]] = (),
+        signal_done: bool = False,
     ) -> None:
         """Delegate."""
-        await self.inner.finish(run_id, attempt, last_events)
+        await self.inner.finish(run_id, attempt, last_events, signal_done)
 
     async def subscribe(
         self,

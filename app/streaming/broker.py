@@ -32,8 +32,11 @@ class CompletionWaiter(Protocol):
 class EventBroker(Protocol):
     """Carries a run's events to every subscriber, with replay by id."""
 
-    async def begin_attempt(self, run_id: str, attempt: int) -> None:
-        """Fence out older attempts: their later publishes are refused."""
+    async def begin_attempt(
+        self, run_id: str, attempt: int, events: Sequence[tuple[str, str]] = ()
+    ) -> None:
+        """Fence out older attempts (their later publishes are refused), then publish
+        `events` as this attempt (one round trip on Redis)."""
         ...
 
     async def publish(self, run_id: str, event: str, data: str, attempt: int | None = None) -> str:
@@ -55,9 +58,11 @@ class EventBroker(Protocol):
         run_id: str,
         attempt: int | None = None,
         last_events: Sequence[tuple[str, str]] = (),
+        signal_done: bool = False,
     ) -> None:
         """Publish `last_events` (event, data), then mark the run's stream as complete:
-        subscribers stop after the last event."""
+        subscribers stop after the last event. With `signal_done`, also what `signal_done`
+        does (one round trip on Redis for all of it)."""
         ...
 
     def subscribe(
@@ -189,9 +194,12 @@ class InMemoryEventBroker:
             del self._logs[rid]
             self._attempts.pop(rid, None)
 
-    async def begin_attempt(self, run_id: str, attempt: int) -> None:
-        """Record the newest attempt of the run."""
+    async def begin_attempt(
+        self, run_id: str, attempt: int, events: Sequence[tuple[str, str]] = ()
+    ) -> None:
+        """Record the newest attempt of the run, then publish `events` as it."""
         self._attempts[run_id] = max(attempt, self._attempts.get(run_id, 0))
+        await self.publish_batch(run_id, events, attempt)
 
     async def publish(self, run_id: str, event: str, data: str, attempt: int | None = None) -> str:
         """Append an event and wake subscribers."""
@@ -222,12 +230,16 @@ class InMemoryEventBroker:
         run_id: str,
         attempt: int | None = None,
         last_events: Sequence[tuple[str, str]] = (),
+        signal_done: bool = False,
     ) -> None:
-        """Publish the last events, then mark the stream complete."""
+        """Publish the last events, then mark the stream complete (and signal the run's
+        completion with `signal_done`)."""
         await self.publish_batch(run_id, last_events, attempt)
         log = self._log(run_id)
         log.finished_at = time.monotonic()
         self._wake(log)
+        if signal_done:
+            await self.signal_done(run_id)
 
     @staticmethod
     def _wake(log: _RunLog) -> None:

@@ -29,30 +29,31 @@ log = logging.getLogger("runyard.broker")
 
 _CONTROL_DONE = "__done__"
 
-# Appends events (ARGV[4..]: event, data, event, data...) only while the publisher's
-# attempt is the run's current one (fencing); returns the last id.
+# Appends events (ARGV[7..]: event, data, event, data...) only while the publisher's
+# attempt is the run's current one (fencing), and returns the last id. ARGV[4] = '1' first
+# records the attempt as the newest (an older one can never lower it); a non-empty ARGV[5]
+# is a channel on which the run id (ARGV[6]) is published afterwards.
 _FENCED_XADD = """
+local attempt = tonumber(ARGV[1])
 local current = redis.call('GET', KEYS[2])
-if tonumber(ARGV[1]) >= 0 and current and tonumber(current) > tonumber(ARGV[1]) then
+if attempt >= 0 and current and tonumber(current) > attempt then
   return false
 end
-local id = false
-for i = 4, #ARGV, 2 do
+if ARGV[4] == '1' and (not current or tonumber(current) < attempt) then
+  redis.call('SET', KEYS[2], ARGV[1], 'EX', ARGV[3])
+end
+local id = ''
+for i = 7, #ARGV, 2 do
   id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*',
                   'event', ARGV[i], 'data', ARGV[i + 1])
 end
-redis.call('EXPIRE', KEYS[1], ARGV[3])
-return id
-"""
-
-# Records the newest attempt; an older attempt can never lower it.
-_BEGIN_ATTEMPT = """
-local current = redis.call('GET', KEYS[1])
-if current and tonumber(current) >= tonumber(ARGV[1]) then
-  return 0
+if #ARGV >= 7 then
+  redis.call('EXPIRE', KEYS[1], ARGV[3])
 end
-redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
-return 1
+if ARGV[5] ~= '' then
+  redis.call('PUBLISH', ARGV[5], ARGV[6])
+end
+return id
 """
 
 
@@ -75,7 +76,6 @@ class RedisEventBroker:
         self._retention = int(retention_seconds)
         self._max_events = max_events
         self._xadd: Any = redis.register_script(_FENCED_XADD)
-        self._begin: Any = redis.register_script(_BEGIN_ATTEMPT)
         self._unreachable = False
 
     def _stream(self, run_id: str) -> str:
@@ -84,9 +84,12 @@ class RedisEventBroker:
     def _attempt_key(self, run_id: str) -> str:
         return f"{self._prefix}run:{run_id}:attempt"
 
-    async def begin_attempt(self, run_id: str, attempt: int) -> None:
-        """Fence out every older attempt's publishing."""
-        await self._begin(keys=[self._attempt_key(run_id)], args=[attempt, self._retention])
+    async def begin_attempt(
+        self, run_id: str, attempt: int, events: Sequence[tuple[str, str]] = ()
+    ) -> None:
+        """Fence out every older attempt's publishing, then publish `events` as this
+        attempt, in one round trip."""
+        await self._append(run_id, _flat(events), attempt, begin=True)
 
     async def publish(self, run_id: str, event: str, data: str, attempt: int | None = None) -> str:
         """Append an event; a stale attempt's event is refused.
@@ -103,9 +106,16 @@ class RedisEventBroker:
         """Append several events in order in one script call (fenced like `publish`)."""
         if not events:
             return ""
-        return await self._append(run_id, [part for event in events for part in event], attempt)
+        return await self._append(run_id, _flat(events), attempt)
 
-    async def _append(self, run_id: str, pairs: list[str], attempt: int | None) -> str:
+    async def _append(
+        self,
+        run_id: str,
+        pairs: list[str],
+        attempt: int | None,
+        begin: bool = False,
+        signal: bool = False,
+    ) -> str:
         try:
             result = await self._xadd(
                 keys=[self._stream(run_id), self._attempt_key(run_id)],
@@ -113,6 +123,9 @@ class RedisEventBroker:
                     -1 if attempt is None else attempt,
                     self._max_events,
                     self._retention,
+                    "1" if begin else "0",
+                    self._signals.channel if signal else "",
+                    run_id,
                     *pairs,
                 ],
             )
@@ -133,11 +146,14 @@ class RedisEventBroker:
         run_id: str,
         attempt: int | None = None,
         last_events: Sequence[tuple[str, str]] = (),
+        signal_done: bool = False,
     ) -> None:
         """Append the last events and the control entry that ends every subscription,
-        in one round trip."""
-        pairs = [part for event in last_events for part in event]
-        await self._append(run_id, [*pairs, _CONTROL_DONE, ""], attempt)
+        and with `signal_done` announce the run's completion, in one round trip."""
+        if signal_done:
+            self._signals.resolve(run_id)
+        pairs = [*_flat(last_events), _CONTROL_DONE, ""]
+        await self._append(run_id, pairs, attempt, signal=signal_done)
 
     async def subscribe(
         self,
@@ -190,6 +206,10 @@ class RedisEventBroker:
     def done_waiter(self, run_id: str) -> AbstractAsyncContextManager[CompletionWaiter]:
         """Register for the run's completion before reading its status."""
         return self._signals.waiter(run_id)
+
+
+def _flat(events: Sequence[tuple[str, str]]) -> list[str]:
+    return [part for event in events for part in event]
 
 
 def _decode(value: Any) -> str:

@@ -67,7 +67,9 @@ class RunExecutor:
         entry = rt.running.add(run_id, attempt, task, held_at=claim_started)
         log.info("run_claimed run_id=%s thread_id=%s attempt=%s", run_id, run["thread_id"], attempt)
         try:
-            await rt.broker.begin_attempt(run_id, attempt)
+            # The metadata event opens every attempt's events, in the same round trip.
+            metadata = dumps({"run_id": run_id, "attempt": attempt})
+            await rt.broker.begin_attempt(run_id, attempt, [("metadata", metadata)])
         except Exception:
             # Events of this attempt will still be fenced by the database writes.
             log.warning("begin_attempt_failed run_id=%s attempt=%s", run_id, attempt, exc_info=True)
@@ -107,9 +109,6 @@ class RunExecutor:
             graph = await self._graph(kwargs, entry)
             config = self._config(run)
             graph_input = await self._input(graph, run, config)
-            await rt.broker.publish(
-                run_id, "metadata", dumps({"run_id": run_id, "attempt": attempt}), attempt
-            )
             async with asyncio.timeout(rt.settings.bg_job_timeout_secs):
                 async for name, data in stream_graph(
                     graph,

@@ -97,11 +97,13 @@ async def finalize_run(
     runtime.metrics.runs_finished.labels(outcome.status.value).inc()
     last_events = [("error", dumps(outcome.error))] if outcome.error is not None else []
     try:
-        await runtime.broker.finish(run_id, attempt, [*last_events, ("end", "null")])
+        await runtime.broker.finish(
+            run_id, attempt, [*last_events, ("end", "null")], signal_done=True
+        )
     except Exception:
         # The outcome is committed; a subscriber that misses the end re-checks the run.
         log.warning("run_final_events_failed run_id=%s", run_id, exc_info=True)
-    await _signal_done(runtime, run_id)
+        await _signal_done(runtime, run_id)
     # Read again after commit: a run enqueued while we finalized must not be stranded.
     async with runtime.autocommit() as session:
         upcoming = await runs_db.next_pending_run(session, thread_id)

@@ -8,6 +8,7 @@ import uuid
 
 import pytest
 
+from app.services.run_waits import SAFETY_RECHECK_SECONDS
 from tests.chaos.cluster import Cluster, Instance, lines_of, submit, wait_until
 from tests.support.runs import SseEvent, id_key, parse_sse, read_events_until, run_id_from
 
@@ -104,3 +105,17 @@ async def test_stream_resumes_on_another_instance_with_last_event_id(cluster: Cl
     updates = [e.data for e in full if e.event == "updates"]
     assert [next(iter(u)) for u in updates] == ["s1", "s2", "s3", "s4", "s5"]
     print(f"stream: {len(first)} events from A, {len(resumed)} from B after Last-Event-ID")
+
+
+@pytest.mark.slow
+async def test_join_on_another_instance_is_woken_by_the_run_ending(cluster: Cluster) -> None:
+    """Join on B a run executing on A: B learns of the end over Redis, not at its re-check."""
+    thread_id, run_id = await submit(cluster.instances[0], "steps", cluster.steps_input(0.5))
+    await wait_until(lambda: bool(lines_of(cluster.log_lines(), run_id)), 30, "the run to start")
+    executor = cluster.by_pid(lines_of(cluster.log_lines(), run_id)[-1]["pid"])
+    other = cluster.other(executor)
+    assert (await other.client.runs.get(thread_id, run_id))["status"] == "running"
+    # A join that missed the completion signal answers only at its safety re-check.
+    async with asyncio.timeout(SAFETY_RECHECK_SECONDS - 5):
+        await other.client.runs.join(thread_id, run_id)
+    assert (await other.client.runs.get(thread_id, run_id))["status"] == "success"

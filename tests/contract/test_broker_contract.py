@@ -129,6 +129,31 @@ async def test_a_run_that_ended_without_finishing_its_stream_ends_the_subscripti
     assert asked[0] is False and asked[-1] is True
 
 
+async def test_begin_attempt_publishes_its_first_events_as_that_attempt(broker: Any) -> None:
+    await broker.begin_attempt("r13", 1, [("metadata", "m1")])
+    await broker.publish("r13", "values", "v1", 1)
+    await broker.begin_attempt("r13", 2, [("metadata", "m2")])
+    with pytest.raises(StaleAttemptError):
+        await broker.publish("r13", "values", "late", 1)
+    with pytest.raises(StaleAttemptError):
+        await broker.begin_attempt("r13", 1, [("metadata", "again")])
+    await broker.finish("r13", 2)
+    events = await asyncio.wait_for(_collect(broker, "r13"), 10)
+    assert [(e.event, e.data) for e in events] == [
+        ("metadata", "m1"),
+        ("values", "v1"),
+        ("metadata", "m2"),
+    ]
+
+
+async def test_finish_can_signal_the_run_done(broker: Any) -> None:
+    async with broker.done_waiter("r14") as waiter:
+        await broker.finish("r14", None, [("end", "null")], signal_done=True)
+        assert await waiter.wait(timeout=10) is True
+    events = await asyncio.wait_for(_collect(broker, "r14"), 10)
+    assert [e.event for e in events] == ["end"]
+
+
 async def test_done_waiter_wakes_on_signal(broker: Any) -> None:
     async with broker.done_waiter("r7") as waiter:
         asyncio.get_running_loop().call_later(
