@@ -16,7 +16,6 @@ from sqlalchemy import (
     exists,
     func,
     literal,
-    literal_column,
     select,
 )
 from sqlalchemy.dialects import postgresql, sqlite
@@ -52,17 +51,9 @@ def clock(dialect: str) -> ColumnElement[Any]:
     return func.strftime("%Y-%m-%d %H:%M:%f", "now")
 
 
-def db_now_plus(session: AsyncConnection, seconds: float) -> ColumnElement[Any]:
-    """The database clock moved forward by a number of seconds."""
-    if dialect_name(session) == "postgresql":
-        return func.clock_timestamp() + func.make_interval(0, 0, 0, 0, 0, 0, seconds)
-    modifier: Any = literal_column(f"'{float(seconds):+f} seconds'")
-    return func.strftime("%Y-%m-%d %H:%M:%f", "now", modifier)
-
-
 def clock_plus(dialect: str, name: str) -> ColumnElement[Any]:
-    """The database clock moved forward by the bound parameter `name`; bind its value
-    with `seconds_param` (statements built once and reused)."""
+    """The database clock moved forward by the bound parameter `name` (seconds, negative
+    to go back); bind its value with `seconds_param`."""
     if dialect == "postgresql":
         seconds = bindparam(name, type_=Float())
         return func.clock_timestamp() + func.make_interval(0, 0, 0, 0, 0, 0, seconds)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
@@ -31,7 +30,6 @@ from app.db.dialect import (
     clock,
     clock_plus,
     db_now,
-    db_now_plus,
     dialect_name,
     rowcount,
     seconds_param,
@@ -238,17 +236,6 @@ def _finish_params(
     }
 
 
-@dataclass
-class ThreadState:
-    """What a finished run leaves in its thread's row."""
-
-    thread_id: str
-    status: str
-    values: Any
-    interrupts: dict[str, Any]
-    error: Any
-
-
 @cache
 def _finish_with_state_statement(dialect: str) -> Any:
     finished = _finish_statement(dialect).returning(runs.c.thread_id).cte("finished")
@@ -266,7 +253,7 @@ async def finish_run_with_state(
     status: RunStatus,
     output: Any,
     error: Any,
-    thread: ThreadState,
+    thread: threads_db.ThreadState,
 ) -> bool:
     """`finish_run`, and with it the thread's cached state (busy while a run is pending).
 
@@ -277,21 +264,11 @@ async def finish_run_with_state(
     if dialect != "postgresql":
         if not await finish_run(session, run_id, attempt, status, output, error):
             return False
-        await threads_db.set_state_fields(
-            session,
-            thread.thread_id,
-            status=thread.status,
-            values=thread.values,
-            interrupts=thread.interrupts,
-            error=thread.error,
-            busy_if_pending=True,
-        )
+        await threads_db.set_state_fields(session, thread, busy_if_pending=True)
         return True
     params = {
         **_finish_params(run_id, attempt, status, output, error),
-        **threads_db.state_params(
-            thread.thread_id, thread.status, thread.values, thread.interrupts, thread.error
-        ),
+        **threads_db.state_params(thread),
     }
     result = await session.execute(_finish_with_state_statement(dialect), params)
     return result.first() is not None
@@ -365,13 +342,15 @@ async def extend_leases(
     session: AsyncConnection, owner: str, lease_seconds: float
 ) -> Sequence[RowMapping]:
     """Renew every lease an instance holds in one statement; returns cancel flags too."""
+    dialect = dialect_name(session)
     stmt = (
         update(runs)
         .where(runs.c.owner == owner, runs.c.status == "running")
-        .values(lease_expires_at=db_now_plus(session, lease_seconds))
+        .values(lease_expires_at=clock_plus(dialect, "p_lease"))
         .returning(runs.c.run_id, runs.c.attempt, runs.c.cancel_action)
     )
-    return (await session.execute(stmt)).mappings().all()
+    params = {"p_lease": seconds_param(dialect, lease_seconds)}
+    return (await session.execute(stmt, params)).mappings().all()
 
 
 async def requeue_expired(session: AsyncConnection, max_attempts: int) -> Sequence[RowMapping]:
@@ -472,14 +451,15 @@ async def stranded_pending_runs(
     session: AsyncConnection, older_than_seconds: float, limit: int
 ) -> Sequence[RowMapping]:
     """Pending runs due to start, waiting longer than the threshold, first of their thread."""
-    threshold = db_now_plus(session, -older_than_seconds)
+    dialect = dialect_name(session)
     stmt = (
         select(runs.c.run_id)
-        .where(runs.c.updated_at < threshold, *_claimable(session))
+        .where(runs.c.updated_at < clock_plus(dialect, "p_age"), *_claimable_in(dialect))
         .order_by(runs.c.created_at)
         .limit(limit)
     )
-    return (await session.execute(stmt)).mappings().all()
+    params = {"p_age": seconds_param(dialect, -older_than_seconds)}
+    return (await session.execute(stmt, params)).mappings().all()
 
 
 async def pending_among(session: AsyncConnection, run_ids: list[str]) -> set[str]:

@@ -165,35 +165,37 @@ def state_statement(dialect: str, busy_if_pending: bool) -> Update:
     )
 
 
+@dataclass(frozen=True)
+class ThreadState:
+    """What the thread row caches of its state: status, values, interrupts, error."""
+
+    thread_id: str
+    status: str
+    values: Any
+    interrupts: dict[str, Any]
+    error: Any
+
+
 async def set_state_fields(
-    session: AsyncConnection,
-    thread_id: str,
-    *,
-    status: str,
-    values: Any,
-    interrupts: dict[str, Any],
-    error: Any,
-    busy_if_pending: bool = False,
+    session: AsyncConnection, state: ThreadState, *, busy_if_pending: bool = False
 ) -> None:
-    """Store what the thread row caches of its state: status, values, interrupts, error.
+    """Store what the thread row caches of its state.
 
     With `busy_if_pending`, the status is `busy` instead while a run of the thread is
     pending (decided by the same statement, so no run queued meanwhile is missed).
     """
-    params = state_params(thread_id, status, values, interrupts, error)
-    await session.execute(state_statement(dialect_name(session), busy_if_pending), params)
+    statement = state_statement(dialect_name(session), busy_if_pending)
+    await session.execute(statement, state_params(state))
 
 
-def state_params(
-    thread_id: str, status: str, values: Any, interrupts: dict[str, Any], error: Any
-) -> dict[str, Any]:
+def state_params(state: ThreadState) -> dict[str, Any]:
     """The bound values of `state_statement`."""
     return {
-        "p_thread_id": thread_id,
-        "p_thread_status": status,
-        "p_values": values,
-        "p_interrupts": interrupts,
-        "p_thread_error": error,
+        "p_thread_id": state.thread_id,
+        "p_thread_status": state.status,
+        "p_values": state.values,
+        "p_interrupts": state.interrupts,
+        "p_thread_error": state.error,
     }
 
 

@@ -79,14 +79,9 @@ async def refresh_thread_from_checkpoint(
     }
     if status is None:
         status = ThreadStatus.INTERRUPTED if snapshot.next else ThreadStatus.IDLE
-    await threads_db.set_state_fields(
-        session,
-        thread_id,
-        status=status.value,
-        values=to_jsonable(snapshot.values) if has_checkpoint else None,
-        interrupts=interrupts,
-        error=error,
-    )
+    values = to_jsonable(snapshot.values) if has_checkpoint else None
+    state = threads_db.ThreadState(thread_id, status.value, values, interrupts, error)
+    await threads_db.set_state_fields(session, state)
     return snapshot
 
 

@@ -12,7 +12,7 @@ from langgraph.pregel import Pregel
 from app.db import runs as runs_db
 from app.db import threads as threads_db
 from app.db.dialect import database_now
-from app.db.runs import ThreadState
+from app.db.threads import ThreadState
 from app.domain.status import RunStatus, ThreadStatus
 from app.graphs.checkpointer import delete_run_checkpoints
 from app.graphs.serialize import dumps, to_jsonable
@@ -157,25 +157,11 @@ async def _record_rollback(
             held = await runs_db.finish_run(session, run_id, attempt, outcome.status, None, None)
             if held:
                 await runs_db.delete_run(session, run_id)
-                await _store_thread_state(session, thread_id, outcome, snapshot)
+                state = _thread_state(thread_id, outcome, snapshot)
+                await threads_db.set_state_fields(session, state, busy_if_pending=True)
                 return snapshot
     log.warning("run_finalize_refused run_id=%s attempt=%s", run_id, attempt)
     return None
-
-
-async def _store_thread_state(
-    session: Any, thread_id: str, outcome: Outcome, snapshot: ThreadSnapshot
-) -> None:
-    state = _thread_state(thread_id, outcome, snapshot)
-    await threads_db.set_state_fields(
-        session,
-        thread_id,
-        status=state.status,
-        values=state.values,
-        interrupts=state.interrupts,
-        error=state.error,
-        busy_if_pending=True,
-    )
 
 
 def _thread_state(thread_id: str, outcome: Outcome, snapshot: ThreadSnapshot) -> ThreadState:
