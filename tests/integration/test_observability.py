@@ -13,31 +13,12 @@ from typing import Any
 import httpx
 import pytest
 from langgraph_sdk.client import LangGraphClient
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.databases import create_database, drop_database, postgres_available
+from tests.support.metrics import Samples, scrape, value
 from tests.support.runs import TERMINAL, new_thread, wait_for_status
 from tests.support.server import ServerProcess
 from tests.support.throwaway import ThrowawayPostgres, ThrowawayRedis, postgres_tools
-
-Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
-
-
-async def scrape(http: httpx.AsyncClient) -> Samples:
-    """Every sample of GET /metrics, keyed by name and labels."""
-    response = await http.get("/metrics")
-    assert response.status_code == 200
-    assert response.headers["content-type"].startswith("text/plain")
-    samples: Samples = {}
-    for family in text_string_to_metric_families(response.text):
-        for sample in family.samples:
-            samples[(sample.name, frozenset(sample.labels.items()))] = sample.value
-    return samples
-
-
-def value(samples: Samples, name: str, **labels: str) -> float:
-    """One sample's value (0 when absent)."""
-    return samples.get((name, frozenset(labels.items())), 0.0)
 
 
 def names_of(samples: Samples) -> set[str]:
