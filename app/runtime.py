@@ -18,7 +18,14 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.auth.handlers import load_auth
 from app.db import runs as runs_db
-from app.db.engine import Sessions, create_engine, migrate, on_each_statement, session_factory
+from app.db.engine import (
+    Sessions,
+    create_engine,
+    migrate,
+    on_each_statement,
+    require_current_schema,
+    session_factory,
+)
 from app.graphs.checkpointer import open_checkpointer
 from app.graphs.config import ProjectConfig, apply_environment, find_config, load_config
 from app.graphs.registry import GraphRegistry
@@ -109,6 +116,8 @@ class Runtime:
         self.autocommit = session_factory(self.engine, autocommit=True)
         if settings.migrate_on_start or settings.is_embedded:
             await migrate(self.engine)
+        else:
+            await require_current_schema(self.engine)
         self.checkpointer = await self._stack.enter_async_context(
             open_checkpointer(
                 url,

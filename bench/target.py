@@ -70,17 +70,29 @@ class Deployment:
         return [server.url for server in self.servers]
 
     def start(self, count: int) -> None:
-        """Start `count` instances: the first alone (it migrates), the others in parallel."""
-        self.servers.append(self._server(len(self.servers), migrate=True).start())
-        others = [self._server(len(self.servers) + i, migrate=False) for i in range(count - 1)]
-        self.servers.extend(others)
-        with ThreadPoolExecutor(max_workers=max(len(others), 1)) as pool:
-            list(pool.map(lambda server: server.start(), others))
-
-    def _server(self, index: int, migrate: bool, port: int | None = None) -> ServerProcess:
-        env = {**self.env, "RUNYARD_DATA_DIR": str(self.workdir / f"data-{index}")}
+        """Migrate once, as a deployment's one-shot migration job does, then start `count`
+        instances in parallel (they find the schema current and start without Alembic)."""
         if self.mode != "dev":
-            env["RUNYARD_MIGRATE_ON_START"] = "true" if migrate else "false"
+            self._migrate()
+        self.servers.extend(self._server(i) for i in range(count))
+        with ThreadPoolExecutor(max_workers=count) as pool:
+            list(pool.map(lambda server: server.start(), self.servers))
+
+    def _migrate(self) -> None:
+        env = {**os.environ, **self.env}
+        done = subprocess.run(
+            [sys.executable, "-m", "app.cli", "migrate"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"runyard migrate failed:\n{done.stdout}{done.stderr}")
+
+    def _server(self, index: int, port: int | None = None) -> ServerProcess:
+        env = {**self.env, "RUNYARD_DATA_DIR": str(self.workdir / f"data-{index}")}
         command = "dev" if self.mode == "dev" else "serve"
         server = ServerProcess(command, self.workdir, env=env, config=BENCH_CONFIG)
         if port is not None:
@@ -103,9 +115,9 @@ class Deployment:
         log.info("bench_instance_killed index=%s url=%s", index, self.servers[index].url)
 
     def restart(self, index: int) -> None:
-        """Start a fresh process in place of a dead instance, on the same port (no migration)."""
+        """Start a fresh process in place of a dead instance, on the same port."""
         old = self.servers[index]
-        self.servers[index] = self._server(index, migrate=False, port=old.port).start()
+        self.servers[index] = self._server(index, port=old.port).start()
         log.info("bench_instance_restarted index=%s url=%s", index, old.url)
 
     def stop(self) -> None:

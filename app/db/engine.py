@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from sqlalchemy import event, text
+from sqlalchemy import event, inspect, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
@@ -19,6 +19,9 @@ from app.domain.errors import ConfigError
 Sessions = Callable[[], AsyncConnection]
 MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
 MIGRATION_LOCK = 72_797_100
+# The newest migration of migrations/versions (a test keeps the two in step). Knowing it
+# here lets an instance whose database is current start without importing Alembic.
+SCHEMA_REVISION = "0002"
 
 
 def create_engine(url: str, pool_size: int = 10) -> AsyncEngine:
@@ -121,7 +124,9 @@ def alembic_config(url: str | None = None) -> Any:
 
 
 async def migrate(engine: AsyncEngine) -> None:
-    """Bring the schema to the newest migration (idempotent)."""
+    """Bring the schema to the newest migration (idempotent; free when it is current)."""
+    if await schema_revisions(engine) == {SCHEMA_REVISION}:
+        return
     from alembic import command
 
     config = alembic_config()
@@ -137,16 +142,24 @@ async def migrate(engine: AsyncEngine) -> None:
         await conn.run_sync(upgrade)
 
 
-async def current_revision_is_head(engine: AsyncEngine) -> bool:
-    """True when the database is at the newest migration."""
-    from alembic.runtime.migration import MigrationContext
-    from alembic.script import ScriptDirectory
-
-    script = ScriptDirectory.from_config(alembic_config())
-
-    def read(connection: Connection) -> set[str]:
-        return set(MigrationContext.configure(connection).get_current_heads())
-
+async def schema_revisions(engine: AsyncEngine) -> set[str]:
+    """The migrations the database is at: empty when it has no Runyard schema."""
     async with engine.connect() as conn:
-        heads = await conn.run_sync(read)
-    return heads == set(script.get_heads())
+        if not await conn.run_sync(lambda sync: inspect(sync).has_table("alembic_version")):
+            return set()
+        rows = await conn.execute(text("SELECT version_num FROM alembic_version"))
+        return {row[0] for row in rows}
+
+
+async def require_current_schema(engine: AsyncEngine) -> None:
+    """Refuse to start on a database that is not at the newest migration."""
+    found = await schema_revisions(engine)
+    if found == {SCHEMA_REVISION}:
+        return
+    where = engine.url.render_as_string(hide_password=True)
+    state = f"at migration {', '.join(sorted(found))}" if found else "without Runyard's tables"
+    raise ConfigError(
+        f"the database {where} is {state}, and this Runyard needs migration {SCHEMA_REVISION}. "
+        "Run `runyard migrate` first, or start without --no-migrate "
+        "(RUNYARD_MIGRATE_ON_START=true) to migrate at start-up."
+    )

@@ -288,6 +288,19 @@ def test_no_command_prints_help(cli: Cli) -> None:
         assert command in output
 
 
+@pytest.mark.postgres
+def test_no_migrate_on_an_empty_database_fails_saying_what_to_run(
+    cli: Cli, postgres_url: str
+) -> None:
+    args = ["serve", "--no-migrate", "--port", str(free_port()), "--config", str(TEST_CONFIG)]
+    code, output = cli.run(*args, env={"DATABASE_URL": postgres_url})
+    assert code != 0
+    assert "without Runyard's tables" in output
+    assert "runyard migrate" in output
+    assert "does not exist" not in output
+    assert "Application startup complete" not in output
+
+
 # --- runyard migrate ----------------------------------------------------------------------
 
 

@@ -12,7 +12,7 @@ import pytest
 from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, inspect, text
 
-from app.db.engine import alembic_config
+from app.db.engine import SCHEMA_REVISION, alembic_config
 from app.db.tables import metadata
 from tests.support.databases import create_database, drop_database, postgres_available
 
@@ -74,6 +74,8 @@ def test_upgrade_downgrade_upgrade(database_url: str) -> None:
     url = database_url.replace("postgresql://", "postgresql+asyncpg://")
     heads = set(ScriptDirectory.from_config(alembic_config()).get_heads())
     assert len(heads) == 1, f"migrations must have one head, found {sorted(heads)}"
+    # The server skips Alembic when the database is at SCHEMA_REVISION: it must be the head.
+    assert heads == {SCHEMA_REVISION}
     expected = set(metadata.tables)
 
     alembic(database_url, "upgrade", "head")
