@@ -8,6 +8,7 @@ attempt, instance), set once by the executor through `run_log_context`.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -59,13 +60,22 @@ def message_fields(record: logging.LogRecord) -> dict[str, Any]:
     """The `key=%s` pairs of a structured log call, with their argument values."""
     if not isinstance(record.msg, str) or not isinstance(record.args, tuple):
         return {}
-    keys = _FIELD.findall(record.msg)
-    # Only a call whose every placeholder is named pairs up unambiguously with its args.
-    if not keys or len(_PLACEHOLDER.findall(record.msg)) != len(record.args):
-        return {}
+    keys = _field_names(record.msg)
     if len(keys) != len(record.args):
         return {}
     return {key: _jsonable(value) for key, value in zip(keys, record.args, strict=True)}
+
+
+@functools.lru_cache(maxsize=1024)
+def _field_names(template: str) -> tuple[str, ...]:
+    """The names of a message template's placeholders; empty unless every one is named.
+
+    Templates are the constant first arguments of log calls, so each is parsed once.
+    """
+    keys = tuple(_FIELD.findall(template))
+    if len(_PLACEHOLDER.findall(template)) != len(keys):
+        return ()
+    return keys
 
 
 def _jsonable(value: Any) -> Any:
