@@ -21,6 +21,7 @@ from sqlalchemy import (
     select,
     update,
 )
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.orm import aliased
@@ -61,6 +62,54 @@ async def insert_run(session: AsyncConnection, row: dict[str, Any]) -> RowMappin
     """Insert a pending run and return it as stored."""
     stmt = _insert_run_statement(dialect_name(session))
     return (await session.execute(stmt, row)).mappings().one()
+
+
+async def insert_run_on_new_thread(
+    session: AsyncConnection, thread: dict[str, Any], run: dict[str, Any]
+) -> RowMapping | None:
+    """Insert a thread (busy) and its first pending run; None, with nothing written, when
+    the thread already exists.
+
+    One statement on PostgreSQL (the thread insert is a data-modifying CTE that the run
+    insert selects from), two on SQLite: run it in `Runtime.atomic`.
+    """
+    dialect = dialect_name(session)
+    if dialect != "postgresql":
+        if await threads_db.insert_thread(session, thread) is None:
+            return None
+        return await insert_run(session, run)
+    statement = _insert_on_new_thread_statement(tuple(thread), tuple(run))
+    params = {f"t_{key}": value for key, value in thread.items()}
+    params.update({f"r_{key}": value for key, value in run.items() if key != "thread_id"})
+    return (await session.execute(statement, params)).mappings().one_or_none()
+
+
+@cache
+def _insert_on_new_thread_statement(thread_keys: tuple[str, ...], run_keys: tuple[str, ...]) -> Any:
+    now = clock("postgresql")
+    thread_values: dict[str, Any] = {
+        key: bindparam(f"t_{key}", type_=threads.c[key].type) for key in thread_keys
+    }
+    new_thread = (
+        postgresql.insert(threads)
+        .values({**thread_values, "created_at": now, "updated_at": now})
+        .on_conflict_do_nothing()
+        .returning(threads.c.thread_id)
+        .cte("new_thread")
+    )
+    columns = [key for key in run_keys if key != "thread_id"]
+    source = select(
+        *(bindparam(f"r_{key}", type_=runs.c[key].type) for key in columns),
+        new_thread.c.thread_id,
+        now,
+        now,
+    )
+    return (
+        insert(runs)
+        .from_select([*columns, "thread_id", "created_at", "updated_at"], source)
+        .returning(*runs.c)
+        .add_cte(new_thread)
+    )
 
 
 async def get_run(

@@ -123,24 +123,41 @@ async def _insert_run(
     effects = _Effects()
     thread_metadata = {"graph_id": assistant["graph_id"], "assistant_id": assistant["assistant_id"]}
     creating = stateless or body.if_not_exists == "create"
-    async with runtime.sessions() as session, session.begin():
-        # A new thread is created busy, in the run's own transaction: it has no other run,
-        # so there is nothing to lock, merge or apply a multitask strategy to.
-        created = (
-            await threads_db.insert_thread(
-                session,
-                {
-                    "thread_id": target_thread,
-                    "metadata": {**new_thread_metadata, **thread_metadata},
-                    "config": {},
-                    "status": "busy",
-                    "values": None,
-                    "interrupts": {},
-                },
-            )
-            if creating
-            else None
+    # A new thread is created busy, with its run: it has no other run, so there is nothing
+    # to lock, merge or apply a multitask strategy to.
+    new_thread = {
+        "thread_id": target_thread,
+        "metadata": {**new_thread_metadata, **thread_metadata},
+        "config": {},
+        "status": "busy",
+        "values": None,
+        "interrupts": {},
+    }
+
+    def run_row(thread: dict[str, Any], scheduled_at: Any) -> dict[str, Any]:
+        return _run_row(
+            runtime,
+            body,
+            assistant,
+            thread,
+            stateless,
+            stream_modes,
+            scheduled_at,
+            idempotency_key,
+            request_hash,
         )
+
+    if creating and not idempotency_key and not body.after_seconds:
+        # The common case (every stateless run) in one statement on PostgreSQL.
+        async with runtime.atomic() as session:
+            row = await runs_db.insert_run_on_new_thread(
+                session, new_thread, run_row(new_thread, None)
+            )
+        if row is not None:
+            return row, effects, True
+        creating = False  # the thread exists: read and lock it below
+    async with runtime.sessions() as session, session.begin():
+        created = await threads_db.insert_thread(session, new_thread) if creating else None
         thread = created or await threads_db.get_thread(session, target_thread, lock=True)
         if thread is None:
             raise NotFoundError(
@@ -158,39 +175,52 @@ async def _insert_run(
                 return existing, effects, False
         if created is None:
             await _apply_multitask(session, target_thread, body.multitask_strategy, effects)
-        row = await runs_db.insert_run(
-            session,
-            {
-                "run_id": new_id(),
-                "thread_id": target_thread,
-                "assistant_id": assistant["assistant_id"],
-                "status": RunStatus.PENDING.value,
-                "metadata": {
-                    **(assistant.get("metadata") or {}),
-                    **(thread["metadata"] or {}),
-                    **thread_metadata,
-                    **(body.metadata or {}),
-                    "assistant_id": assistant["assistant_id"],
-                },
-                "kwargs": {
-                    **_kwargs(body, assistant, stream_modes, stateless),
-                    **runtime.tracing.run_kwargs(),
-                },
-                "multitask_strategy": body.multitask_strategy,
-                "scheduled_at": await _scheduled_at(session, body.after_seconds),
-                "attempt": 0,
-                "idempotency_key": idempotency_key,
-                "request_hash": request_hash,
-                "webhook": body.webhook,
-                "on_completion": (body.on_completion or "delete") if stateless else None,
-                "temporary": stateless,
-            },
-        )
+        scheduled_at = await _scheduled_at(session, body.after_seconds)
+        row = await runs_db.insert_run(session, run_row(thread, scheduled_at))
         if created is None:
             await threads_db.mark_busy(
                 session, target_thread, {**(thread["metadata"] or {}), **thread_metadata}
             )
     return row, effects, True
+
+
+def _run_row(
+    runtime: Runtime,
+    body: RunCreate,
+    assistant: dict[str, Any],
+    thread: dict[str, Any],
+    stateless: bool,
+    stream_modes: list[str] | None,
+    scheduled_at: Any,
+    idempotency_key: str | None,
+    request_hash: str,
+) -> dict[str, Any]:
+    """The row of a new pending run on `thread`."""
+    return {
+        "run_id": new_id(),
+        "thread_id": thread["thread_id"],
+        "assistant_id": assistant["assistant_id"],
+        "status": RunStatus.PENDING.value,
+        "metadata": {
+            **(assistant.get("metadata") or {}),
+            **(thread["metadata"] or {}),
+            **{"graph_id": assistant["graph_id"], "assistant_id": assistant["assistant_id"]},
+            **(body.metadata or {}),
+            "assistant_id": assistant["assistant_id"],
+        },
+        "kwargs": {
+            **_kwargs(body, assistant, stream_modes, stateless),
+            **runtime.tracing.run_kwargs(),
+        },
+        "multitask_strategy": body.multitask_strategy,
+        "scheduled_at": scheduled_at,
+        "attempt": 0,
+        "idempotency_key": idempotency_key,
+        "request_hash": request_hash,
+        "webhook": body.webhook,
+        "on_completion": (body.on_completion or "delete") if stateless else None,
+        "temporary": stateless,
+    }
 
 
 async def _scheduled_at(session: Any, after_seconds: float | None) -> Any:
