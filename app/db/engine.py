@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -54,7 +53,11 @@ def create_engine(url: str, pool_size: int = 10) -> AsyncEngine:
 # JSON columns are (de)serialized with orjson, several times faster than the json module, except
 # where orjson would differ: integers beyond 64 bits (it refuses to write them and reads them
 # as floats) and text it does not accept (NaN); the json module takes those.
-_LONG_INTEGER = re.compile(r"\d{19}")
+# A 19-digit run may not fit in 64 bits. Found by mapping ASCII digits to 1 and every other
+# byte to 0 and looking for 19 ones: several times faster than a regular expression, which
+# took longer than orjson's parse itself.
+_DIGIT_BYTES = bytes(1 if 0x30 <= byte <= 0x39 else 0 for byte in range(256))
+_LONG_DIGIT_RUN = b"\x01" * 19
 
 
 def json_dumps(value: Any) -> str:
@@ -67,7 +70,8 @@ def json_dumps(value: Any) -> str:
 
 def json_loads(text: str | bytes) -> Any:
     """A column value from its JSON text."""
-    if isinstance(text, str) and _LONG_INTEGER.search(text):
+    data = text.encode() if isinstance(text, str) else text
+    if _LONG_DIGIT_RUN in data.translate(_DIGIT_BYTES):
         return json.loads(text)
     try:
         return orjson.loads(text)

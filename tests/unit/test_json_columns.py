@@ -32,6 +32,11 @@ def test_integers_beyond_64_bits_are_read_exactly() -> None:
     assert isinstance(json_loads(stored)["n"], int)
 
 
+def test_integers_beyond_64_bits_are_read_exactly_from_bytes_too() -> None:
+    stored = json.dumps({"n": -(2**70), "text": "digits 123 456"}).encode()
+    assert json_loads(stored) == {"n": -(2**70), "text": "digits 123 456"}
+
+
 def test_non_string_keys_are_written_as_strings_like_the_json_module() -> None:
     assert json.loads(json_dumps({1: "a"})) == json.loads(json.dumps({1: "a"}))
 
