@@ -61,7 +61,8 @@ async def create_run(
     if stateless and (body.checkpoint or body.checkpoint_id):
         raise InvalidInputError("checkpoint and checkpoint_id need a thread_id (stateful run)")
     target_thread = thread_id or new_id()
-    request_hash = _request_hash(thread_id, body)
+    # Only an Idempotency-Key ever compares requests: hash the body only then.
+    request_hash = _request_hash(thread_id, body) if idempotency_key else None
     if idempotency_key:
         existing = await _idempotent_replay(runtime, idempotency_key, request_hash)
         if existing is not None:
@@ -93,7 +94,7 @@ async def create_run(
 
 
 async def _idempotent_replay(
-    runtime: Runtime, key: str | None, request_hash: str
+    runtime: Runtime, key: str | None, request_hash: str | None
 ) -> dict[str, Any] | None:
     if not key:
         return None
@@ -117,7 +118,7 @@ async def _insert_run(
     assistant: dict[str, Any],
     stream_modes: list[str] | None,
     idempotency_key: str | None,
-    request_hash: str,
+    request_hash: str | None,
     new_thread_metadata: dict[str, Any],
 ) -> tuple[Any, _Effects, bool]:
     effects = _Effects()
@@ -193,7 +194,7 @@ def _run_row(
     stream_modes: list[str] | None,
     scheduled_at: Any,
     idempotency_key: str | None,
-    request_hash: str,
+    request_hash: str | None,
 ) -> dict[str, Any]:
     """The row of a new pending run on `thread`."""
     return {
