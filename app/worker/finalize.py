@@ -104,18 +104,21 @@ async def finalize_run(
         # The outcome is committed; a subscriber that misses the end re-checks the run.
         log.warning("run_final_events_failed run_id=%s", run_id, exc_info=True)
         await _signal_done(runtime, run_id)
-    # Read again after commit: a run enqueued while we finalized must not be stranded.
-    async with runtime.autocommit() as session:
-        upcoming = await runs_db.next_pending_run(session, thread_id)
-        now = await database_now(session) if upcoming is not None else None
-    if upcoming is not None:
-        await runtime.queue.push(upcoming["run_id"], _delay(upcoming["scheduled_at"], now))
+    deleting = bool(run.get("temporary")) and run.get("on_completion", "delete") == "delete"
+    if not deleting:
+        # Read again after commit: a run enqueued while we finalized must not be stranded.
+        # (A thread about to be deleted takes its runs with it: nothing to dispatch there.)
+        async with runtime.autocommit() as session:
+            upcoming = await runs_db.next_pending_run(session, thread_id)
+            now = await database_now(session) if upcoming is not None else None
+        if upcoming is not None:
+            await runtime.queue.push(upcoming["run_id"], _delay(upcoming["scheduled_at"], now))
     if run.get("webhook"):
         payload = {**_public(run), "status": outcome.status.value, "values": snapshot.values}
         if outcome.error is not None:
             payload["error"] = outcome.error
         runtime.webhooks.send(run["webhook"], payload)
-    if run.get("temporary") and run.get("on_completion", "delete") == "delete":
+    if deleting:
         await delete_temporary_thread(runtime, thread_id)
     return True
 

@@ -160,8 +160,8 @@ async def test_one_lease_renewal_is_one_statement_however_many_runs_are_held(
     assert all(entry.stop_reason is None for entry in running.all())
 
 
-# DESIGN: per-run overhead in the database is a handful of small statements. About 6 for a
-# stateless run (9 on SQLite, where the run's insert with its new thread, the claim and the
+# DESIGN: per-run overhead in the database is a handful of small statements. About 5 for a
+# stateless run (8 on SQLite, where the run's insert with its new thread, the claim and the
 # final write are two statements each);
 # the bound leaves room for the background loops (reaper, crons) during the measurement.
 STATEMENTS_PER_RUN = 12
