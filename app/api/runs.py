@@ -14,7 +14,6 @@ from app.api.deps import CallerDep, RunId, RuntimeDep, ThreadId
 from app.auth.guards import require_assistant, require_thread
 from app.auth.handlers import Caller
 from app.domain.errors import ForbiddenError, InvalidInputError
-from app.domain.status import TERMINAL_RUN_STATUSES, RunStatus
 from app.domain.stream_modes import STREAM_MODES
 from app.runtime import Runtime
 from app.schemas.runs import CancelMany, Run, RunCreate
@@ -270,12 +269,12 @@ async def join_run(
 ) -> Response:
     """Wait for a run to finish and return the thread's final values (or its error)."""
     await require_thread(runtime, caller, str(thread_id), "read")
-    run = await runs.get_run(runtime, str(thread_id), str(run_id))
-    if RunStatus(run["status"]) in TERMINAL_RUN_STATUSES:
+    run, waiting = await run_waits.open_join(runtime, str(thread_id), str(run_id))
+    if waiting is None:
         # Nothing to wait for: a plain response, without a streaming body's machinery.
         body = json.dumps(await run_waits.result_body(runtime, run), ensure_ascii=False)
         return Response(body, media_type="application/json", headers=_join_headers(run))
-    return _json_stream(run_waits.join_body(runtime, run), run)
+    return _json_stream(waiting, run)
 
 
 @router.get("/threads/{thread_id}/runs/{run_id}/stream", response_class=EventSourceResponse)

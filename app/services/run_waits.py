@@ -6,13 +6,14 @@ import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any
 
 from app.db import threads as threads_db
 from app.domain.errors import NotFoundError
 from app.domain.status import TERMINAL_RUN_STATUSES, RunStatus
 from app.services.runs import cancel_run, get_run
-from app.streaming.broker import StreamEvent
+from app.streaming.broker import CompletionWaiter, StreamEvent
 
 if TYPE_CHECKING:
     from app.runtime import Runtime
@@ -42,20 +43,55 @@ async def wait_until_done_or_gone(runtime: Runtime, run_id: str) -> dict[str, An
         return None
 
 
-async def join_body(runtime: Runtime, run: dict[str, Any]) -> AsyncIterator[bytes]:
+async def open_join(
+    runtime: Runtime, thread_id: str, run_id: str
+) -> tuple[dict[str, Any], AsyncIterator[bytes] | None]:
+    """The run, and unless it has finished, the streamed /join body that waits for it.
+
+    The completion signal is registered for before the run is read, so one read is enough
+    to know whether to wait. The body closes the registration; one that never starts
+    leaves it to the run's completion (and to garbage collection) to release.
+    """
+    registration = AsyncExitStack()
+    waiter = await registration.enter_async_context(runtime.broker.done_waiter(run_id))
+    try:
+        run = await get_run(runtime, thread_id, run_id)
+    except BaseException:
+        await registration.aclose()
+        raise
+    if RunStatus(run["status"]) in TERMINAL_RUN_STATUSES:
+        await registration.aclose()
+        return run, None
+    return run, _join_body(runtime, run, registration, waiter)
+
+
+async def _finished(
+    runtime: Runtime, run_id: str, registration: AsyncExitStack, waiter: CompletionWaiter
+) -> dict[str, Any] | None:
+    """The run once ended (None if deleted meanwhile), woken by its completion signal."""
+    async with registration:
+        # The timeout only guards against a lost signal: the full wait re-checks then.
+        await waiter.wait(timeout=SAFETY_RECHECK_SECONDS)
+    return await wait_until_done_or_gone(runtime, run_id)
+
+
+async def _join_body(
+    runtime: Runtime, run: dict[str, Any], registration: AsyncExitStack, waiter: CompletionWaiter
+) -> AsyncIterator[bytes]:
     """The streamed /join response: newlines while the run executes, then its result."""
     task = asyncio.create_task(
-        wait_until_done_or_gone(runtime, run["run_id"]), name=f"join:{run['run_id']}"
+        _finished(runtime, run["run_id"], registration, waiter), name=f"join:{run['run_id']}"
     )
     try:
         async for newline in _keepalive(task, runtime.settings.stream_keepalive_seconds):
             yield newline
-        finished = task.result()
-        body = await result_body(runtime, finished) if finished else {}
+        done = task.result()
+        body = await result_body(runtime, done) if done else {}
         yield json.dumps(body, ensure_ascii=False).encode()
     finally:
         if not task.done():
             task.cancel()
+        await registration.aclose()  # already closed unless the task was cut short
 
 
 async def _keepalive(task: asyncio.Task[Any], interval: float) -> AsyncIterator[bytes]:

@@ -168,15 +168,38 @@ STATEMENTS_PER_RUN = 12
 RUNS = 20
 
 
+async def _runyard_statements(http: httpx.AsyncClient) -> float:
+    return value(await scrape(http), "runyard_db_statements_total", database="runs")
+
+
 async def test_a_run_costs_a_handful_of_runyard_statements(base_url: str) -> None:
     async with httpx.AsyncClient(base_url=base_url, timeout=60) as http:
         body = {"assistant_id": "pipeline", "input": {"text": "a b"}}
         assert (await http.post("/runs/wait", json=body)).status_code == 200
-        before = value(await scrape(http), "runyard_db_statements_total", database="runs")
+        before = await _runyard_statements(http)
         for _ in range(RUNS):
             response = await http.post("/runs/wait", json=body)
             assert response.status_code == 200, response.text
-        after = value(await scrape(http), "runyard_db_statements_total", database="runs")
+        after = await _runyard_statements(http)
     per_run = (after - before) / RUNS
     print(f"Runyard statements per stateless run: {per_run:.1f}")
+    assert 0 < per_run <= STATEMENTS_PER_RUN
+
+
+async def test_a_background_run_and_its_join_cost_a_handful_of_statements(base_url: str) -> None:
+    """About 7 on PostgreSQL: the run with its thread, the claim, the final write, the
+    next-run lookup, and the join's two reads (before waiting and once woken)."""
+    async with httpx.AsyncClient(base_url=base_url, timeout=60) as http:
+        body = {"assistant_id": "pipeline", "input": {"text": "a b"}, "if_not_exists": "create"}
+        before = await _runyard_statements(http)
+        for _ in range(RUNS):
+            thread_id = str(uuid.uuid4())
+            created = await http.post(f"/threads/{thread_id}/runs", json=body)
+            assert created.status_code == 200, created.text
+            run_id = created.json()["run_id"]
+            joined = await http.get(f"/threads/{thread_id}/runs/{run_id}/join")
+            assert joined.status_code == 200, joined.text
+        after = await _runyard_statements(http)
+    per_run = (after - before) / RUNS
+    print(f"Runyard statements per background run and join: {per_run:.1f}")
     assert 0 < per_run <= STATEMENTS_PER_RUN
