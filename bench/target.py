@@ -54,6 +54,15 @@ print(json.dumps(changed, default=str))
 """
 
 
+def _python(
+    args: list[str], env: dict[str, str], timeout: float
+) -> subprocess.CompletedProcess[str]:
+    """Run `python ARGS` as the servers run: from the repository root, in their environment."""
+    return subprocess.run(
+        [sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
 @dataclass
 class Deployment:
     """The server processes of one bench run, all sharing one database (and Redis prefix)."""
@@ -79,15 +88,7 @@ class Deployment:
             list(pool.map(lambda server: server.start(), self.servers))
 
     def _migrate(self) -> None:
-        env = {**os.environ, **self.env}
-        done = subprocess.run(
-            [sys.executable, "-m", "app.cli", "migrate"],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        done = _python(["-m", "app.cli", "migrate"], {**os.environ, **self.env}, timeout=120)
         if done.returncode != 0:
             raise RuntimeError(f"runyard migrate failed:\n{done.stdout}{done.stderr}")
 
@@ -131,14 +132,7 @@ class Deployment:
         if self.mode == "dev":
             # `runyard dev` clears these itself, whatever the environment says.
             env.update({"DATABASE_URL": "", "REDIS_URL": ""})
-        probe = subprocess.run(
-            [sys.executable, "-c", _SETTINGS_PROBE],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        probe = _python(["-c", _SETTINGS_PROBE], env, timeout=60)
         if probe.returncode != 0:
             raise SystemExit(f"bench: invalid Runyard settings:\n{probe.stderr[-2000:]}")
         changed: dict[str, Any] = json.loads(probe.stdout)
