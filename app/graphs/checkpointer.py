@@ -12,6 +12,7 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from app.domain.errors import StaleAttemptError
+from app.graphs.setup_lock import CHECKPOINTER_SETUP_LOCK, setup_alone
 
 
 class _NoLock:
@@ -75,7 +76,7 @@ async def open_checkpointer(
             # single shared connection needs; with a pool, runs write their checkpoints in
             # parallel.
             saver.lock = _NoLock()  # type: ignore[assignment]
-            await saver.setup()
+            await setup_alone(conninfo, CHECKPOINTER_SETUP_LOCK, saver.setup)
             yield saver
         finally:
             await pool.close()

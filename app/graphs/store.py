@@ -16,11 +16,10 @@ from langgraph.store.base import BaseStore, TTLConfig
 from app.domain.errors import ConfigError
 from app.graphs.config import ProjectConfig
 from app.graphs.modules import import_attribute
+from app.graphs.setup_lock import STORE_SETUP_LOCK, setup_alone
 
 log = logging.getLogger("runyard.store")
 
-# Instances starting together take turns running the store's own migrations.
-STORE_SETUP_LOCK = 72_797_101
 DEFAULT_SWEEP_MINUTES = 5.0
 INDEX_EXAMPLE = (
     '{"store": {"index": {"embed": "./embeddings.py:embed", "dims": 1536, "fields": ["$"]}}}'
@@ -146,12 +145,7 @@ async def _postgres_store(
             index=options.index,  # type: ignore[arg-type]
             ttl=options.ttl,
         )
-        async with pool.connection() as conn:
-            await conn.execute("SELECT pg_advisory_lock(%s)", (STORE_SETUP_LOCK,))
-            try:
-                await store.setup()
-            finally:
-                await conn.execute("SELECT pg_advisory_unlock(%s)", (STORE_SETUP_LOCK,))
+        await setup_alone(conninfo, STORE_SETUP_LOCK, store.setup)
         yield store
     finally:
         await pool.close()

@@ -1,0 +1,35 @@
+"""Table setup of LangGraph's PostgreSQL savers that instances starting together take in turn."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+# CREATE TABLE IF NOT EXISTS is not safe when run concurrently: two instances creating the same
+# table at the same moment can fail on a unique violation in PostgreSQL's catalog. Each
+# setup() runs under an advisory lock of its own; the instances after the first find nothing
+# left to do.
+CHECKPOINTER_SETUP_LOCK = 72_797_102
+STORE_SETUP_LOCK = 72_797_101
+RETRY_SECONDS = 0.05
+
+
+async def setup_alone(conninfo: str, key: int, setup: Callable[[], Awaitable[None]]) -> None:
+    """Run `setup()` while holding the advisory lock `key`.
+
+    The lock is held on a connection of its own, outside the saver's pool, so a pool of a
+    single connection is still free for setup() itself; closing it releases the lock. A
+    waiting instance polls for the lock instead of blocking on it: setup() creates indexes
+    CONCURRENTLY, which waits for every open statement of the database, a blocked lock
+    request included, and the two would wait for each other for ever.
+    """
+    from psycopg import AsyncConnection
+
+    async with await AsyncConnection.connect(conninfo, autocommit=True) as conn:
+        while True:
+            cursor = await conn.execute("SELECT pg_try_advisory_lock(%s)", (key,))
+            row = await cursor.fetchone()
+            if row is not None and row[0]:
+                break
+            await asyncio.sleep(RETRY_SECONDS)
+        await setup()
