@@ -129,7 +129,7 @@ def alembic_config(url: str | None = None) -> Any:
 
 async def migrate(engine: AsyncEngine) -> None:
     """Bring the schema to the newest migration (idempotent; free when it is current)."""
-    if await schema_revisions(engine) == {SCHEMA_REVISION}:
+    if await schema_is_current(engine):
         return
     from alembic import command
 
@@ -153,6 +153,11 @@ async def schema_revisions(engine: AsyncEngine) -> set[str]:
             return set()
         rows = await conn.execute(text("SELECT version_num FROM alembic_version"))
         return {row[0] for row in rows}
+
+
+async def schema_is_current(engine: AsyncEngine) -> bool:
+    """True when the database is at the newest migration (no Alembic import needed)."""
+    return await schema_revisions(engine) == {SCHEMA_REVISION}
 
 
 async def require_current_schema(engine: AsyncEngine) -> None:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import text
 
-from app.db.engine import SCHEMA_REVISION, schema_revisions
+from app.db.engine import schema_is_current
 
 if TYPE_CHECKING:
     from app.runtime import Runtime
@@ -42,7 +42,7 @@ async def readiness(runtime: Runtime) -> dict[str, str]:
     if report["database"] == OK:
         try:
             async with asyncio.timeout(CHECK_TIMEOUT):
-                current = await schema_revisions(runtime.engine) == {SCHEMA_REVISION}
+                current = await schema_is_current(runtime.engine)
             report["migrations"] = OK if current else "schema is behind; run `runyard migrate`"
         except Exception as exc:
             report["migrations"] = f"unknown: {_unreachable(exc)}"
