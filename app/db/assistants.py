@@ -14,6 +14,7 @@ from app.db.dialect import (
     json_contains,
     json_filter,
 )
+from app.db.driver import fetch_one
 from app.db.tables import assistant_versions, assistants
 
 ASSISTANT_COLUMNS = tuple(assistants.c.keys())
@@ -61,9 +62,7 @@ _GET_ASSISTANT = select(assistants).where(assistants.c.assistant_id == bindparam
 
 async def get_assistant(session: AsyncConnection, assistant_id: str) -> dict[str, Any] | None:
     """The assistant row, or None."""
-    params = {"p_assistant_id": assistant_id}
-    row = (await session.execute(_GET_ASSISTANT, params)).mappings().first()
-    return dict(row) if row is not None else None
+    return await fetch_one(session, _GET_ASSISTANT, {"p_assistant_id": assistant_id})
 
 
 async def touch_assistant(session: AsyncConnection, assistant_id: str, now: datetime) -> bool:

@@ -12,6 +12,7 @@ from sqlalchemy import event, inspect, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from app.db.driver import STATEMENT_CALLBACK
 from app.domain.errors import ConfigError
 
 # What `session_factory` returns: each call opens a session (a pooled connection).
@@ -80,12 +81,18 @@ def json_loads(text: str | bytes) -> Any:
 
 
 def on_each_statement(engine: AsyncEngine, callback: Callable[[], None]) -> None:
-    """Call `callback` before each statement the engine sends (the statement counter)."""
+    """Call `callback` before each statement the engine sends (the statement counter).
+
+    Call it before deriving engines from this one (`session_factory`): statements sent
+    straight to the driver (app/db/driver.py) find the callback in the execution options,
+    which a derived engine copies when it is made.
+    """
 
     def before(*_args: Any) -> None:
         callback()
 
     event.listen(engine.sync_engine, "before_cursor_execute", before)
+    engine.update_execution_options(**{STATEMENT_CALLBACK: callback})
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:

@@ -35,6 +35,7 @@ from app.db.dialect import (
     rowcount,
     seconds_param,
 )
+from app.db.driver import fetch_one
 from app.db.tables import runs, threads
 from app.domain.status import ACTIVE_RUN_STATUSES, RunStatus
 
@@ -58,15 +59,16 @@ def _get_run_statement(dialect: str, in_thread: bool) -> Select[Any]:
     return stmt
 
 
-async def insert_run(session: AsyncConnection, row: dict[str, Any]) -> RowMapping:
+async def insert_run(session: AsyncConnection, row: dict[str, Any]) -> dict[str, Any]:
     """Insert a pending run and return it as stored."""
-    stmt = _insert_run_statement(dialect_name(session))
-    return (await session.execute(stmt, row)).mappings().one()
+    stored = await fetch_one(session, _insert_run_statement(dialect_name(session)), row)
+    assert stored is not None  # an INSERT … RETURNING without conflict handling
+    return stored
 
 
 async def insert_run_on_new_thread(
     session: AsyncConnection, thread: dict[str, Any], run: dict[str, Any]
-) -> RowMapping | None:
+) -> dict[str, Any] | None:
     """Insert a thread (busy) and its first pending run; None, with nothing written, when
     the thread already exists.
 
@@ -81,7 +83,7 @@ async def insert_run_on_new_thread(
     statement = _insert_on_new_thread_statement(tuple(thread), tuple(run))
     params = {f"t_{key}": value for key, value in thread.items()}
     params.update({f"r_{key}": value for key, value in run.items() if key != "thread_id"})
-    return (await session.execute(statement, params)).mappings().one_or_none()
+    return await fetch_one(session, statement, params)
 
 
 @cache
@@ -114,11 +116,13 @@ def _insert_on_new_thread_statement(thread_keys: tuple[str, ...], run_keys: tupl
 
 async def get_run(
     session: AsyncConnection, run_id: str, thread_id: str | None = None
-) -> RowMapping | None:
+) -> dict[str, Any] | None:
     """A run by id (within a thread when given)."""
     stmt = _get_run_statement(dialect_name(session), thread_id is not None)
-    params = {"p_run_id": run_id, "p_thread_id": thread_id}
-    return (await session.execute(stmt, params)).mappings().one_or_none()
+    params = {"p_run_id": run_id}
+    if thread_id is not None:
+        params["p_thread_id"] = thread_id
+    return await fetch_one(session, stmt, params)
 
 
 async def get_run_by_idempotency_key(session: AsyncConnection, key: str) -> RowMapping | None:
@@ -217,7 +221,7 @@ def _claim_statements(dialect: str) -> tuple[Any, Update | None]:
 
 async def claim_run(
     session: AsyncConnection, run_id: str, owner: str, lease_seconds: float
-) -> RowMapping | None:
+) -> dict[str, Any] | None:
     """Atomically take a pending run: owner, lease from the database clock, next attempt.
 
     Only the thread's oldest pending run can be claimed, and only while no other run of
@@ -231,7 +235,7 @@ async def claim_run(
         "p_owner": owner,
         "p_lease": seconds_param(dialect, lease_seconds),
     }
-    row = (await session.execute(claim, params)).mappings().one_or_none()
+    row = await fetch_one(session, claim, params)
     if row is not None and busy is not None:
         await session.execute(busy, {"p_thread_id": row["thread_id"]})
     return row
@@ -319,8 +323,7 @@ async def finish_run_with_state(
         **_finish_params(run_id, attempt, status, output, error),
         **threads_db.state_params(thread),
     }
-    result = await session.execute(_finish_with_state_statement(dialect), params)
-    return result.first() is not None
+    return await fetch_one(session, _finish_with_state_statement(dialect), params) is not None
 
 
 async def release_run(session: AsyncConnection, run_id: str, attempt: int) -> bool:
@@ -354,10 +357,9 @@ _NEXT_PENDING = (
 )
 
 
-async def next_pending_run(session: AsyncConnection, thread_id: str) -> RowMapping | None:
+async def next_pending_run(session: AsyncConnection, thread_id: str) -> dict[str, Any] | None:
     """The thread's oldest pending run."""
-    params = {"p_thread_id": thread_id}
-    return (await session.execute(_NEXT_PENDING, params)).mappings().one_or_none()
+    return await fetch_one(session, _NEXT_PENDING, {"p_thread_id": thread_id})
 
 
 async def interrupt_pending_run(session: AsyncConnection, run_id: str) -> bool:
