@@ -54,9 +54,10 @@ async def open_checkpointer(
     opens at most `pool_size` connections.
     """
     if database_url.startswith("postgresql"):
-        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
         from psycopg.rows import dict_row
         from psycopg_pool import AsyncConnectionPool
+
+        from app.graphs.pg_saver import LeanPostgresSaver
 
         conninfo = "postgresql://" + database_url.split("://", 1)[1]
         kwargs: dict[str, Any] = {
@@ -71,7 +72,7 @@ async def open_checkpointer(
         )
         await pool.open(wait=True, timeout=30)
         try:
-            saver = AsyncPostgresSaver(pool)  # type: ignore[arg-type]
+            saver = LeanPostgresSaver(pool)  # type: ignore[arg-type]
             # The saver serializes every query of the instance behind one lock, which only a
             # single shared connection needs; with a pool, runs write their checkpoints in
             # parallel.

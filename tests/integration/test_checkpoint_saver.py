@@ -1,0 +1,150 @@
+"""The PostgreSQL checkpoint saver stores exactly what langgraph-checkpoint-postgres stores."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any, TypedDict
+
+import psycopg
+import pytest
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.conformance import checkpointer_test, validate
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from langgraph.graph import StateGraph
+
+from app.graphs.checkpointer import open_checkpointer
+from app.graphs.pg_saver import LeanPostgresSaver
+from tests.support.databases import create_database, drop_database, postgres_available
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+async def database(tmp_path: Path) -> AsyncIterator[str]:
+    if not postgres_available():
+        pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (see README)")
+    url = create_database("runyard_saver")
+    try:
+        yield url
+    finally:
+        drop_database(url)
+
+
+def _asyncpg_url(url: str) -> str:
+    return "postgresql+asyncpg://" + url.split("://", 1)[1]
+
+
+async def test_the_saver_passes_the_checkpointer_conformance_suite(
+    database: str, tmp_path: Path
+) -> None:
+    @checkpointer_test(name="LeanPostgresSaver")
+    async def lean() -> AsyncIterator[BaseCheckpointSaver]:
+        async with open_checkpointer(_asyncpg_url(database), tmp_path, None, 4) as saver:
+            assert isinstance(saver, LeanPostgresSaver)
+            yield saver
+
+    report = await validate(lean)
+    failures = {name: r.failures for name, r in report.results.items() if r.failures}
+    assert report.passed_all(), failures
+    assert report.passed_all_base()
+
+
+class State(TypedDict, total=False):
+    n: int
+    items: list[Any]
+    pair: Any
+
+
+def _step(state: State) -> dict[str, Any]:
+    return {
+        "n": state.get("n", 0) + 1,
+        "items": [*state.get("items", []), {"at": state.get("n", 0)}],
+    }
+
+
+def _graph() -> Any:
+    graph = StateGraph(State)
+    graph.add_node("first", _step)
+    graph.add_node("second", _step)
+    graph.add_edge("__start__", "first")
+    graph.add_edge("first", "second")
+    return graph
+
+
+_VERSION = re.compile(r"^(\d{32})\.[0-9.]+$")
+
+
+def _stable(value: Any) -> Any:
+    """`value` with channel versions cut to their counter (their fraction is random)."""
+    if isinstance(value, dict):
+        return {_stable(k): _stable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_stable(v) for v in value)
+    if isinstance(value, str) and (match := _VERSION.match(value)):
+        return match.group(1)
+    return value
+
+
+def _rows(conninfo: str, thread_id: str) -> dict[str, list[tuple[Any, ...]]]:
+    """What a thread left in the saver's three tables, without ids that differ per run."""
+    with psycopg.connect(conninfo) as conn:
+        checkpoints = conn.execute(
+            "SELECT checkpoint_ns, checkpoint - 'id' - 'ts', metadata, "
+            "parent_checkpoint_id IS NULL FROM checkpoints WHERE thread_id = %s "
+            "ORDER BY checkpoint_id",
+            (thread_id,),
+        ).fetchall()
+        blobs = conn.execute(
+            "SELECT checkpoint_ns, channel, version, type, blob FROM checkpoint_blobs "
+            "WHERE thread_id = %s ORDER BY channel, version",
+            (thread_id,),
+        ).fetchall()
+        writes = conn.execute(
+            "SELECT checkpoint_ns, task_path, idx, channel, type, blob FROM checkpoint_writes "
+            "WHERE thread_id = %s ORDER BY channel, idx, type, blob",
+            (thread_id,),
+        ).fetchall()
+    return _stable({"checkpoints": checkpoints, "blobs": blobs, "writes": writes})
+
+
+async def test_a_graph_leaves_the_same_rows_as_with_the_library_saver(
+    database: str, tmp_path: Path
+) -> None:
+    counted: list[int] = []
+    async with open_checkpointer(_asyncpg_url(database), tmp_path, counted.append, 4) as lean:
+        stock = AsyncPostgresSaver(lean.conn)  # type: ignore[attr-defined]
+        for saver, thread in ((stock, "stock"), (lean, "lean")):
+            graph = _graph().compile(checkpointer=saver)
+            config = {"configurable": {"thread_id": thread}}
+            await graph.ainvoke({"n": 0}, config)  # type: ignore[arg-type]
+            # A tuple in the state takes the library's own path inside the lean saver.
+            await graph.ainvoke({"pair": (1, 2)}, config)  # type: ignore[arg-type]
+            state = await graph.aget_state(config)  # type: ignore[arg-type]
+            assert state.values["n"] == 4
+            assert tuple(state.values["pair"]) == (1, 2)
+    conninfo = database
+    stock_rows, lean_rows = _rows(conninfo, "stock"), _rows(conninfo, "lean")
+    assert lean_rows["checkpoints"] and lean_rows["blobs"] and lean_rows["writes"]
+    # Metadata carries the thread id; everything else must match.
+    for rows in (stock_rows, lean_rows):
+        rows["checkpoints"] = [
+            (ns, body, {k: v for k, v in meta.items() if k != "thread_id"}, root)
+            for ns, body, meta, root in rows["checkpoints"]
+        ]
+    assert lean_rows == stock_rows
+
+
+async def test_a_checkpoint_and_its_blobs_are_one_statement(database: str, tmp_path: Path) -> None:
+    counted: list[int] = []
+    async with open_checkpointer(_asyncpg_url(database), tmp_path, counted.append, 2) as saver:
+        graph = _graph().compile(checkpointer=saver)
+        config = {"configurable": {"thread_id": "counted"}}
+        counted.clear()  # the tables' setup
+        await graph.ainvoke({"n": 0}, config)  # type: ignore[arg-type]
+    rows = _rows(database, "counted")
+    assert rows["blobs"]
+    # One read of the thread's last checkpoint, one statement per checkpoint, blobs
+    # included, and the writes (counted one per row, as they are sent in one batch).
+    assert sum(counted) == 1 + len(rows["checkpoints"]) + len(rows["writes"])
