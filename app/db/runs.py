@@ -142,6 +142,35 @@ async def list_runs(
     return (await session.execute(stmt)).mappings().all()
 
 
+@cache
+def _thread_for_new_run_statement(dialect: str) -> Select[Any]:
+    deleted_with_run = exists().where(
+        runs.c.thread_id == threads.c.thread_id,
+        runs.c.temporary.is_(True),
+        runs.c.on_completion == "delete",
+    )
+    statement = select(threads, deleted_with_run.label("deleted_with_run")).where(
+        threads.c.thread_id == bindparam("p_thread_id")
+    )
+    if dialect == "postgresql":
+        statement = statement.with_for_update(of=threads)
+    return statement
+
+
+async def lock_thread_for_new_run(
+    session: AsyncConnection, thread_id: str
+) -> dict[str, Any] | None:
+    """The thread a run is about to join, locked until the transaction ends (PostgreSQL),
+    with `deleted_with_run`: True when a stateless run deletes the thread once it ends.
+
+    The stateless run was committed with its thread, so any read that finds the thread
+    finds that run too, however it has ended meanwhile.
+    """
+    statement = _thread_for_new_run_statement(dialect_name(session))
+    row = (await session.execute(statement, {"p_thread_id": thread_id})).mappings().one_or_none()
+    return dict(row) if row is not None else None
+
+
 async def active_runs(session: AsyncConnection, thread_id: str) -> Sequence[RowMapping]:
     """The thread's pending and running runs, oldest first."""
     stmt = (

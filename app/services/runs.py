@@ -159,10 +159,16 @@ async def _insert_run(
         creating = False  # the thread exists: read and lock it below
     async with runtime.sessions() as session, session.begin():
         created = await threads_db.insert_thread(session, new_thread) if creating else None
-        thread = created or await threads_db.get_thread(session, target_thread, lock=True)
+        thread = created or await runs_db.lock_thread_for_new_run(session, target_thread)
         if thread is None:
             raise NotFoundError(
                 f"thread {target_thread} not found; create it first or pass if_not_exists='create'"
+            )
+        if thread.pop("deleted_with_run", False):
+            # Deleting the thread would take this run with it: accepted, then lost.
+            raise ConflictError(
+                f"thread {target_thread} is the temporary thread of a stateless run and is "
+                "deleted when that run ends; create a thread of your own for this run"
             )
         if idempotency_key:
             # Checked again in the transaction: a concurrent retry committed meanwhile.

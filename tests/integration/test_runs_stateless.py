@@ -64,6 +64,27 @@ async def test_background_run_is_temporary_and_deleted_by_default(base_url: str)
         assert (await http.get(f"/threads/{run['thread_id']}/runs")).status_code == 404
 
 
+async def test_a_run_is_refused_on_the_thread_a_stateless_run_deletes(base_url: str) -> None:
+    async with httpx.AsyncClient(base_url=base_url, timeout=60) as http:
+        response = await http.post(
+            "/runs", json={"assistant_id": "slow", "input": {"seconds": 0.5}, "metadata": new_tag()}
+        )
+        assert response.status_code == 200
+        stateless = response.json()
+        thread_id = stateless["thread_id"]
+        for extra in ({"multitask_strategy": "enqueue"}, {"if_not_exists": "create"}):
+            refused = await http.post(
+                f"/threads/{thread_id}/runs",
+                json={"assistant_id": "slow", "input": {"seconds": 0}, **extra},
+            )
+            # Accepting it would lose it: the thread goes, with its runs, when the first ends.
+            assert refused.status_code == 409, refused.text
+            assert "temporary thread of a stateless run" in refused.json()["detail"]
+        runs = (await http.get(f"/threads/{thread_id}/runs")).json()
+        assert [run["run_id"] for run in runs] == [stateless["run_id"]]
+        await wait_for_gone(http, f"/threads/{thread_id}")
+
+
 async def test_on_completion_keep_keeps_the_thread_and_run(client: LangGraphClient) -> None:
     run = await client.runs.create(None, "pipeline", input={"text": "a b"}, on_completion="keep")
     thread_id = run["thread_id"]
