@@ -6,6 +6,7 @@ import inspect
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from langgraph.graph import StateGraph
@@ -19,6 +20,7 @@ from app.graphs.modules import import_attribute
 ASSISTANT_NAMESPACE = uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
 
 
+@lru_cache(maxsize=256)  # asked by every run that names its graph by id
 def default_assistant_id(graph_id: str) -> str:
     """The stable id of a graph's default assistant, as LangGraph Platform computes it."""
     return str(uuid.uuid5(ASSISTANT_NAMESPACE, graph_id))
