@@ -20,9 +20,11 @@ async def get_runtime(request: Request) -> Runtime:
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 
 
-async def get_caller(request: Request, runtime: RuntimeDep) -> Caller:
+async def get_caller(request: Request) -> Caller:
     """The authenticated caller (anonymous when no auth is configured); 401 otherwise."""
-    return await authenticate(runtime.auth, request)
+    # The runtime straight from the app, not as a sub-dependency: FastAPI resolves each
+    # sub-dependency anew on every request, and this one is on nearly every route.
+    return await authenticate(request.app.state.runtime.auth, request)
 
 
 CallerDep = Annotated[Caller, Depends(get_caller)]

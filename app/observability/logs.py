@@ -19,6 +19,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
+import orjson
+
 from app.settings import Settings
 
 # A context variable is a key, not state: each asyncio task sees its own value.
@@ -109,7 +111,10 @@ class JsonFormatter(logging.Formatter):
         payload["message"] = message
         if record.exc_info:
             payload["exc_info"] = self.formatException(record.exc_info)
-        return json.dumps(payload, ensure_ascii=False, default=str)
+        try:
+            return orjson.dumps(payload, default=str).decode()
+        except TypeError:  # an integer beyond 64 bits: the json module writes it
+            return json.dumps(payload, ensure_ascii=False, default=str)
 
 
 class TextFormatter(logging.Formatter):

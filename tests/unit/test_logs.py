@@ -70,6 +70,17 @@ def test_json_line_has_event_and_fields_of_the_call(captured: Capture) -> None:
     assert str(line["ts"]).endswith("Z")
 
 
+def test_json_line_keeps_unicode_and_integers_beyond_64_bits(captured: Capture) -> None:
+    logger = captured.use(JsonFormatter())
+    logger.info("graph_loaded name=%s size=%d", "grafo é", 2**70)
+    logger.info("graph_loaded name=%s size=%d", "ok", 7)
+    big, small = captured.lines()
+    assert big["name"] == "grafo é"
+    assert big["size"] == 2**70
+    assert small["size"] == 7
+    assert "é" in captured.buffer.getvalue()  # written as is, not escaped
+
+
 def test_every_line_inside_a_run_carries_its_context(captured: Capture) -> None:
     logger = captured.use(JsonFormatter())
     with run_log_context("run-9", "thread-9", 2, "host:1:abc"):
