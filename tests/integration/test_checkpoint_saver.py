@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -16,20 +16,15 @@ from langgraph.graph import StateGraph
 
 from app.graphs.checkpointer import open_checkpointer
 from app.graphs.pg_saver import LeanPostgresSaver
-from tests.support.databases import create_database, drop_database, postgres_available
+from tests.support.databases import fresh_database
 
 pytestmark = pytest.mark.postgres
 
 
 @pytest.fixture
-async def database(tmp_path: Path) -> AsyncIterator[str]:
-    if not postgres_available():
-        pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (see README)")
-    url = create_database("runyard_saver")
-    try:
+def database() -> Iterator[str]:
+    with fresh_database("runyard_saver") as url:
         yield url
-    finally:
-        drop_database(url)
 
 
 def _asyncpg_url(url: str) -> str:

@@ -21,7 +21,7 @@ from sqlalchemy import create_engine, inspect
 
 from app.db.tables import metadata
 from app.settings import Settings
-from tests.support.databases import create_database, drop_database, postgres_available
+from tests.support.databases import fresh_database
 from tests.support.server import TEST_CONFIG, free_port
 
 DEFAULT_DEV_PORT = 2024
@@ -146,13 +146,8 @@ def wait_for_exit(proc: subprocess.Popen[bytes], log: Path, timeout: float = 60)
 @pytest.fixture
 def postgres_url() -> Iterator[str]:
     """A fresh, empty PostgreSQL database, dropped afterwards."""
-    if not postgres_available():
-        pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (see README)")
-    url = create_database("runyard_cli")
-    try:
+    with fresh_database("runyard_cli") as url:
         yield url
-    finally:
-        drop_database(url)
 
 
 def head_revisions() -> set[str]:

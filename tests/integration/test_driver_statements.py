@@ -15,7 +15,7 @@ from app.db import runs as runs_db
 from app.db.driver import fetch_one
 from app.db.engine import create_engine, migrate, on_each_statement, session_factory
 from app.db.tables import assistants
-from tests.support.databases import create_database, drop_database, postgres_available
+from tests.support.databases import fresh_database
 
 pytestmark = pytest.mark.postgres
 
@@ -25,16 +25,13 @@ _INSERT = insert(assistants).returning(*assistants.c)
 
 @pytest.fixture
 async def engine() -> AsyncIterator[AsyncEngine]:
-    if not postgres_available():
-        pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (see README)")
-    url = create_database("runyard_driver")
-    engine = create_engine("postgresql+asyncpg://" + url.split("://", 1)[1], pool_size=2)
-    try:
-        await migrate(engine)
-        yield engine
-    finally:
-        await engine.dispose()
-        drop_database(url)
+    with fresh_database("runyard_driver") as url:
+        engine = create_engine("postgresql+asyncpg://" + url.split("://", 1)[1], pool_size=2)
+        try:
+            await migrate(engine)
+            yield engine
+        finally:
+            await engine.dispose()
 
 
 def _assistant(assistant_id: str, **extra: Any) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from sqlalchemy import create_engine, inspect, text
 
 from app.db.engine import SCHEMA_REVISION, alembic_config
 from app.db.tables import metadata
-from tests.support.databases import create_database, drop_database, postgres_available
+from tests.support.databases import fresh_database
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -25,13 +25,8 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
     if request.param == "sqlite":
         yield f"sqlite+aiosqlite:///{tmp_path / 'migrations.sqlite'}"
         return
-    if not postgres_available():
-        pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (see README)")
-    url = create_database("runyard_migrations")
-    try:
+    with fresh_database("runyard_migrations") as url:
         yield url
-    finally:
-        drop_database(url)
 
 
 def alembic(url: str, *args: str) -> str:

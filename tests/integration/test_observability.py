@@ -14,7 +14,7 @@ import httpx
 import pytest
 from langgraph_sdk.client import LangGraphClient
 
-from tests.support.databases import create_database, drop_database, postgres_available
+from tests.support.databases import fresh_database as new_database
 from tests.support.metrics import Samples, scrape, value
 from tests.support.runs import TERMINAL, new_thread, wait_for_status
 from tests.support.server import ServerProcess
@@ -173,13 +173,8 @@ def throwaway_redis() -> Iterator[ThrowawayRedis]:
 @pytest.fixture
 def fresh_database() -> Iterator[str]:
     """A new database on the shared PostgreSQL server."""
-    if not postgres_available():
-        pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (see README)")
-    url = create_database("runyard_obs")
-    try:
+    with new_database("runyard_obs") as url:
         yield url
-    finally:
-        drop_database(url)
 
 
 @pytest.fixture

@@ -49,12 +49,18 @@ async def test_sdk_wait_without_thread(client: LangGraphClient) -> None:
     assert again == result
 
 
+async def _slow_stateless_run(http: httpx.AsyncClient, seconds: float) -> httpx.Response:
+    """POST /runs of the `slow` graph, which must be accepted."""
+    response = await http.post(
+        "/runs", json={"assistant_id": "slow", "input": {"seconds": seconds}, "metadata": new_tag()}
+    )
+    assert response.status_code == 200, response.text
+    return response
+
+
 async def test_background_run_is_temporary_and_deleted_by_default(base_url: str) -> None:
     async with httpx.AsyncClient(base_url=base_url, timeout=60) as http:
-        response = await http.post(
-            "/runs", json={"assistant_id": "slow", "input": {"seconds": 0.2}, "metadata": new_tag()}
-        )
-        assert response.status_code == 200
+        response = await _slow_stateless_run(http, 0.2)
         run = response.json()
         assert kwargs_of(run)["temporary"] is True
         assert run["status"] in ("pending", "running")
@@ -66,11 +72,7 @@ async def test_background_run_is_temporary_and_deleted_by_default(base_url: str)
 
 async def test_a_run_is_refused_on_the_thread_a_stateless_run_deletes(base_url: str) -> None:
     async with httpx.AsyncClient(base_url=base_url, timeout=60) as http:
-        response = await http.post(
-            "/runs", json={"assistant_id": "slow", "input": {"seconds": 0.5}, "metadata": new_tag()}
-        )
-        assert response.status_code == 200
-        stateless = response.json()
+        stateless = (await _slow_stateless_run(http, 0.5)).json()
         thread_id = stateless["thread_id"]
         for extra in ({"multitask_strategy": "enqueue"}, {"if_not_exists": "create"}):
             refused = await http.post(

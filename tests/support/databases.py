@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import psycopg
+import pytest
 
 ADMIN_URL = os.environ.get("RUNYARD_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
 
@@ -33,3 +36,18 @@ def drop_database(url: str) -> None:
     name = url.rsplit("/", 1)[1]
     with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@contextmanager
+def fresh_database(prefix: str = "runyard_test") -> Iterator[str]:
+    """A new, empty database for the duration of the block, dropped afterwards.
+
+    Fails the calling test with what to do when the PostgreSQL server does not answer.
+    """
+    if not postgres_available():
+        pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (see README)")
+    url = create_database(prefix)
+    try:
+        yield url
+    finally:
+        drop_database(url)
