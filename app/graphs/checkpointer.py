@@ -62,7 +62,10 @@ async def open_checkpointer(
         conninfo = "postgresql://" + database_url.split("://", 1)[1]
         kwargs: dict[str, Any] = {
             "autocommit": True,
-            "prepare_threshold": None,
+            # Server-side prepared statements, as the library's own connections use them:
+            # unprepared, PostgreSQL parsed and planned every checkpoint query anew (a
+            # quarter of its CPU per run). asyncpg prepares Runyard's own statements too.
+            "prepare_threshold": 0,
             "row_factory": dict_row,
         }
         if on_statements is not None:

@@ -134,7 +134,8 @@ async def _postgres_store(
         min_size=1,
         max_size=pool_size,
         open=False,
-        kwargs={"autocommit": True, "prepare_threshold": None, "row_factory": dict_row},
+        # Prepared server-side from the first execution, as the checkpointer's queries are.
+        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
     )
     await pool.open(wait=True, timeout=30)
     try:

@@ -133,13 +133,20 @@ async def test_a_graph_leaves_the_same_rows_as_with_the_library_saver(
 
 async def test_a_checkpoint_and_its_blobs_are_one_statement(database: str, tmp_path: Path) -> None:
     counted: list[int] = []
-    async with open_checkpointer(_asyncpg_url(database), tmp_path, counted.append, 2) as saver:
+    async with open_checkpointer(_asyncpg_url(database), tmp_path, counted.append, 1) as saver:
         graph = _graph().compile(checkpointer=saver)
         config = {"configurable": {"thread_id": "counted"}}
         counted.clear()  # the tables' setup
         await graph.ainvoke({"n": 0}, config)  # type: ignore[arg-type]
+        sent = sum(counted)
+        # Prepared server-side, so PostgreSQL does not parse and plan them each time.
+        async with saver.conn.connection() as conn:  # type: ignore[attr-defined]
+            prepared = await (
+                await conn.execute("SELECT count(*) FROM pg_prepared_statements")
+            ).fetchone()
+        assert prepared is not None and next(iter(prepared.values())) >= 3
     rows = _rows(database, "counted")
     assert rows["blobs"]
     # One read of the thread's last checkpoint, one statement per checkpoint, blobs
     # included, and the writes (counted one per row, as they are sent in one batch).
-    assert sum(counted) == 1 + len(rows["checkpoints"]) + len(rows["writes"])
+    assert sent == 1 + len(rows["checkpoints"]) + len(rows["writes"])
