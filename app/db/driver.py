@@ -97,13 +97,25 @@ async def fetch_all(session: AsyncConnection, statement: Any, params: dict[str, 
     counter = options.get(STATEMENT_CALLBACK)
     if counter is not None:
         counter()
-    raw = await session.get_raw_connection()
-    driver: Any = raw.driver_connection
+    driver = await _driver_connection(session)
     try:
         records = await driver.fetch(compiled.sql, *compiled.arguments(params))
     except Exception as error:
         raise await _translated(session, driver, compiled.sql, error) from error
     return [compiled.row(record) for record in records]
+
+
+async def _driver_connection(session: AsyncConnection) -> Any:
+    """The asyncpg connection under a session that has one checked out.
+
+    Read from the checked-out connection without the greenlet `get_raw_connection` spawns;
+    that one is needed only when the connection has to be re-established first.
+    """
+    sync = session.sync_connection
+    if sync is not None and not sync.closed and not sync.invalidated:
+        return sync.connection.driver_connection
+    raw = await session.get_raw_connection()
+    return raw.driver_connection
 
 
 async def fetch_one(session: AsyncConnection, statement: Any, params: dict[str, Any]) -> Row | None:
