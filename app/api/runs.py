@@ -269,7 +269,8 @@ async def join_run(
 ) -> Response:
     """Wait for a run to finish and return the thread's final values (or its error)."""
     await require_thread(runtime, caller, str(thread_id), "read")
-    run, waiting = await run_waits.open_join(runtime, str(thread_id), str(run_id))
+    grace = runtime.settings.stream_keepalive_seconds
+    run, waiting = await run_waits.open_join(runtime, str(thread_id), str(run_id), grace)
     if waiting is None:
         # Nothing to wait for: a plain response, without a streaming body's machinery.
         body = json.dumps(await run_waits.result_body(runtime, run), ensure_ascii=False)

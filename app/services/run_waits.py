@@ -6,7 +6,7 @@ import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, suppress
 from typing import TYPE_CHECKING, Any
 
 from app.db import threads as threads_db
@@ -44,25 +44,32 @@ async def wait_until_done_or_gone(runtime: Runtime, run_id: str) -> dict[str, An
 
 
 async def open_join(
-    runtime: Runtime, thread_id: str, run_id: str
+    runtime: Runtime, thread_id: str, run_id: str, grace: float = 0.0
 ) -> tuple[dict[str, Any], AsyncIterator[bytes] | None]:
     """The run, and unless it has finished, the streamed /join body that waits for it.
 
     The completion signal is registered for before the run is read, so one read is enough
-    to know whether to wait. The body closes the registration; one that never starts
-    leaves it to the run's completion (and to garbage collection) to release.
+    to know whether to wait. A run that ends within `grace` seconds is waited for here, so
+    its answer needs no streamed body (most runs end within moments; a streamed body sends
+    nothing but keep-alives before then anyway). The body closes the registration; one that
+    never starts leaves it to the run's completion (and to garbage collection) to release.
     """
     registration = AsyncExitStack()
     waiter = await registration.enter_async_context(runtime.broker.done_waiter(run_id))
     try:
         run = await get_run(runtime, thread_id, run_id)
+        ended = RunStatus(run["status"]) in TERMINAL_RUN_STATUSES
+        if not ended and grace > 0 and await waiter.wait(timeout=grace):
+            # Deleted meanwhile (rolled back): the streamed body answers that at once.
+            with suppress(NotFoundError):
+                run = await get_run(runtime, thread_id, run_id)
     except BaseException:
         await registration.aclose()
         raise
     if RunStatus(run["status"]) in TERMINAL_RUN_STATUSES:
         await registration.aclose()
         return run, None
-    return run, _join_body(runtime, run, registration, waiter)
+    return run, _join_body(runtime, run, registration, waiter, waited=grace > 0)
 
 
 async def _finished(
@@ -76,13 +83,22 @@ async def _finished(
 
 
 async def _join_body(
-    runtime: Runtime, run: dict[str, Any], registration: AsyncExitStack, waiter: CompletionWaiter
+    runtime: Runtime,
+    run: dict[str, Any],
+    registration: AsyncExitStack,
+    waiter: CompletionWaiter,
+    waited: bool,
 ) -> AsyncIterator[bytes]:
-    """The streamed /join response: newlines while the run executes, then its result."""
+    """The streamed /join response: newlines while the run executes, then its result.
+
+    `waited`: the request already waited a keep-alive interval, so a newline goes first.
+    """
     task = asyncio.create_task(
         _finished(runtime, run["run_id"], registration, waiter), name=f"join:{run['run_id']}"
     )
     try:
+        if waited:
+            yield b"\n"
         async for newline in _keepalive(task, runtime.settings.stream_keepalive_seconds):
             yield newline
         done = task.result()
