@@ -93,3 +93,12 @@ def test_recovery_refuses_a_server_it_cannot_kill(server: ServerProcess) -> None
     assert line["scenario"] == "recovery"
     assert line["errors"] == 1
     assert "--start redis" in line["failure"]
+
+
+def test_the_bench_needs_nothing_from_the_test_extras() -> None:
+    # A plain `pip install -e .` has no pytest: the bench must import without it.
+    code = "import sys; sys.modules['pytest'] = None; import bench.run, bench.target"
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -8,7 +8,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import psycopg
-import pytest
 
 ADMIN_URL = os.environ.get("RUNYARD_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
 
@@ -44,6 +43,8 @@ def fresh_database(prefix: str = "runyard_test") -> Iterator[str]:
 
     Fails the calling test with what to do when the PostgreSQL server does not answer.
     """
+    import pytest  # here, not above: bench/ uses this module without the test extras
+
     if not postgres_available():
         pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (see README)")
     url = create_database(prefix)
