@@ -40,6 +40,8 @@ class _Compiled:
         compiled = statement.compile(dialect=dialect, column_keys=list(keys))
         self.compiled = compiled
         self.sql = str(compiled)
+        # Expanding parameters (IN lists) are rendered per execution by SQLAlchemy alone.
+        self.direct = "__[POSTCOMPILE_" not in self.sql
         self.order: Sequence[str] = compiled.positiontup or ()
         self.binders: list[Processor] = [
             compiled.binds[name].type.dialect_impl(dialect).bind_processor(dialect)
@@ -90,10 +92,10 @@ async def fetch_all(session: AsyncConnection, statement: Any, params: dict[str, 
     of parameter names: never pass a statement built anew for each call.
     """
     options = _standalone_options(session)
-    if options is None:
+    compiled = _compile(statement, session.dialect, tuple(params)) if options is not None else None
+    if options is None or compiled is None or not compiled.direct:
         result = await session.execute(statement, params)
         return [dict(row) for row in result.mappings()] if result.returns_rows else []
-    compiled = _compile(statement, session.dialect, tuple(params))
     counter = options.get(STATEMENT_CALLBACK)
     if counter is not None:
         counter()

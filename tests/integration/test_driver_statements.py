@@ -12,7 +12,7 @@ from sqlalchemy.exc import DataError, IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db import runs as runs_db
-from app.db.driver import fetch_one
+from app.db.driver import fetch_all, fetch_one
 from app.db.engine import create_engine, migrate, on_each_statement, session_factory
 from app.db.tables import assistants
 from tests.support.databases import fresh_database
@@ -66,6 +66,19 @@ async def test_rows_match_what_sqlalchemy_reads(engine: AsyncEngine) -> None:
     assert missing is None
     # Three statements sent to the driver, one by SQLAlchemy: each counted once.
     assert len(counted) == 4
+
+
+_GET_MANY = select(assistants.c.assistant_id).where(
+    assistants.c.assistant_id.in_(bindparam("p_ids", expanding=True))
+)
+
+
+async def test_a_statement_with_an_in_list_goes_through_sqlalchemy(engine: AsyncEngine) -> None:
+    async with session_factory(engine, autocommit=True)() as session:
+        await fetch_one(session, _INSERT, _assistant("in-a"))
+        await fetch_one(session, _INSERT, _assistant("in-b"))
+        rows = await fetch_all(session, _GET_MANY, {"p_ids": ["in-a", "in-b", "in-c"]})
+    assert sorted(row["assistant_id"] for row in rows) == ["in-a", "in-b"]
 
 
 async def test_a_session_in_a_transaction_keeps_its_statements_in_it(engine: AsyncEngine) -> None:
