@@ -122,7 +122,7 @@ async def _insert_run(
     new_thread_metadata: dict[str, Any],
 ) -> tuple[Any, _Effects, bool]:
     effects = _Effects()
-    thread_metadata = {"graph_id": assistant["graph_id"], "assistant_id": assistant["assistant_id"]}
+    thread_metadata = _graph_metadata(assistant)
     creating = stateless or body.if_not_exists == "create"
     # A new thread is created busy, with its run: it has no other run, so there is nothing
     # to lock, merge or apply a multitask strategy to.
@@ -191,6 +191,11 @@ async def _insert_run(
     return row, effects, True
 
 
+def _graph_metadata(assistant: dict[str, Any]) -> dict[str, Any]:
+    """What a run and its thread record of the graph and assistant they belong to."""
+    return {"graph_id": assistant["graph_id"], "assistant_id": assistant["assistant_id"]}
+
+
 def _run_row(
     runtime: Runtime,
     body: RunCreate,
@@ -211,7 +216,7 @@ def _run_row(
         "metadata": {
             **(assistant.get("metadata") or {}),
             **(thread["metadata"] or {}),
-            **{"graph_id": assistant["graph_id"], "assistant_id": assistant["assistant_id"]},
+            **_graph_metadata(assistant),
             **(body.metadata or {}),
             "assistant_id": assistant["assistant_id"],
         },
