@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.auth.handlers import load_auth
 from app.db import runs as runs_db
+from app.db.driver import StatementPool
 from app.db.engine import (
     Sessions,
     create_engine,
@@ -117,7 +118,12 @@ class Runtime:
         on_each_statement(self.engine, self.metrics.runs_statements.inc)
         self._stack.push_async_callback(self.engine.dispose)
         self.sessions = session_factory(self.engine)
-        self.autocommit = session_factory(self.engine, autocommit=True)
+        statements = None
+        if self.dialect == "postgresql":
+            statements = StatementPool(self.engine, settings.db_pool_size)
+            await statements.open()
+            self._stack.push_async_callback(statements.close)
+        self.autocommit = session_factory(self.engine, autocommit=True, statements=statements)
         if settings.migrate_on_start or settings.is_embedded:
             await migrate(self.engine)
         else:

@@ -1,28 +1,30 @@
-"""The run path's statements sent straight to asyncpg, under SQLAlchemy's own connection.
+"""The run path's statements sent straight to asyncpg, on connections of their own.
 
 Every run executes a few statements that are built once (`functools.cache`): read its
 assistant, insert it, claim it, read it, finish it, look for the thread's next run.
 Through `AsyncConnection.execute`, each costs about 65 µs of CPU in SQLAlchemy (a greenlet
 switch, the statement's cache key, an execution context, a result object) on top of
-asyncpg's own work. Here such a statement is compiled once for the session's dialect and
-executed on the asyncpg connection the session has checked out: the SQL text, the bound
-parameters (with each type's bind processor) and the rows (with each type's result
-processor) are the ones SQLAlchemy would use.
+asyncpg's own work, and the session around it two more greenlets to check a connection
+out and in. Here such a statement is compiled once for the session's dialect and executed
+on a connection of the statement pool: the SQL text, the bound parameters (with each
+type's bind processor) and the rows (with each type's result processor) are the ones
+SQLAlchemy would use.
 
-Only sessions outside any transaction take this path (PostgreSQL autocommit sessions,
-where every statement stands alone); any other session executes the statement through
-SQLAlchemy as usual, so SQLite and transactions are untouched.
+Only PostgreSQL autocommit sessions (`DeferredConnection`, where every statement stands
+alone) take this path; any other session executes the statement through SQLAlchemy as
+usual, so SQLite and transactions are untouched.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import asyncio
+from collections.abc import Callable, Sequence
 from functools import cache
 from typing import Any
 
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Dialect
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 # An execution option of the engine: called once per statement sent by this module (the
 # SQLAlchemy statement counter sees only statements SQLAlchemy executes itself).
@@ -75,49 +77,149 @@ def _compile(statement: Any, dialect: Dialect, keys: tuple[str, ...]) -> _Compil
     return _Compiled(statement, dialect, keys)
 
 
-def _standalone_options(session: AsyncConnection) -> Mapping[str, Any] | None:
-    """The execution options of a PostgreSQL session whose statements each commit on their
-    own; None for any other session."""
-    sync = session.sync_connection
-    if session.dialect.driver != "asyncpg" or sync is None:
-        return None
-    options = sync.get_execution_options()
-    return options if options.get("isolation_level") == "AUTOCOMMIT" else None
+class StatementPool:
+    """asyncpg connections of their own for the statements of this module.
+
+    Each statement stands alone (autocommit), so it needs a connection only while it runs:
+    taking one from SQLAlchemy's pool costs a greenlet (and a freshly mapped stack for it)
+    at checkout and again at check-in, plus SQLAlchemy's connection set-up. Here it is one
+    asyncpg pool acquire. Connections are opened as needed, at most `size`, and get the
+    same JSON codecs SQLAlchemy's asyncpg dialect installs, so rows read the same.
+    """
+
+    def __init__(self, engine: AsyncEngine, size: int) -> None:
+        self._engine = engine
+        self._size = size
+        self._pool: Any = None
+
+    async def open(self) -> None:
+        """Create the pool; connections are made on first use."""
+        import asyncpg
+
+        dialect = self._engine.dialect
+        _args, options = dialect.create_connect_args(self._engine.url)
+        # Options of SQLAlchemy's own adapter, not of asyncpg.connect.
+        for key in ("prepared_statement_cache_size", "prepared_statement_name_func"):
+            options.pop(key, None)
+
+        async def with_codecs(connection: Any) -> None:
+            adapted = _Adapted(connection)
+            await dialect.setup_asyncpg_json_codec(adapted)  # type: ignore[attr-defined]
+            await dialect.setup_asyncpg_jsonb_codec(adapted)  # type: ignore[attr-defined]
+
+        self._pool = await asyncpg.create_pool(
+            min_size=0,
+            max_size=self._size,
+            init=with_codecs,
+            # Nothing to reset: statements here open no transaction, cursor, lock or LISTEN,
+            # and asyncpg's default reset would cost a round trip per statement.
+            reset=_nothing_to_reset,
+            **options,
+        )
+
+    async def close(self) -> None:
+        """Close every connection."""
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
+
+    async def fetch(self, compiled: _Compiled, params: dict[str, Any]) -> list[Row]:
+        """Run one compiled statement on a pooled connection; its rows."""
+        if self._pool is None:
+            raise RuntimeError("the statement pool is not open")
+        async with self._pool.acquire() as connection:
+            try:
+                records = await connection.fetch(compiled.sql, *compiled.arguments(params))
+            except Exception as error:
+                raise _translated(connection, compiled.sql, error) from error
+        return [compiled.row(record) for record in records]
+
+
+class _Adapted:
+    """What SQLAlchemy's codec set-up expects of its connection adapter: the asyncpg one."""
+
+    def __init__(self, connection: Any) -> None:
+        self._connection = connection
+
+
+async def _nothing_to_reset(_connection: Any) -> None:
+    return None
+
+
+class DeferredConnection(AsyncConnection):
+    """An autocommit session that checks out a SQLAlchemy connection only if it needs one.
+
+    Statements run through `fetch_all` and `fetch_one` go to the statement pool; a session
+    that sends only those never touches SQLAlchemy's pool. Any statement SQLAlchemy
+    executes itself checks a connection out on first use, and the session returns it at
+    the end. Every statement commits on its own (AUTOCOMMIT): such a session takes no
+    transaction (`begin`).
+    """
+
+    __slots__ = ("statements",)
+
+    def __init__(self, engine: Any, statements: StatementPool) -> None:
+        super().__init__(engine)
+        self.statements = statements
+
+    @property  # type: ignore[misc]
+    def dialect(self) -> Dialect:
+        """The engine's dialect, known before any connection is checked out."""
+        return self.sync_engine.dialect
+
+    async def __aenter__(self) -> DeferredConnection:
+        return self
+
+    async def __aexit__(self, type_: Any, value: Any, traceback: Any) -> None:
+        if self.sync_connection is not None:
+            await asyncio.shield(self.close())
+
+    async def _started(self) -> None:
+        if self.sync_connection is None:
+            await self.start()
+
+    async def execute(self, *args: Any, **kwargs: Any) -> Any:
+        await self._started()
+        return await super().execute(*args, **kwargs)
+
+    async def scalar(self, *args: Any, **kwargs: Any) -> Any:
+        await self._started()
+        return await super().scalar(*args, **kwargs)
+
+    async def scalars(self, *args: Any, **kwargs: Any) -> Any:
+        await self._started()
+        return await super().scalars(*args, **kwargs)
+
+    async def exec_driver_sql(self, *args: Any, **kwargs: Any) -> Any:
+        await self._started()
+        return await super().exec_driver_sql(*args, **kwargs)
+
+    async def run_sync(self, *args: Any, **kwargs: Any) -> Any:
+        await self._started()
+        return await super().run_sync(*args, **kwargs)
+
+    async def get_raw_connection(self) -> Any:
+        await self._started()
+        return await super().get_raw_connection()
 
 
 async def fetch_all(session: AsyncConnection, statement: Any, params: dict[str, Any]) -> list[Row]:
     """Execute a statement built once; its rows as dicts (none for a statement without).
 
-    Compiled forms are kept for the life of the process, one per statement object and set
-    of parameter names: never pass a statement built anew for each call.
+    On a `DeferredConnection` the statement goes to the statement pool; on any other
+    session (a transaction, SQLite) SQLAlchemy executes it. Compiled forms are kept for the
+    life of the process, one per statement object and set of parameter names: never pass
+    a statement built anew for each call.
     """
-    options = _standalone_options(session)
-    compiled = _compile(statement, session.dialect, tuple(params)) if options is not None else None
-    if options is None or compiled is None or not compiled.direct:
-        result = await session.execute(statement, params)
-        return [dict(row) for row in result.mappings()] if result.returns_rows else []
-    counter = options.get(STATEMENT_CALLBACK)
-    if counter is not None:
-        counter()
-    driver = await _driver_connection(session)
-    try:
-        records = await driver.fetch(compiled.sql, *compiled.arguments(params))
-    except Exception as error:
-        raise await _translated(session, driver, compiled.sql, error) from error
-    return [compiled.row(record) for record in records]
-
-
-async def _driver_connection(session: AsyncConnection) -> Any:
-    """The asyncpg connection under a session that has one checked out.
-
-    Read from the checked-out connection without the greenlet `get_raw_connection` spawns;
-    that one is needed only when the connection has to be re-established first.
-    """
-    sync = session.sync_connection
-    if sync is not None and not sync.closed and not sync.invalidated:
-        return sync.connection.driver_connection
-    raw = await session.get_raw_connection()
-    return raw.driver_connection
+    if isinstance(session, DeferredConnection):
+        compiled = _compile(statement, session.dialect, tuple(params))
+        if compiled.direct:
+            counter = session.engine.get_execution_options().get(STATEMENT_CALLBACK)
+            if counter is not None:
+                counter()
+            return await session.statements.fetch(compiled, params)
+    result = await session.execute(statement, params)
+    return [dict(row) for row in result.mappings()] if result.returns_rows else []
 
 
 async def fetch_one(session: AsyncConnection, statement: Any, params: dict[str, Any]) -> Row | None:
@@ -126,20 +228,24 @@ async def fetch_one(session: AsyncConnection, statement: Any, params: dict[str, 
     return rows[0] if rows else None
 
 
-async def _translated(
-    session: AsyncConnection, driver: Any, sql: str, error: Exception
-) -> Exception:
+def _translated(driver: Any, sql: str, error: Exception) -> Exception:
     """SQLAlchemy's exception for an asyncpg error, so every caller handles one family.
 
-    A connection the error closed is invalidated, as SQLAlchemy does, so the pool replaces
-    it instead of handing it out again.
+    A connection the error broke is closed, so the pool replaces it instead of handing it
+    out again; its error says the connection was invalidated, as SQLAlchemy's would.
     """
     import asyncpg
 
     sqlstate = str(getattr(error, "sqlstate", "") or "")
-    lost = driver.is_closed() or isinstance(error, OSError | asyncpg.InterfaceError)
+    try:
+        closed = driver.is_closed()
+    except asyncpg.InterfaceError:
+        # A connection that closes goes back to the pool at once, detached from us.
+        closed = True
+    lost = closed or isinstance(error, OSError | asyncpg.InterfaceError)
     if lost or sqlstate.startswith("08"):
-        await session.invalidate()
+        if not closed:
+            driver.terminate()
         return sa_exc.OperationalError(sql, None, error, connection_invalidated=True)
     if not isinstance(error, asyncpg.PostgresError):
         return error

@@ -12,7 +12,7 @@ from sqlalchemy import event, inspect, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from app.db.driver import STATEMENT_CALLBACK
+from app.db.driver import STATEMENT_CALLBACK, DeferredConnection, StatementPool
 from app.domain.errors import ConfigError
 
 # What `session_factory` returns: each call opens a session (a pooled connection).
@@ -104,18 +104,30 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cursor.close()
 
 
-def session_factory(engine: AsyncEngine, autocommit: bool = False) -> Sessions:
+def session_factory(
+    engine: AsyncEngine, autocommit: bool = False, statements: StatementPool | None = None
+) -> Sessions:
     """Opens database sessions: pooled connections used with SQLAlchemy Core (no ORM).
 
     `async with sessions() as session, session.begin():` is a transaction; without
     `begin()` the statements run in one that is rolled back at the end. `autocommit`
     sessions run each statement on its own, outside any transaction: for reads and
     single-statement writes, which then cost no BEGIN and COMMIT/ROLLBACK round trips (and
-    take no row locks beyond the statement).
+    take no row locks beyond the statement). Given a PostgreSQL `statements` pool, an
+    autocommit session is a `DeferredConnection`: the statements of app/db/driver.py run
+    on that pool, and a SQLAlchemy connection is checked out only for the others.
     """
-    if autocommit:
-        engine = engine.execution_options(isolation_level="AUTOCOMMIT")
-    return engine.connect
+    if not autocommit:
+        return engine.connect
+    engine = engine.execution_options(isolation_level="AUTOCOMMIT")
+    if statements is None:
+        return engine.connect
+    pool = statements
+
+    def deferred() -> AsyncConnection:
+        return DeferredConnection(engine, pool)
+
+    return deferred
 
 
 def alembic_config(url: str | None = None) -> Any:

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from sqlalchemy import bindparam, insert, select, text
+from sqlalchemy import bindparam, func, insert, select, text
 from sqlalchemy.exc import DataError, IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db import runs as runs_db
-from app.db.driver import fetch_all, fetch_one
-from app.db.engine import create_engine, migrate, on_each_statement, session_factory
+from app.db.driver import DeferredConnection, StatementPool, fetch_all, fetch_one
+from app.db.engine import Sessions, create_engine, migrate, on_each_statement, session_factory
 from app.db.tables import assistants
 from tests.support.databases import fresh_database
 
@@ -34,6 +35,20 @@ async def engine() -> AsyncIterator[AsyncEngine]:
             await engine.dispose()
 
 
+@pytest.fixture
+async def statements(engine: AsyncEngine) -> AsyncIterator[StatementPool]:
+    pool = StatementPool(engine, 2)
+    await pool.open()
+    try:
+        yield pool
+    finally:
+        await pool.close()
+
+
+def _standalone(engine: AsyncEngine, statements: StatementPool) -> Sessions:
+    return session_factory(engine, autocommit=True, statements=statements)
+
+
 def _assistant(assistant_id: str, **extra: Any) -> dict[str, Any]:
     return {
         "assistant_id": assistant_id,
@@ -49,11 +64,14 @@ def _assistant(assistant_id: str, **extra: Any) -> dict[str, Any]:
     }
 
 
-async def test_rows_match_what_sqlalchemy_reads(engine: AsyncEngine) -> None:
+async def test_rows_match_what_sqlalchemy_reads(
+    engine: AsyncEngine, statements: StatementPool
+) -> None:
     counted: list[int] = []
     on_each_statement(engine, lambda: counted.append(1))
-    autocommit = session_factory(engine, autocommit=True)
+    autocommit = _standalone(engine, statements)
     async with autocommit() as session:
+        assert isinstance(session, DeferredConnection)
         stored = await fetch_one(session, _INSERT, _assistant("a1"))
         direct = await fetch_one(session, _GET, {"p_id": "a1"})
         missing = await fetch_one(session, _GET, {"p_id": "nope"})
@@ -64,8 +82,10 @@ async def test_rows_match_what_sqlalchemy_reads(engine: AsyncEngine) -> None:
     assert direct["config"]["configurable"]["big"] == 2**70
     assert direct["created_at"] == datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
     assert missing is None
-    # Three statements sent to the driver, one by SQLAlchemy: each counted once.
+    # Three statements sent to the statement pool, one by SQLAlchemy: each counted once.
     assert len(counted) == 4
+    # A session that sent only statements of the pool never checked a connection out.
+    assert session.sync_connection is None
 
 
 _GET_MANY = select(assistants.c.assistant_id).where(
@@ -73,27 +93,33 @@ _GET_MANY = select(assistants.c.assistant_id).where(
 )
 
 
-async def test_a_statement_with_an_in_list_goes_through_sqlalchemy(engine: AsyncEngine) -> None:
-    async with session_factory(engine, autocommit=True)() as session:
+async def test_a_statement_with_an_in_list_goes_through_sqlalchemy(
+    engine: AsyncEngine, statements: StatementPool
+) -> None:
+    async with _standalone(engine, statements)() as session:
         await fetch_one(session, _INSERT, _assistant("in-a"))
         await fetch_one(session, _INSERT, _assistant("in-b"))
         rows = await fetch_all(session, _GET_MANY, {"p_ids": ["in-a", "in-b", "in-c"]})
     assert sorted(row["assistant_id"] for row in rows) == ["in-a", "in-b"]
 
 
-async def test_a_session_in_a_transaction_keeps_its_statements_in_it(engine: AsyncEngine) -> None:
+async def test_a_session_in_a_transaction_keeps_its_statements_in_it(
+    engine: AsyncEngine, statements: StatementPool
+) -> None:
     sessions = session_factory(engine)
     async with sessions() as session:
         await session.begin()
         await fetch_one(session, _INSERT, _assistant("rolled-back"))
         assert await fetch_one(session, _GET, {"p_id": "rolled-back"}) is not None
         await session.rollback()
-    async with session_factory(engine, autocommit=True)() as session:
+    async with _standalone(engine, statements)() as session:
         assert await fetch_one(session, _GET, {"p_id": "rolled-back"}) is None
 
 
-async def test_database_errors_arrive_as_sqlalchemy_errors(engine: AsyncEngine) -> None:
-    autocommit = session_factory(engine, autocommit=True)
+async def test_database_errors_arrive_as_sqlalchemy_errors(
+    engine: AsyncEngine, statements: StatementPool
+) -> None:
+    autocommit = _standalone(engine, statements)
     async with autocommit() as session:
         await fetch_one(session, _INSERT, _assistant("dup"))
         with pytest.raises(IntegrityError):
@@ -106,14 +132,49 @@ async def test_database_errors_arrive_as_sqlalchemy_errors(engine: AsyncEngine) 
         assert await fetch_one(session, _GET, {"p_id": "nul"}) is None
 
 
-async def test_a_connection_lost_under_a_statement_is_replaced(engine: AsyncEngine) -> None:
-    autocommit = session_factory(engine, autocommit=True)
-    async with autocommit() as session:
-        pid = (await session.execute(text("SELECT pg_backend_pid()"))).scalar_one()
+_BACKEND_PID = select(func.pg_backend_pid().label("pid"))
+_SLEEP = select(func.pg_sleep(bindparam("p_seconds")).label("slept"))
+
+
+async def test_a_connection_lost_under_a_statement_is_replaced(
+    engine: AsyncEngine, statements: StatementPool
+) -> None:
+    autocommit = _standalone(engine, statements)
+
+    async def terminate_the_sleeper() -> None:
         async with engine.connect() as other:
-            await other.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+            for _ in range(200):
+                found = await other.execute(
+                    text(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE query LIKE 'SELECT pg_sleep%' AND pid <> pg_backend_pid()"
+                    )
+                )
+                if found.first() is not None:
+                    return
+                await asyncio.sleep(0.02)
+        raise AssertionError("the sleeping statement never showed up")
+
+    async with autocommit() as session:
+        before = await fetch_one(session, _BACKEND_PID, {})
+        killer = asyncio.create_task(terminate_the_sleeper())
         with pytest.raises(OperationalError) as lost:
-            await runs_db.get_run(session, "any")
+            await fetch_one(session, _SLEEP, {"p_seconds": 30})
+        await killer
         assert lost.value.connection_invalidated
     async with autocommit() as session:
         assert await runs_db.get_run(session, "any") is None
+        after = await fetch_one(session, _BACKEND_PID, {})
+    assert before is not None and after is not None
+    assert after["pid"] != before["pid"]
+
+
+async def test_statements_sqlalchemy_executes_check_a_connection_out_on_first_use(
+    engine: AsyncEngine, statements: StatementPool
+) -> None:
+    async with _standalone(engine, statements)() as session:
+        assert session.sync_connection is None
+        assert (await session.execute(text("SELECT 1"))).scalar_one() == 1
+        assert session.sync_connection is not None
+        checked_out = session.sync_connection
+    assert checked_out.closed
