@@ -134,6 +134,7 @@ class Runtime:
                 settings.data_dir,
                 self.metrics.checkpoint_statements.inc,
                 settings.db_pool_size,
+                statements,
             )
         )
         self.store_options = store_options(self.project)

@@ -123,11 +123,40 @@ class StatementPool:
             await self._pool.close()
             self._pool = None
 
-    async def fetch(self, compiled: _Compiled, params: dict[str, Any]) -> list[Row]:
-        """Run one compiled statement on a pooled connection; its rows."""
+    async def execute(self, sql: str, args: Sequence[Any]) -> None:
+        """Run one statement given as asyncpg SQL (`$1`, `$2`…) with its arguments."""
+        async with self._acquired() as connection:
+            try:
+                await connection.execute(sql, *args)
+            except Exception as error:
+                raise _translated(connection, sql, error) from error
+
+    async def fetch_sql(self, sql: str, args: Sequence[Any]) -> list[Row]:
+        """The rows of one statement given as asyncpg SQL, as dicts, values as asyncpg
+        decodes them (JSON and JSONB parsed)."""
+        async with self._acquired() as connection:
+            try:
+                records = await connection.fetch(sql, *args)
+            except Exception as error:
+                raise _translated(connection, sql, error) from error
+        return [dict(record.items()) for record in records]
+
+    async def execute_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Run one statement once per row, in one round trip, all or nothing."""
+        async with self._acquired() as connection:
+            try:
+                await connection.executemany(sql, rows)
+            except Exception as error:
+                raise _translated(connection, sql, error) from error
+
+    def _acquired(self) -> Any:
         if self._pool is None:
             raise RuntimeError("the statement pool is not open")
-        async with self._pool.acquire() as connection:
+        return self._pool.acquire()
+
+    async def fetch(self, compiled: _Compiled, params: dict[str, Any]) -> list[Row]:
+        """Run one compiled statement on a pooled connection; its rows."""
+        async with self._acquired() as connection:
             try:
                 records = await connection.fetch(compiled.sql, *compiled.arguments(params))
             except Exception as error:

@@ -11,6 +11,7 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from app.db.driver import StatementPool
 from app.domain.errors import StaleAttemptError
 from app.graphs.setup_lock import CHECKPOINTER_SETUP_LOCK, setup_alone
 
@@ -47,11 +48,13 @@ async def open_checkpointer(
     data_dir: Path,
     on_statements: Callable[[int], None] | None = None,
     pool_size: int = 10,
+    statements: StatementPool | None = None,
 ) -> AsyncIterator[BaseCheckpointSaver]:
     """The saver matching the database: PostgreSQL (pooled psycopg) or a SQLite file.
 
     `on_statements(n)` is told of the statements the PostgreSQL saver sends; its pool
-    opens at most `pool_size` connections.
+    opens at most `pool_size` connections. Given Runyard's statement pool on the same
+    database, the PostgreSQL saver writes checkpoints through it (app/graphs/pg_saver.py).
     """
     if database_url.startswith("postgresql"):
         from psycopg.rows import dict_row
@@ -76,6 +79,8 @@ async def open_checkpointer(
         await pool.open(wait=True, timeout=30)
         try:
             saver = LeanPostgresSaver(pool)  # type: ignore[arg-type]
+            saver.statements = statements
+            saver.on_statements = on_statements
             # The saver serializes every query of the instance behind one lock, which only a
             # single shared connection needs; with a pool, runs write their checkpoints in
             # parallel.

@@ -14,6 +14,8 @@ from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.graph import StateGraph
 
+from app.db.driver import StatementPool
+from app.db.engine import create_engine
 from app.graphs.checkpointer import open_checkpointer
 from app.graphs.pg_saver import LeanPostgresSaver
 from tests.support.databases import fresh_database
@@ -31,12 +33,29 @@ def _asyncpg_url(url: str) -> str:
     return "postgresql+asyncpg://" + url.split("://", 1)[1]
 
 
+@pytest.fixture(params=["psycopg", "statement pool"])
+async def statements(request: Any, database: str) -> AsyncIterator[StatementPool | None]:
+    """Where the saver's writes go: its own psycopg pool, or Runyard's statement pool."""
+    if request.param == "psycopg":
+        yield None
+        return
+    engine = create_engine(_asyncpg_url(database), pool_size=2)
+    pool = StatementPool(engine, 2)
+    await pool.open()
+    try:
+        yield pool
+    finally:
+        await pool.close()
+        await engine.dispose()
+
+
 async def test_the_saver_passes_the_checkpointer_conformance_suite(
-    database: str, tmp_path: Path
+    database: str, tmp_path: Path, statements: StatementPool | None
 ) -> None:
     @checkpointer_test(name="LeanPostgresSaver")
     async def lean() -> AsyncIterator[BaseCheckpointSaver]:
-        async with open_checkpointer(_asyncpg_url(database), tmp_path, None, 4) as saver:
+        url = _asyncpg_url(database)
+        async with open_checkpointer(url, tmp_path, None, 4, statements) as saver:
             assert isinstance(saver, LeanPostgresSaver)
             yield saver
 
@@ -105,10 +124,11 @@ def _rows(conninfo: str, thread_id: str) -> dict[str, list[tuple[Any, ...]]]:
 
 
 async def test_a_graph_leaves_the_same_rows_as_with_the_library_saver(
-    database: str, tmp_path: Path
+    database: str, tmp_path: Path, statements: StatementPool | None
 ) -> None:
     counted: list[int] = []
-    async with open_checkpointer(_asyncpg_url(database), tmp_path, counted.append, 4) as lean:
+    url = _asyncpg_url(database)
+    async with open_checkpointer(url, tmp_path, counted.append, 4, statements) as lean:
         stock = AsyncPostgresSaver(lean.conn)  # type: ignore[attr-defined]
         for saver, thread in ((stock, "stock"), (lean, "lean")):
             graph = _graph().compile(checkpointer=saver)
@@ -131,20 +151,25 @@ async def test_a_graph_leaves_the_same_rows_as_with_the_library_saver(
     assert lean_rows == stock_rows
 
 
-async def test_a_checkpoint_and_its_blobs_are_one_statement(database: str, tmp_path: Path) -> None:
+async def test_a_checkpoint_and_its_blobs_are_one_statement(
+    database: str, tmp_path: Path, statements: StatementPool | None
+) -> None:
     counted: list[int] = []
-    async with open_checkpointer(_asyncpg_url(database), tmp_path, counted.append, 1) as saver:
+    url = _asyncpg_url(database)
+    async with open_checkpointer(url, tmp_path, counted.append, 1, statements) as saver:
         graph = _graph().compile(checkpointer=saver)
         config = {"configurable": {"thread_id": "counted"}}
         counted.clear()  # the tables' setup
         await graph.ainvoke({"n": 0}, config)  # type: ignore[arg-type]
         sent = sum(counted)
-        # Prepared server-side, so PostgreSQL does not parse and plan them each time.
+        # Prepared server-side, so PostgreSQL does not parse and plan them each time
+        # (asyncpg, behind the statement pool, always prepares).
         async with saver.conn.connection() as conn:  # type: ignore[attr-defined]
             prepared = await (
                 await conn.execute("SELECT count(*) FROM pg_prepared_statements")
             ).fetchone()
-        assert prepared is not None and next(iter(prepared.values())) >= 3
+        assert prepared is not None
+        assert next(iter(prepared.values())) >= (3 if statements is None else 1)
     rows = _rows(database, "counted")
     assert rows["blobs"]
     # One read of the thread's last checkpoint, one statement per checkpoint, blobs
