@@ -87,7 +87,9 @@ def _graph() -> Any:
     return graph
 
 
-_VERSION = re.compile(r"^(\d{32})\.[0-9.]+$")
+# A channel version is a counter, a dot and a random fraction, which Python may write in
+# exponent notation (below 1e-4: one draw in 10,000).
+_VERSION = re.compile(r"^(\d{32})\.[0-9.e+-]+$")
 
 
 def _stable(value: Any) -> Any:
