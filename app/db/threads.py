@@ -29,6 +29,7 @@ from app.db.dialect import (
     json_filter,
     rowcount,
 )
+from app.db.driver import fetch_one
 from app.db.tables import runs, threads
 from app.domain.status import ACTIVE_RUN_STATUSES
 
@@ -208,10 +209,16 @@ async def set_status(session: AsyncConnection, thread_id: str, status: str) -> N
     )
 
 
+_DELETE_THREAD = (
+    delete(threads)
+    .where(threads.c.thread_id == bindparam("p_thread_id"))
+    .returning(threads.c.thread_id)
+)
+
+
 async def delete_thread(session: AsyncConnection, thread_id: str) -> bool:
     """Delete a thread (its runs go with it by foreign key); False when it does not exist."""
-    result = await session.execute(delete(threads).where(threads.c.thread_id == thread_id))
-    return rowcount(result) > 0
+    return await fetch_one(session, _DELETE_THREAD, {"p_thread_id": thread_id}) is not None
 
 
 async def has_active_runs(session: AsyncConnection, thread_id: str) -> bool:
