@@ -95,15 +95,22 @@ async def _wait_new_run(
 ) -> StreamingResponse:
     owner = await _authorize_new_run(runtime, caller, thread_id, body)
     modes = list(dict.fromkeys(["values", *body.stream_modes()]))
-    run = await runs.create_run(
-        runtime,
-        thread_id,
-        body,
-        stream_modes=modes,
-        idempotency_key=key,
-        new_thread_metadata=owner,
-    )
-    return _json_stream(run_waits.wait_body(runtime, run, body.on_disconnect == "cancel"), run)
+    watch = run_waits.CompletionWatch(runtime)
+    try:
+        run = await runs.create_run(
+            runtime,
+            thread_id,
+            body,
+            stream_modes=modes,
+            idempotency_key=key,
+            new_thread_metadata=owner,
+            on_created=watch.register,
+        )
+    except BaseException:
+        await watch.close()
+        raise
+    cancel = body.on_disconnect == "cancel"
+    return _json_stream(run_waits.wait_body(runtime, run, cancel, watch), run)
 
 
 def _json_stream(body: AsyncIterator[bytes], run: dict[str, Any]) -> StreamingResponse:

@@ -13,7 +13,7 @@ from app.db import threads as threads_db
 from app.domain.errors import NotFoundError
 from app.domain.status import TERMINAL_RUN_STATUSES, RunStatus
 from app.services.runs import cancel_run, get_run
-from app.streaming.broker import CompletionWaiter, StreamEvent
+from app.streaming.broker import IDLE_CHECK_SECONDS, CompletionWaiter, StreamEvent
 
 if TYPE_CHECKING:
     from app.runtime import Runtime
@@ -169,14 +169,52 @@ class RunResult:
         return self.latest
 
 
+class CompletionWatch:
+    """A completion registration made as a run is created, before it can be dispatched.
+
+    Pass `register` as `create_run`'s `on_created`: it runs between the commit and the
+    dispatch, so the run cannot end unseen. A /wait body holding one sleeps until the run
+    ends and then reads all its events at once, instead of one blocking read per event.
+    """
+
+    def __init__(self, runtime: Runtime) -> None:
+        self._runtime = runtime
+        self._registration = AsyncExitStack()
+        self.waiter: CompletionWaiter | None = None
+
+    async def register(self, run_id: str) -> None:
+        """Register for the run's completion (no I/O: the signal listener is shared)."""
+        self.waiter = await self._registration.enter_async_context(
+            self._runtime.broker.done_waiter(run_id)
+        )
+
+    async def close(self) -> None:
+        """Release the registration (idempotent)."""
+        await self._registration.aclose()
+
+
 async def wait_body(
-    runtime: Runtime, run: dict[str, Any], cancel_on_disconnect: bool
+    runtime: Runtime,
+    run: dict[str, Any],
+    cancel_on_disconnect: bool,
+    watch: CompletionWatch | None = None,
 ) -> AsyncIterator[bytes]:
-    """The streamed /wait response: newlines while the run executes, then its JSON result."""
+    """The streamed /wait response: newlines while the run executes, then its JSON result.
+
+    With a `watch` registered as the run was created, the events are read once the run has
+    ended; without one (a run that already existed), they are followed as they come.
+    """
     result = RunResult()
+    ended = _ended(runtime, run)
 
     async def consume() -> Any:
-        async for event in runtime.broker.subscribe(run["run_id"], ended=_ended(runtime, run)):
+        if watch is not None and watch.waiter is not None:
+            # The timeout only guards against a lost signal, as a quiet subscription does.
+            while not await watch.waiter.wait(timeout=IDLE_CHECK_SECONDS):
+                if await ended():
+                    break
+            await watch.close()
+        async for event in runtime.broker.subscribe(run["run_id"], ended=ended):
             result.absorb(event)
         body = result.body()
         if body is None:
@@ -198,6 +236,8 @@ async def wait_body(
     finally:
         if not task.done():
             task.cancel()
+        if watch is not None:
+            await watch.close()
         if not finished and cancel_on_disconnect:
             runtime.spawn(
                 _cancel_quietly(runtime, run["run_id"]), f"cancel-on-disconnect:{run['run_id']}"

@@ -6,6 +6,7 @@ import copy
 import hashlib
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -49,10 +50,13 @@ async def create_run(
     stream_modes: list[str] | None = None,
     idempotency_key: str | None = None,
     new_thread_metadata: dict[str, Any] | None = None,
+    on_created: Callable[[str], Awaitable[None]] | None = None,
 ) -> dict[str, Any]:
     """Validate, apply the thread's multitask strategy, commit a pending run, then dispatch it.
 
     `new_thread_metadata` goes on a thread the run creates (`if_not_exists="create"`).
+    `on_created(run_id)` is awaited between the commit and the dispatch of a new run (not
+    for an existing run answered instead): nothing can have executed it yet.
     """
     assistant = await get_assistant(runtime, body.assistant_id)
     stateless = thread_id is None
@@ -87,6 +91,8 @@ async def create_run(
         return replay
     if not created:
         return to_wire(row)
+    if on_created is not None:
+        await on_created(row["run_id"])
     await _after_commit(runtime, effects)
     await runtime.queue.push(row["run_id"], body.after_seconds or 0.0)
     log.info("run_created run_id=%s thread_id=%s", row["run_id"], target_thread)

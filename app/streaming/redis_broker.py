@@ -149,11 +149,17 @@ class RedisEventBroker:
         signal_done: bool = False,
     ) -> None:
         """Append the last events and the control entry that ends every subscription,
-        and with `signal_done` announce the run's completion, in one round trip."""
-        if signal_done:
-            self._signals.resolve(run_id)
+        and with `signal_done` announce the run's completion, in one round trip.
+
+        Local waiters are woken once the append is done (or refused), so one that then
+        reads the stream finds it complete.
+        """
         pairs = [*_flat(last_events), _CONTROL_DONE, ""]
-        await self._append(run_id, pairs, attempt, signal=signal_done)
+        try:
+            await self._append(run_id, pairs, attempt, signal=signal_done)
+        finally:
+            if signal_done:
+                self._signals.resolve(run_id)
 
     async def subscribe(
         self,
