@@ -18,7 +18,7 @@ from app.db.driver import StatementPool
 from app.db.engine import create_engine
 from app.graphs.checkpointer import open_checkpointer
 from app.graphs.pg_saver import LeanPostgresSaver
-from tests.support.databases import fresh_database
+from tests.support.databases import fresh_database, open_statement_pool
 
 pytestmark = pytest.mark.postgres
 
@@ -40,12 +40,10 @@ async def statements(request: Any, database: str) -> AsyncIterator[StatementPool
         yield None
         return
     engine = create_engine(_asyncpg_url(database), pool_size=2)
-    pool = StatementPool(engine, 2)
-    await pool.open()
     try:
-        yield pool
+        async with open_statement_pool(engine) as pool:
+            yield pool
     finally:
-        await pool.close()
         await engine.dispose()
 
 

@@ -16,7 +16,7 @@ from app.db import runs as runs_db
 from app.db.driver import DeferredConnection, StatementPool, fetch_all, fetch_one
 from app.db.engine import Sessions, create_engine, migrate, on_each_statement, session_factory
 from app.db.tables import assistants
-from tests.support.databases import fresh_database
+from tests.support.databases import fresh_database, open_statement_pool
 
 pytestmark = pytest.mark.postgres
 
@@ -37,12 +37,8 @@ async def engine() -> AsyncIterator[AsyncEngine]:
 
 @pytest.fixture
 async def statements(engine: AsyncEngine) -> AsyncIterator[StatementPool]:
-    pool = StatementPool(engine, 2)
-    await pool.open()
-    try:
+    async with open_statement_pool(engine) as pool:
         yield pool
-    finally:
-        await pool.close()
 
 
 def _standalone(engine: AsyncEngine, statements: StatementPool) -> Sessions:

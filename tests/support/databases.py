@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import TYPE_CHECKING
 
 import psycopg
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
+    from app.db.driver import StatementPool
 
 ADMIN_URL = os.environ.get("RUNYARD_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
 
@@ -52,3 +58,16 @@ def fresh_database(prefix: str = "runyard_test") -> Iterator[str]:
         yield url
     finally:
         drop_database(url)
+
+
+@asynccontextmanager
+async def open_statement_pool(engine: AsyncEngine, size: int = 2) -> AsyncIterator[StatementPool]:
+    """Runyard's statement pool on the engine's database, open for the block."""
+    from app.db.driver import StatementPool
+
+    pool = StatementPool(engine, size)
+    await pool.open()
+    try:
+        yield pool
+    finally:
+        await pool.close()
