@@ -18,7 +18,7 @@ usual, so SQLite and transactions are untouched.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from functools import cache
 from typing import Any
 
@@ -125,43 +125,35 @@ class StatementPool:
 
     async def execute(self, sql: str, args: Sequence[Any]) -> None:
         """Run one statement given as asyncpg SQL (`$1`, `$2`…) with its arguments."""
-        async with self._acquired() as connection:
-            try:
-                await connection.execute(sql, *args)
-            except Exception as error:
-                raise _translated(connection, sql, error) from error
+        await self._on_connection(sql, lambda connection: connection.execute(sql, *args))
+
+    async def execute_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Run one statement once per row, in one round trip, all or nothing."""
+        await self._on_connection(sql, lambda connection: connection.executemany(sql, rows))
 
     async def fetch_sql(self, sql: str, args: Sequence[Any]) -> list[Row]:
         """The rows of one statement given as asyncpg SQL, as dicts, values as asyncpg
         decodes them (JSON and JSONB parsed)."""
-        async with self._acquired() as connection:
-            try:
-                records = await connection.fetch(sql, *args)
-            except Exception as error:
-                raise _translated(connection, sql, error) from error
+        records = await self._on_connection(sql, lambda connection: connection.fetch(sql, *args))
         return [dict(record.items()) for record in records]
-
-    async def execute_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        """Run one statement once per row, in one round trip, all or nothing."""
-        async with self._acquired() as connection:
-            try:
-                await connection.executemany(sql, rows)
-            except Exception as error:
-                raise _translated(connection, sql, error) from error
-
-    def _acquired(self) -> Any:
-        if self._pool is None:
-            raise RuntimeError("the statement pool is not open")
-        return self._pool.acquire()
 
     async def fetch(self, compiled: _Compiled, params: dict[str, Any]) -> list[Row]:
         """Run one compiled statement on a pooled connection; its rows."""
-        async with self._acquired() as connection:
-            try:
-                records = await connection.fetch(compiled.sql, *compiled.arguments(params))
-            except Exception as error:
-                raise _translated(connection, compiled.sql, error) from error
+        args = compiled.arguments(params)
+        records = await self._on_connection(
+            compiled.sql, lambda connection: connection.fetch(compiled.sql, *args)
+        )
         return [compiled.row(record) for record in records]
+
+    async def _on_connection(self, sql: str, call: Callable[[Any], Awaitable[Any]]) -> Any:
+        """`call` on a pooled connection; asyncpg's errors as SQLAlchemy's."""
+        if self._pool is None:
+            raise RuntimeError("the statement pool is not open")
+        async with self._pool.acquire() as connection:
+            try:
+                return await call(connection)
+            except Exception as error:
+                raise _translated(connection, sql, error) from error
 
 
 class _Adapted:
@@ -179,10 +171,10 @@ class DeferredConnection(AsyncConnection):
     """An autocommit session that checks out a SQLAlchemy connection only if it needs one.
 
     Statements run through `fetch_all` and `fetch_one` go to the statement pool; a session
-    that sends only those never touches SQLAlchemy's pool. Any statement SQLAlchemy
-    executes itself checks a connection out on first use, and the session returns it at
-    the end. Every statement commits on its own (AUTOCOMMIT): such a session takes no
-    transaction (`begin`).
+    that sends only those never touches SQLAlchemy's pool. A statement given to `execute`
+    (the one method the db layer calls on its sessions) checks a connection out on first
+    use, and the session returns it at the end. Every statement commits on its own
+    (AUTOCOMMIT): such a session takes no transaction (`begin`).
     """
 
     __slots__ = ("statements",)
@@ -203,33 +195,11 @@ class DeferredConnection(AsyncConnection):
         if self.sync_connection is not None:
             await asyncio.shield(self.close())
 
-    async def _started(self) -> None:
+    async def execute(self, *args: Any, **kwargs: Any) -> Any:
+        """Execute through SQLAlchemy, checking a connection out on first use."""
         if self.sync_connection is None:
             await self.start()
-
-    async def execute(self, *args: Any, **kwargs: Any) -> Any:
-        await self._started()
         return await super().execute(*args, **kwargs)
-
-    async def scalar(self, *args: Any, **kwargs: Any) -> Any:
-        await self._started()
-        return await super().scalar(*args, **kwargs)
-
-    async def scalars(self, *args: Any, **kwargs: Any) -> Any:
-        await self._started()
-        return await super().scalars(*args, **kwargs)
-
-    async def exec_driver_sql(self, *args: Any, **kwargs: Any) -> Any:
-        await self._started()
-        return await super().exec_driver_sql(*args, **kwargs)
-
-    async def run_sync(self, *args: Any, **kwargs: Any) -> Any:
-        await self._started()
-        return await super().run_sync(*args, **kwargs)
-
-    async def get_raw_connection(self) -> Any:
-        await self._started()
-        return await super().get_raw_connection()
 
 
 async def fetch_all(session: AsyncConnection, statement: Any, params: dict[str, Any]) -> list[Row]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -122,12 +123,7 @@ def session_factory(
     engine = engine.execution_options(isolation_level="AUTOCOMMIT")
     if statements is None:
         return engine.connect
-    pool = statements
-
-    def deferred() -> AsyncConnection:
-        return DeferredConnection(engine, pool)
-
-    return deferred
+    return functools.partial(DeferredConnection, engine, statements)
 
 
 def alembic_config(url: str | None = None) -> Any:

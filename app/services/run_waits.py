@@ -43,6 +43,32 @@ async def wait_until_done_or_gone(runtime: Runtime, run_id: str) -> dict[str, An
         return None
 
 
+class CompletionWatch:
+    """A registration for a run's completion, made before its status can change unseen.
+
+    A join registers before it reads the run. A /wait passes `register` as `create_run`'s
+    `on_created`, which runs between the commit and the dispatch; its body then sleeps
+    until the run ends and reads all its events at once, instead of one blocking read per
+    event.
+    """
+
+    def __init__(self, runtime: Runtime) -> None:
+        self._runtime = runtime
+        self._registration = AsyncExitStack()
+        self.waiter: CompletionWaiter | None = None
+
+    async def register(self, run_id: str) -> CompletionWaiter:
+        """Register for the run's completion (no I/O: the signal listener is shared)."""
+        self.waiter = await self._registration.enter_async_context(
+            self._runtime.broker.done_waiter(run_id)
+        )
+        return self.waiter
+
+    async def close(self) -> None:
+        """Release the registration (idempotent)."""
+        await self._registration.aclose()
+
+
 async def open_join(
     runtime: Runtime, thread_id: str, run_id: str, grace: float = 0.0
 ) -> tuple[dict[str, Any], AsyncIterator[bytes] | None]:
@@ -54,9 +80,9 @@ async def open_join(
     nothing but keep-alives before then anyway). The body closes the registration; one that
     never starts leaves it to the run's completion (and to garbage collection) to release.
     """
-    registration = AsyncExitStack()
-    waiter = await registration.enter_async_context(runtime.broker.done_waiter(run_id))
+    watch = CompletionWatch(runtime)
     try:
+        waiter = await watch.register(run_id)
         run = await get_run(runtime, thread_id, run_id)
         ended = RunStatus(run["status"]) in TERMINAL_RUN_STATUSES
         if not ended and grace > 0 and await waiter.wait(timeout=grace):
@@ -64,28 +90,30 @@ async def open_join(
             with suppress(NotFoundError):
                 run = await get_run(runtime, thread_id, run_id)
     except BaseException:
-        await registration.aclose()
+        await watch.close()
         raise
     if RunStatus(run["status"]) in TERMINAL_RUN_STATUSES:
-        await registration.aclose()
+        await watch.close()
         return run, None
-    return run, _join_body(runtime, run, registration, waiter, waited=grace > 0)
+    return run, _join_body(runtime, run, watch, waiter, waited=grace > 0)
 
 
 async def _finished(
-    runtime: Runtime, run_id: str, registration: AsyncExitStack, waiter: CompletionWaiter
+    runtime: Runtime, run_id: str, watch: CompletionWatch, waiter: CompletionWaiter
 ) -> dict[str, Any] | None:
     """The run once ended (None if deleted meanwhile), woken by its completion signal."""
-    async with registration:
+    try:
         # The timeout only guards against a lost signal: the full wait re-checks then.
         await waiter.wait(timeout=SAFETY_RECHECK_SECONDS)
+    finally:
+        await watch.close()
     return await wait_until_done_or_gone(runtime, run_id)
 
 
 async def _join_body(
     runtime: Runtime,
     run: dict[str, Any],
-    registration: AsyncExitStack,
+    watch: CompletionWatch,
     waiter: CompletionWaiter,
     waited: bool,
 ) -> AsyncIterator[bytes]:
@@ -94,7 +122,7 @@ async def _join_body(
     `waited`: the request already waited a keep-alive interval, so a newline goes first.
     """
     task = asyncio.create_task(
-        _finished(runtime, run["run_id"], registration, waiter), name=f"join:{run['run_id']}"
+        _finished(runtime, run["run_id"], watch, waiter), name=f"join:{run['run_id']}"
     )
     try:
         if waited:
@@ -107,7 +135,7 @@ async def _join_body(
     finally:
         if not task.done():
             task.cancel()
-        await registration.aclose()  # already closed unless the task was cut short
+        await watch.close()  # already closed unless the task was cut short
 
 
 async def _keepalive(task: asyncio.Task[Any], interval: float) -> AsyncIterator[bytes]:
@@ -167,30 +195,6 @@ class RunResult:
         if self.interrupts:
             return {"__interrupt__": self.interrupts}
         return self.latest
-
-
-class CompletionWatch:
-    """A completion registration made as a run is created, before it can be dispatched.
-
-    Pass `register` as `create_run`'s `on_created`: it runs between the commit and the
-    dispatch, so the run cannot end unseen. A /wait body holding one sleeps until the run
-    ends and then reads all its events at once, instead of one blocking read per event.
-    """
-
-    def __init__(self, runtime: Runtime) -> None:
-        self._runtime = runtime
-        self._registration = AsyncExitStack()
-        self.waiter: CompletionWaiter | None = None
-
-    async def register(self, run_id: str) -> None:
-        """Register for the run's completion (no I/O: the signal listener is shared)."""
-        self.waiter = await self._registration.enter_async_context(
-            self._runtime.broker.done_waiter(run_id)
-        )
-
-    async def close(self) -> None:
-        """Release the registration (idempotent)."""
-        await self._registration.aclose()
 
 
 async def wait_body(

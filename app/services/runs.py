@@ -50,7 +50,7 @@ async def create_run(
     stream_modes: list[str] | None = None,
     idempotency_key: str | None = None,
     new_thread_metadata: dict[str, Any] | None = None,
-    on_created: Callable[[str], Awaitable[None]] | None = None,
+    on_created: Callable[[str], Awaitable[object]] | None = None,
 ) -> dict[str, Any]:
     """Validate, apply the thread's multitask strategy, commit a pending run, then dispatch it.
 
