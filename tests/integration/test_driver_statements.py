@@ -174,3 +174,72 @@ async def test_statements_sqlalchemy_executes_check_a_connection_out_on_first_us
         assert session.sync_connection is not None
         checked_out = session.sync_connection
     assert checked_out.closed
+
+
+_BACKENDS = text(
+    "SELECT count(*) FROM pg_stat_activity "
+    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+)
+
+
+async def test_the_pool_opens_at_most_its_size_and_reuses_connections(
+    engine: AsyncEngine, statements: StatementPool
+) -> None:
+    autocommit = _standalone(engine, statements)
+    seen: list[int] = []
+
+    async def one() -> None:
+        async with autocommit() as session:
+            await fetch_one(session, _SLEEP, {"p_seconds": 0.05})
+            row = await fetch_one(session, _BACKEND_PID, {})
+            assert row is not None
+            seen.append(row["pid"])
+
+    # Eight at once on a pool of two: they wait their turn on the same two backends.
+    await asyncio.gather(*(one() for _ in range(8)))
+    assert len(seen) == 8
+    assert len(set(seen)) <= 2
+    async with engine.connect() as other:
+        # Besides this one: the pool's two at most (the engine's own pool holds no other).
+        assert (await other.execute(_BACKENDS)).scalar_one() <= 2
+
+
+async def test_an_error_the_server_answers_keeps_the_connection(
+    engine: AsyncEngine, statements: StatementPool
+) -> None:
+    async with _standalone(engine, statements)() as session:
+        await fetch_one(session, _INSERT, _assistant("kept"))
+        before = await fetch_one(session, _BACKEND_PID, {})
+        with pytest.raises(IntegrityError):
+            await fetch_one(session, _INSERT, _assistant("kept"))
+        after = await fetch_one(session, _BACKEND_PID, {})
+    assert before is not None and after is not None
+    assert after["pid"] == before["pid"]
+
+
+async def test_a_statement_cancelled_midway_closes_its_connection(
+    engine: AsyncEngine, statements: StatementPool
+) -> None:
+    autocommit = _standalone(engine, statements)
+    async with autocommit() as session:
+        before = await fetch_one(session, _BACKEND_PID, {})
+        sleeper = asyncio.create_task(fetch_one(session, _SLEEP, {"p_seconds": 30}))
+        await asyncio.sleep(0.2)
+        sleeper.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await sleeper
+        # The interrupted connection is not lent again: the next statement gets another.
+        after = await fetch_one(session, _BACKEND_PID, {})
+        assert await fetch_one(session, _GET, {"p_id": "none"}) is None
+    assert before is not None and after is not None
+    assert after["pid"] != before["pid"]
+
+
+async def test_a_closed_pool_refuses_statements(engine: AsyncEngine) -> None:
+    async with open_statement_pool(engine) as pool:
+        autocommit = _standalone(engine, pool)
+        async with autocommit() as session:
+            assert await fetch_one(session, _GET, {"p_id": "none"}) is None
+    with pytest.raises(RuntimeError, match="not open"):
+        async with autocommit() as session:
+            await fetch_one(session, _GET, {"p_id": "none"})
