@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
@@ -17,8 +18,10 @@ from sqlalchemy import (
     exists,
     func,
     insert,
+    literal_column,
     or_,
     select,
+    true,
     update,
 )
 from sqlalchemy.dialects import postgresql
@@ -318,14 +321,61 @@ def _finish_params(
     }
 
 
+@dataclass(frozen=True)
+class Finished:
+    """What `finish_run_with_state` did.
+
+    `held`: the attempt still held the run, and its end is recorded. `thread_written`: the
+    thread's state was written too. `upcoming_known`: `upcoming` (the thread's oldest
+    pending run, or None) and `now` (the database clock) can be trusted for dispatch;
+    otherwise the caller writes the thread state itself if needed and looks again.
+    """
+
+    held: bool
+    thread_written: bool = False
+    upcoming_known: bool = False
+    upcoming: dict[str, Any] | None = None
+    now: Any = None
+
+
 @cache
 def _finish_with_state_statement(dialect: str) -> Any:
+    """End the run, write its thread's state, and read the thread's next run: one statement.
+
+    The statement reads with one snapshot, taken when it starts. A run committed on the
+    thread after that (its creator holds the thread row while it inserts, then marks the
+    thread busy) would be missing from it: so the thread is written only if its row is
+    still the version the snapshot saw (`xmin`, checked again on the newest version after
+    waiting for a creator's lock). Then no such run exists, and the next run read here is
+    exact; creators that come later wait for this statement's commit and dispatch their
+    own run. When the row moved, the run is still ended, and the caller finishes the rest
+    with fresh statements.
+    """
     finished = _finish_statement(dialect).returning(runs.c.thread_id).cte("finished")
-    return (
-        threads_db.state_statement(dialect, True)
-        .where(threads.c.thread_id == finished.c.thread_id)
-        .returning(threads.c.thread_id)
+    seen = threads.alias("seen")
+    seen_version = (
+        select(literal_column("seen.xmin"))
+        .select_from(seen)
+        .where(seen.c.thread_id == bindparam("p_thread_id"))
+        .scalar_subquery()
     )
+    written = (
+        threads_db.state_statement(dialect, True)
+        .where(
+            threads.c.thread_id == finished.c.thread_id,
+            literal_column("threads.xmin") == seen_version,
+        )
+        .returning(threads.c.thread_id)
+        .cte("written")
+    )
+    upcoming = _NEXT_PENDING.subquery("upcoming")
+    return select(
+        finished.c.thread_id,
+        exists(select(written.c.thread_id)).label("thread_written"),
+        upcoming.c.run_id,
+        upcoming.c.scheduled_at,
+        clock(dialect).label("now"),
+    ).select_from(finished.outerjoin(upcoming, true()))
 
 
 async def finish_run_with_state(
@@ -336,23 +386,32 @@ async def finish_run_with_state(
     output: Any,
     error: Any,
     thread: threads_db.ThreadState,
-) -> bool:
+) -> Finished:
     """`finish_run`, and with it the thread's cached state (busy while a run is pending).
 
-    Nothing is written unless `attempt` still holds the run. One statement on PostgreSQL,
-    two on SQLite: run it in `Runtime.atomic`.
+    Nothing is written unless `attempt` still holds the run. On PostgreSQL one statement,
+    which also reads the thread's next run (see `_finish_with_state_statement`); on SQLite
+    two, in the transaction of `Runtime.atomic`.
     """
     dialect = dialect_name(session)
     if dialect != "postgresql":
         if not await finish_run(session, run_id, attempt, status, output, error):
-            return False
+            return Finished(held=False)
         await threads_db.set_state_fields(session, thread, busy_if_pending=True)
-        return True
+        return Finished(held=True, thread_written=True)
     params = {
         **_finish_params(run_id, attempt, status, output, error),
         **threads_db.state_params(thread),
     }
-    return await fetch_one(session, _finish_with_state_statement(dialect), params) is not None
+    row = await fetch_one(session, _finish_with_state_statement(dialect), params)
+    if row is None:
+        return Finished(held=False)
+    if not row["thread_written"]:
+        return Finished(held=True)
+    upcoming = None
+    if row["run_id"] is not None:
+        upcoming = {"run_id": row["run_id"], "scheduled_at": row["scheduled_at"]}
+    return Finished(True, True, True, upcoming, row["now"])
 
 
 async def release_run(session: AsyncConnection, run_id: str, attempt: int) -> bool:

@@ -71,6 +71,7 @@ async def finalize_run(
     """Record the outcome if `attempt` still holds the run, then wake everyone who waits."""
     run_id, thread_id = run["run_id"], run["thread_id"]
     kwargs = run["kwargs"]
+    finished: runs_db.Finished | None = None
     if outcome.rollback:
         snapshot = await _record_rollback(runtime, run, attempt, outcome)
         if snapshot is None:
@@ -80,19 +81,18 @@ async def finalize_run(
             runtime, kwargs["graph_id"], thread_id, outcome.graph
         )
         output = _result(snapshot) if outcome.status == RunStatus.SUCCESS else None
+        state = _thread_state(thread_id, outcome, snapshot)
         async with runtime.atomic() as session:
-            held = await runs_db.finish_run_with_state(
-                session,
-                run_id,
-                attempt,
-                outcome.status,
-                output,
-                outcome.error,
-                _thread_state(thread_id, outcome, snapshot),
+            finished = await runs_db.finish_run_with_state(
+                session, run_id, attempt, outcome.status, output, outcome.error, state
             )
-        if not held:
+        if not finished.held:
             log.warning("run_finalize_refused run_id=%s attempt=%s", run_id, attempt)
             return False
+        if not finished.thread_written:
+            # A run was committed on the thread while this one ended: write with a fresh view.
+            async with runtime.autocommit() as session:
+                await threads_db.set_state_fields(session, state, busy_if_pending=True)
     log.info("run_finished run_id=%s attempt=%s status=%s", run_id, attempt, outcome.status)
     runtime.metrics.runs_finished.labels(outcome.status.value).inc()
     last_events = [("error", dumps(outcome.error))] if outcome.error is not None else []
@@ -106,13 +106,8 @@ async def finalize_run(
         await _signal_done(runtime, run_id)
     deleting = bool(run.get("temporary")) and run.get("on_completion", "delete") == "delete"
     if not deleting:
-        # Read again after commit: a run enqueued while we finalized must not be stranded.
-        # (A thread about to be deleted takes its runs with it: nothing to dispatch there.)
-        async with runtime.autocommit() as session:
-            upcoming = await runs_db.next_pending_run(session, thread_id)
-            now = await database_now(session) if upcoming is not None else None
-        if upcoming is not None:
-            await runtime.queue.push(upcoming["run_id"], _delay(upcoming["scheduled_at"], now))
+        # A thread about to be deleted takes its runs with it: nothing to dispatch there.
+        await _dispatch_next(runtime, thread_id, finished)
     if run.get("webhook"):
         payload = {**_public(run), "status": outcome.status.value, "values": snapshot.values}
         if outcome.error is not None:
@@ -121,6 +116,21 @@ async def finalize_run(
     if deleting:
         await delete_temporary_thread(runtime, thread_id)
     return True
+
+
+async def _dispatch_next(
+    runtime: Runtime, thread_id: str, finished: runs_db.Finished | None
+) -> None:
+    """Queue the thread's next run, if one waits, once this run's end is committed."""
+    if finished is not None and finished.upcoming_known:
+        upcoming, now = finished.upcoming, finished.now
+    else:
+        # Read after the commit: a run enqueued while this one ended must not be stranded.
+        async with runtime.autocommit() as session:
+            upcoming = await runs_db.next_pending_run(session, thread_id)
+            now = await database_now(session) if upcoming is not None else None
+    if upcoming is not None:
+        await runtime.queue.push(upcoming["run_id"], _delay(upcoming["scheduled_at"], now))
 
 
 async def _signal_done(runtime: Runtime, run_id: str) -> None:
