@@ -14,6 +14,7 @@ from sqlalchemy import (
     and_,
     bindparam,
     case,
+    column,
     delete,
     exists,
     func,
@@ -21,6 +22,7 @@ from sqlalchemy import (
     literal_column,
     or_,
     select,
+    table,
     true,
     update,
 )
@@ -212,6 +214,14 @@ def _claimable_in(dialect: str) -> list[Any]:
     ]
 
 
+# The checkpointer's table (langgraph's PostgreSQL saver creates it at start-up). A claim on
+# PostgreSQL also says whether the thread has a checkpoint yet (key THREAD_HAS_CHECKPOINT):
+# while the run holds its thread nobody else writes one, so a run that finds none can skip
+# its first read (app/graphs/checkpointer.py, `fenced`).
+_CHECKPOINTS = table("checkpoints", column("thread_id"), column("checkpoint_ns"))
+THREAD_HAS_CHECKPOINT = "thread_has_checkpoint"
+
+
 @cache
 def _claim_statements(dialect: str) -> tuple[Any, Update | None]:
     """The claim, and the thread update that goes with it.
@@ -242,7 +252,11 @@ def _claim_statements(dialect: str) -> tuple[Any, Update | None]:
             .returning(threads.c.thread_id)
             .cte("busy_thread")
         )
-        return select(claimed).add_cte(busy_thread), None
+        has_checkpoint = exists().where(
+            _CHECKPOINTS.c.thread_id == claimed.c.thread_id, _CHECKPOINTS.c.checkpoint_ns == ""
+        )
+        claim_and_look = select(claimed, has_checkpoint.label(THREAD_HAS_CHECKPOINT))
+        return claim_and_look.add_cte(busy_thread), None
     busy = (
         update(threads)
         .where(threads.c.thread_id == bindparam("p_thread_id"))
@@ -258,7 +272,8 @@ async def claim_run(
 
     Only the thread's oldest pending run can be claimed, and only while no other run of
     the thread is running, so a thread's runs execute one at a time in order. One
-    statement on PostgreSQL, two on SQLite: run it in `Runtime.atomic`.
+    statement on PostgreSQL, two on SQLite: run it in `Runtime.atomic`. On PostgreSQL the
+    row also carries THREAD_HAS_CHECKPOINT.
     """
     dialect = dialect_name(session)
     claim, busy = _claim_statements(dialect)

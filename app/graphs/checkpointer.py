@@ -170,6 +170,7 @@ def fenced(
     describe: str,
     recheck_seconds: float = 1.0,
     held_at: float = float("-inf"),
+    empty: bool = False,
 ) -> BaseCheckpointSaver:
     """A view of `saver` whose writes are refused once the run's attempt is no longer current.
 
@@ -177,10 +178,22 @@ def fenced(
     paused past its lease always re-checks (its monotonic clock moved on while paused).
     `held_at` is when the attempt was last known to hold the run (its claim, a moment
     before the lease was granted): no check is needed within `recheck_seconds` of it.
+
+    `empty`: the thread had no checkpoint in its root namespace when the attempt took the
+    run, and nobody else writes one while the run holds the thread. The view then answers
+    its first read there (LangGraph's, before the run writes anything) without a query.
     """
     view = copy.copy(saver)
-    put, put_writes = saver.aput, saver.aput_writes
+    get_tuple, put, put_writes = saver.aget_tuple, saver.aput, saver.aput_writes
     checked_at = held_at
+    known_empty = empty
+
+    async def aget_tuple(config: Any) -> Any:
+        nonlocal known_empty
+        if known_empty and not config["configurable"].get("checkpoint_ns"):
+            known_empty = False
+            return None
+        return await get_tuple(config)
 
     async def ensure() -> None:
         nonlocal checked_at
@@ -192,13 +205,18 @@ def fenced(
         checked_at = now
 
     async def aput(config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        nonlocal known_empty
+        known_empty = False
         await ensure()
         return await put(config, checkpoint, metadata, new_versions)
 
     async def aput_writes(config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
+        nonlocal known_empty
+        known_empty = False
         await ensure()
         await put_writes(config, writes, task_id, task_path)
 
+    view.aget_tuple = aget_tuple  # type: ignore[method-assign]
     view.aput = aput  # type: ignore[method-assign]
     view.aput_writes = aput_writes  # type: ignore[method-assign]
     return view

@@ -50,21 +50,25 @@ class RunExecutor:
             return
         attempt = int(run["attempt"])
         claimed = dict(run)
+        # A first attempt on a thread without checkpoints has nothing to read back.
+        thread_empty = claimed.pop(runs_db.THREAD_HAS_CHECKPOINT, None) is False and attempt == 1
         # Every log line of this run carries its identity; its span joins the creator's trace.
         with (
             run_log_context(run_id, run["thread_id"], attempt, rt.instance_id),
             rt.tracing.run_span(claimed),
         ):
-            await self._execute_and_finalize(claimed, attempt, claim_started)
+            await self._execute_and_finalize(claimed, attempt, claim_started, thread_empty)
 
     async def _execute_and_finalize(
-        self, run: dict[str, Any], attempt: int, claim_started: float
+        self, run: dict[str, Any], attempt: int, claim_started: float, thread_empty: bool
     ) -> None:
         rt = self._rt
         run_id = run["run_id"]
         task = asyncio.current_task()
         assert task is not None
-        entry = rt.running.add(run_id, attempt, task, held_at=claim_started)
+        entry = rt.running.add(
+            run_id, attempt, task, held_at=claim_started, thread_empty=thread_empty
+        )
         log.info("run_claimed run_id=%s thread_id=%s attempt=%s", run_id, run["thread_id"], attempt)
         try:
             # The metadata event opens every attempt's events, in the same round trip.
@@ -191,7 +195,11 @@ class RunExecutor:
                 return await runs_db.still_holds(session, run_id, attempt)
 
         saver = fenced(
-            rt.checkpointer, holds, f"attempt {attempt} of run {run_id}", held_at=entry.held_at
+            rt.checkpointer,
+            holds,
+            f"attempt {attempt} of run {run_id}",
+            held_at=entry.held_at,
+            empty=entry.thread_empty,
         )
         return graph.copy(update={"checkpointer": saver, "store": rt.store})
 

@@ -15,6 +15,8 @@ class RunningRun:
     task: asyncio.Task[None]
     # Monotonic time at which the attempt was last known to hold the run (its claim).
     held_at: float = float("-inf")
+    # The thread had no checkpoint when this first attempt claimed the run (PostgreSQL).
+    thread_empty: bool = False
     stop_reason: str | None = None
 
 
@@ -25,10 +27,15 @@ class RunningRuns:
         self._runs: dict[str, RunningRun] = {}
 
     def add(
-        self, run_id: str, attempt: int, task: asyncio.Task[None], held_at: float = float("-inf")
+        self,
+        run_id: str,
+        attempt: int,
+        task: asyncio.Task[None],
+        held_at: float = float("-inf"),
+        thread_empty: bool = False,
     ) -> RunningRun:
         """Register a claimed run."""
-        entry = self._runs[run_id] = RunningRun(run_id, attempt, task, held_at)
+        entry = self._runs[run_id] = RunningRun(run_id, attempt, task, held_at, thread_empty)
         return entry
 
     def remove(self, run_id: str) -> None:

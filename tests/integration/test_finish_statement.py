@@ -18,7 +18,12 @@ from app.db import threads as threads_db
 from app.db.engine import Sessions, create_engine, migrate, on_each_statement, session_factory
 from app.db.threads import ThreadState
 from app.domain.status import RunStatus
-from tests.support.databases import create_database, drop_database, postgres_available
+from tests.support.databases import (
+    create_checkpoint_tables,
+    create_database,
+    drop_database,
+    postgres_available,
+)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -45,6 +50,8 @@ async def _migrated(kind: str, tmp_path: Path) -> AsyncIterator[AsyncEngine]:
         engine = create_engine("postgresql+asyncpg://" + url.split("://", 1)[1])
     try:
         await migrate(engine)
+        if url is not None:
+            await create_checkpoint_tables(url, tmp_path)
         yield engine
     finally:
         await engine.dispose()

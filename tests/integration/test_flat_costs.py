@@ -11,18 +11,24 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db import runs as runs_db
 from app.db import threads as threads_db
 from app.db.engine import create_engine, migrate, on_each_statement, session_factory
 from app.db.tables import runs
+from app.domain.status import RunStatus
 from app.observability.metrics import Metrics
 from app.settings import Settings
 from app.worker.lease import LeaseKeeper
 from app.worker.registry import RunningRuns
-from tests.support.databases import create_database, drop_database, postgres_available
+from tests.support.databases import (
+    create_checkpoint_tables,
+    create_database,
+    drop_database,
+    postgres_available,
+)
 from tests.support.metrics import scrape, value
 
 
@@ -50,6 +56,8 @@ async def database(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncItera
         engine = create_engine("postgresql+asyncpg://" + url.split("://", 1)[1])
     try:
         await migrate(engine)
+        if url is not None:
+            await create_checkpoint_tables(url, tmp_path)
         yield Counted(engine)
     finally:
         await engine.dispose()
@@ -203,3 +211,30 @@ async def test_a_background_run_and_its_join_cost_a_handful_of_statements(base_u
     per_run = (after - before) / RUNS
     print(f"Runyard statements per background run and join: {per_run:.1f}")
     assert 0 < per_run <= STATEMENTS_PER_RUN
+
+
+async def test_a_claim_also_says_whether_the_thread_has_a_checkpoint(database: Counted) -> None:
+    sessions = session_factory(database.engine)
+    owner = f"instance-{uuid.uuid4().hex[:8]}"
+    empty, written = await _claimed_runs(database, owner, 2)
+    postgres = database.engine.dialect.name == "postgresql"
+    # SQLite keeps its checkpoints elsewhere (their own file): its claim cannot tell.
+    assert empty.get(runs_db.THREAD_HAS_CHECKPOINT) is (False if postgres else None)
+    if not postgres:
+        return
+    # A thread with a checkpoint, and a new run on it: the claim sees the checkpoint.
+    async with database.engine.begin() as conn:
+        await conn.execute(
+            text(
+                "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, checkpoint, "
+                "metadata) VALUES (:thread_id, '', 'c1', '{}', '{}')"
+            ),
+            {"thread_id": written["thread_id"]},
+        )
+    async with sessions() as session, session.begin():
+        await runs_db.finish_run(session, written["run_id"], 1, RunStatus.SUCCESS, None, None)
+        again = _run_row(str(uuid.uuid4()), written["thread_id"])
+        await runs_db.insert_run(session, again)
+    async with sessions() as session, session.begin():
+        claimed = await runs_db.claim_run(session, again["run_id"], owner, 30.0)
+    assert claimed is not None and claimed[runs_db.THREAD_HAS_CHECKPOINT] is True

@@ -6,6 +6,7 @@ import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import psycopg
@@ -71,3 +72,12 @@ async def open_statement_pool(engine: AsyncEngine, size: int = 2) -> AsyncIterat
         yield pool
     finally:
         await pool.close()
+
+
+async def create_checkpoint_tables(url: str, data_dir: Path) -> None:
+    """The checkpointer's tables on a PostgreSQL database, as a server makes them at start-up
+    (the claim statement reads them)."""
+    from app.graphs.checkpointer import open_checkpointer
+
+    async with open_checkpointer(url, data_dir, pool_size=1):
+        pass
