@@ -10,7 +10,7 @@ import os
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AsyncExitStack, contextmanager
 from typing import Any
 
 import httpx
@@ -54,6 +54,12 @@ def _parser() -> argparse.ArgumentParser:
         help="start Runyard on free ports first: dev (SQLite), serve (PostgreSQL), "
         "redis (PostgreSQL + Redis, --instances processes)",
     )
+    parser.add_argument(
+        "--against",
+        metavar="URL",
+        help="a second deployment (with --url), loaded at the same moment with the same "
+        "scenario, so both meet the same host: one JSON line each",
+    )
     parser.add_argument("--instances", type=_positive, default=1, help="with --start redis")
     parser.add_argument(
         "--env",
@@ -88,6 +94,8 @@ def _parser() -> argparse.ArgumentParser:
 def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     if args.instances > 1 and args.start != "redis":
         parser.error("--instances needs --start redis (without Redis there is one instance)")
+    if args.against and not args.url:
+        parser.error("--against compares two running deployments; it needs --url")
     if args.env and not args.start:
         parser.error("--env sets the started servers' settings; it needs --start")
     for item in args.env:
@@ -115,7 +123,7 @@ def _servers(
 ) -> Iterator[tuple[list[str], dict[str, Any] | None, Fleet | None]]:
     """The target URLs, the servers' non-default settings (None: unknown) and what to kill."""
     if args.url:
-        yield [url.strip().rstrip("/") for url in args.url.split(",") if url.strip()], None, None
+        yield _urls(args.url), None, None
         return
     from bench.target import started_deployment
 
@@ -130,22 +138,39 @@ async def _run_all(
     args: argparse.Namespace, urls: list[str], settings: dict[str, Any] | None, fleet: Fleet | None
 ) -> int:
     names = list(scenarios.SCENARIOS) if args.scenario == "all" else [args.scenario]
-    head: dict[str, Any] = {
-        "target": ",".join(urls),
-        "mode": args.start or "external",
-        "instances": len(urls),
-        "settings": settings,
-    }
-    async with open_client(urls, args.concurrency + 5) as client:
-        target = Target(
-            client, args.assistant, args.input, args.concurrency, args.timeout, fleet, urls
-        )
+    deployments = [urls]
+    if args.against:
+        deployments.append(_urls(args.against))
+    async with AsyncExitStack() as stack:
+        targets = []
+        for members in deployments:
+            client = await stack.enter_async_context(open_client(members, args.concurrency + 5))
+            target = Target(
+                client, args.assistant, args.input, args.concurrency, args.timeout, fleet, members
+            )
+            head: dict[str, Any] = {
+                "target": ",".join(members),
+                "mode": args.start or "external",
+                "instances": len(members),
+                "settings": settings,
+            }
+            if args.against:
+                head["side_by_side"] = True
+            targets.append((target, head))
         failures = 0
         for name in names:
-            line = await _run_one(target, name, args, head)
-            print(json.dumps(line), flush=True)
-            failures += 1 if line.get("errors") else 0
+            # Side by side, both deployments take the scenario at once: same host, same moment.
+            lines = await asyncio.gather(
+                *(_run_one(target, name, args, head) for target, head in targets)
+            )
+            for line in lines:
+                print(json.dumps(line), flush=True)
+                failures += 1 if line.get("errors") else 0
         return failures
+
+
+def _urls(text: str) -> list[str]:
+    return [url.strip().rstrip("/") for url in text.split(",") if url.strip()]
 
 
 async def _run_one(

@@ -16,8 +16,8 @@ ROOT = Path(__file__).resolve().parents[2]
 RUNS = 5
 
 
-def _bench(url: str, scenario: str) -> tuple[int, list[dict[str, Any]], str]:
-    args = [sys.executable, "-m", "bench.run", "--url", url, "--scenario", scenario]
+def _bench(url: str, scenario: str, *extra: str) -> tuple[int, list[dict[str, Any]], str]:
+    args = [sys.executable, "-m", "bench.run", "--url", url, "--scenario", scenario, *extra]
     # The test config has no `noop` graph; `pipeline` is a short graph every backend serves.
     args += ["--runs", str(RUNS), "--concurrency", "3", "--warmup", "1"]
     args += ["--assistant", "pipeline", "--input", json.dumps({"text": "one two three"})]
@@ -81,6 +81,29 @@ def test_several_urls_are_one_target(server: ServerProcess) -> None:
     assert line["errors"] == 0
     # The bench did not start this server, so it cannot know its settings.
     assert line["settings"] is None
+
+
+def test_side_by_side_loads_two_deployments_at_once(server: ServerProcess) -> None:
+    # The same server twice stands in for two deployments: each gets its own line.
+    other = server.url + "/"
+    code, lines, stderr = _bench(server.url, "throughput", "--against", other)
+
+    assert code == 0, stderr
+    assert len(lines) == 2, stderr
+    assert [line["target"] for line in lines] == [server.url, server.url]
+    for line in lines:
+        assert line["side_by_side"] is True
+        assert line["scenario"] == "throughput"
+        assert line["total"] == RUNS
+        assert line["errors"] == 0
+
+
+def test_side_by_side_needs_running_deployments() -> None:
+    args = [sys.executable, "-m", "bench.run", "--start", "dev", "--against", "http://x"]
+    done = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=60)
+
+    assert done.returncode == 2
+    assert "--against compares two running deployments; it needs --url" in done.stderr
 
 
 def test_recovery_refuses_a_server_it_cannot_kill(server: ServerProcess) -> None:
