@@ -16,7 +16,7 @@ from app.db import runs as runs_db
 from app.db.driver import DeferredConnection, StatementPool, fetch_all, fetch_one
 from app.db.engine import Sessions, create_engine, migrate, on_each_statement, session_factory
 from app.db.tables import assistants
-from tests.support.databases import fresh_database, open_statement_pool
+from tests.support.databases import fresh_database, open_statement_pool, until_true
 
 pytestmark = pytest.mark.postgres
 
@@ -138,18 +138,13 @@ async def test_a_connection_lost_under_a_statement_is_replaced(
     autocommit = _standalone(engine, statements)
 
     async def terminate_the_sleeper() -> None:
-        async with engine.connect() as other:
-            for _ in range(200):
-                found = await other.execute(
-                    text(
-                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                        "WHERE query LIKE 'SELECT pg_sleep%' AND pid <> pg_backend_pid()"
-                    )
-                )
-                if found.first() is not None:
-                    return
-                await asyncio.sleep(0.02)
-        raise AssertionError("the sleeping statement never showed up")
+        await until_true(
+            engine,
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE query LIKE 'SELECT pg_sleep%' AND pid <> pg_backend_pid()",
+            "the sleeping statement showing up",
+            tries=200,
+        )
 
     async with autocommit() as session:
         before = await fetch_one(session, _BACKEND_PID, {})

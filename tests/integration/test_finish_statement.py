@@ -5,72 +5,35 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db import runs as runs_db
 from app.db import threads as threads_db
-from app.db.engine import Sessions, create_engine, migrate, on_each_statement, session_factory
+from app.db.engine import Sessions, on_each_statement, session_factory
 from app.db.threads import ThreadState
 from app.domain.status import RunStatus
-from tests.support.databases import (
-    create_checkpoint_tables,
-    create_database,
-    drop_database,
-    postgres_available,
-)
+from tests.support.databases import migrated_engine, until_true
+from tests.support.rows import run_row, thread_row
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
 async def engine(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[AsyncEngine]:
-    async with _migrated(request.param, tmp_path) as engine:
+    async with migrated_engine(request.param, tmp_path) as engine:
         yield engine
 
 
 @pytest.fixture
 async def postgres_engine(tmp_path: Path) -> AsyncIterator[AsyncEngine]:
-    async with _migrated("postgres", tmp_path) as engine:
+    async with migrated_engine("postgres", tmp_path) as engine:
         yield engine
 
 
-@asynccontextmanager
-async def _migrated(kind: str, tmp_path: Path) -> AsyncIterator[AsyncEngine]:
-    if kind == "sqlite":
-        engine = create_engine(f"sqlite+aiosqlite:///{tmp_path / 'runyard.sqlite'}")
-        url = None
-    else:
-        if not postgres_available():
-            pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (see README)")
-        url = create_database()
-        engine = create_engine("postgresql+asyncpg://" + url.split("://", 1)[1])
-    try:
-        await migrate(engine)
-        if url is not None:
-            await create_checkpoint_tables(url, tmp_path)
-        yield engine
-    finally:
-        await engine.dispose()
-        if url is not None:
-            drop_database(url)
-
-
-def _run_row(thread_id: str, status: str = "pending") -> dict[str, Any]:
-    return {
-        "run_id": str(uuid.uuid4()),
-        "thread_id": thread_id,
-        "assistant_id": "a",
-        "status": status,
-        "metadata": {},
-        "kwargs": {},
-        "multitask_strategy": "enqueue",
-        "attempt": 0,
-        "temporary": False,
-    }
+def _run_row(thread_id: str) -> dict[str, Any]:
+    return run_row(str(uuid.uuid4()), thread_id, multitask_strategy="enqueue")
 
 
 async def _running_run(sessions: Sessions) -> tuple[str, str, int]:
@@ -78,17 +41,7 @@ async def _running_run(sessions: Sessions) -> tuple[str, str, int]:
     thread_id = str(uuid.uuid4())
     row = _run_row(thread_id)
     async with sessions() as session, session.begin():
-        await threads_db.insert_thread(
-            session,
-            {
-                "thread_id": thread_id,
-                "metadata": {},
-                "config": {},
-                "status": "busy",
-                "values": None,
-                "interrupts": {},
-            },
-        )
+        await threads_db.insert_thread(session, thread_row(thread_id))
         await runs_db.insert_run(session, row)
         claimed = await runs_db.claim_run(session, row["run_id"], "me", 30.0)
     assert claimed is not None
@@ -180,19 +133,12 @@ async def test_a_run_committed_while_the_end_waits_is_left_to_a_fresh_read(
         await threads_db.mark_busy(creator, thread_id, {})
         # The end starts now, so its snapshot lacks the late run, and waits for the row.
         ending = asyncio.create_task(_finish(engine, run_id, attempt, thread_id))
-        async with engine.connect() as watcher:
-            for _ in range(250):
-                waiting = await watcher.execute(
-                    text(
-                        "SELECT count(*) FROM pg_stat_activity "
-                        "WHERE wait_event_type = 'Lock' AND query LIKE 'WITH finished%'"
-                    )
-                )
-                if waiting.scalar_one():
-                    break
-                await asyncio.sleep(0.02)
-            else:
-                raise AssertionError("the finishing statement never waited for the thread row")
+        await until_true(
+            engine,
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE wait_event_type = 'Lock' AND query LIKE 'WITH finished%'",
+            "the finishing statement waiting for the thread row",
+        )
         await creator.commit()
     finished = await ending
     # The run is ended; the thread was not written from the stale view, nor the next run

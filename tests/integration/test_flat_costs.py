@@ -16,20 +16,16 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db import runs as runs_db
 from app.db import threads as threads_db
-from app.db.engine import create_engine, migrate, on_each_statement, session_factory
+from app.db.engine import on_each_statement, session_factory
 from app.db.tables import runs
 from app.domain.status import RunStatus
 from app.observability.metrics import Metrics
 from app.settings import Settings
 from app.worker.lease import LeaseKeeper
 from app.worker.registry import RunningRuns
-from tests.support.databases import (
-    create_checkpoint_tables,
-    create_database,
-    drop_database,
-    postgres_available,
-)
+from tests.support.databases import migrated_engine
 from tests.support.metrics import scrape, value
+from tests.support.rows import run_row, thread_row
 
 
 class Counted:
@@ -46,48 +42,8 @@ class Counted:
 
 @pytest.fixture(params=["sqlite", "postgres"])
 async def database(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Counted]:
-    if request.param == "sqlite":
-        engine = create_engine(f"sqlite+aiosqlite:///{tmp_path / 'runyard.sqlite'}")
-        url = None
-    else:
-        if not postgres_available():
-            pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (see README)")
-        url = create_database()
-        engine = create_engine("postgresql+asyncpg://" + url.split("://", 1)[1])
-    try:
-        await migrate(engine)
-        if url is not None:
-            await create_checkpoint_tables(url, tmp_path)
+    async with migrated_engine(request.param, tmp_path) as engine:
         yield Counted(engine)
-    finally:
-        await engine.dispose()
-        if url is not None:
-            drop_database(url)
-
-
-def _thread_row(thread_id: str) -> dict[str, Any]:
-    return {
-        "thread_id": thread_id,
-        "metadata": {},
-        "config": {},
-        "status": "busy",
-        "values": None,
-        "interrupts": {},
-    }
-
-
-def _run_row(run_id: str, thread_id: str) -> dict[str, Any]:
-    return {
-        "run_id": run_id,
-        "thread_id": thread_id,
-        "assistant_id": "a",
-        "status": "pending",
-        "metadata": {},
-        "kwargs": {},
-        "multitask_strategy": "reject",
-        "attempt": 0,
-        "temporary": False,
-    }
 
 
 async def _claimed_runs(db: Counted, owner: str, count: int) -> list[dict[str, Any]]:
@@ -97,8 +53,8 @@ async def _claimed_runs(db: Counted, owner: str, count: int) -> list[dict[str, A
     for _ in range(count):
         thread_id, run_id = str(uuid.uuid4()), str(uuid.uuid4())
         async with sessions() as session, session.begin():
-            await threads_db.insert_thread(session, _thread_row(thread_id))
-            await runs_db.insert_run(session, _run_row(run_id, thread_id))
+            await threads_db.insert_thread(session, thread_row(thread_id))
+            await runs_db.insert_run(session, run_row(run_id, thread_id))
             row = await runs_db.claim_run(session, run_id, owner, 30.0)
         assert row is not None
         claimed.append(dict(row))
@@ -113,7 +69,7 @@ async def test_a_run_on_a_new_thread_is_one_statement_and_never_joins_an_existin
     counted = database.statements
     async with sessions() as session, session.begin():
         row = await runs_db.insert_run_on_new_thread(
-            session, _thread_row(thread_id), _run_row(first, thread_id)
+            session, thread_row(thread_id), run_row(first, thread_id)
         )
     assert row is not None and row["run_id"] == first and row["thread_id"] == thread_id
     dialect = database.engine.dialect.name
@@ -121,7 +77,7 @@ async def test_a_run_on_a_new_thread_is_one_statement_and_never_joins_an_existin
     # The thread exists now: nothing is written, and the caller takes the general path.
     async with sessions() as session, session.begin():
         again = await runs_db.insert_run_on_new_thread(
-            session, _thread_row(thread_id), _run_row(second, thread_id)
+            session, thread_row(thread_id), run_row(second, thread_id)
         )
         assert again is None
         assert await runs_db.get_run(session, second) is None
@@ -233,7 +189,7 @@ async def test_a_claim_also_says_whether_the_thread_has_a_checkpoint(database: C
         )
     async with sessions() as session, session.begin():
         await runs_db.finish_run(session, written["run_id"], 1, RunStatus.SUCCESS, None, None)
-        again = _run_row(str(uuid.uuid4()), written["thread_id"])
+        again = run_row(str(uuid.uuid4()), written["thread_id"])
         await runs_db.insert_run(session, again)
     async with sessions() as session, session.begin():
         claimed = await runs_db.claim_run(session, again["run_id"], owner, 30.0)

@@ -81,3 +81,45 @@ async def create_checkpoint_tables(url: str, data_dir: Path) -> None:
 
     async with open_checkpointer(url, data_dir, pool_size=1):
         pass
+
+
+@asynccontextmanager
+async def migrated_engine(kind: str, data_dir: Path) -> AsyncIterator[AsyncEngine]:
+    """An engine on a migrated database for the block: a SQLite file in `data_dir`, or a
+    fresh PostgreSQL database (dropped afterwards) with the checkpointer's tables too."""
+    import pytest  # here, not above: bench/ uses this module without the test extras
+
+    from app.db.engine import create_engine, migrate
+
+    url = None
+    if kind == "sqlite":
+        engine = create_engine(f"sqlite+aiosqlite:///{data_dir / 'runyard.sqlite'}")
+    else:
+        if not postgres_available():
+            pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (see README)")
+        url = create_database()
+        engine = create_engine("postgresql+asyncpg://" + url.split("://", 1)[1])
+    try:
+        await migrate(engine)
+        if url is not None:
+            await create_checkpoint_tables(url, data_dir)
+        yield engine
+    finally:
+        await engine.dispose()
+        if url is not None:
+            drop_database(url)
+
+
+async def until_true(engine: AsyncEngine, sql: str, what: str, tries: int = 250) -> None:
+    """Run `sql` (a look at pg_stat_activity, say) every 20 ms until its first value is true;
+    fail with `what` never happened after `tries` looks."""
+    import asyncio
+
+    from sqlalchemy import text
+
+    async with engine.connect() as conn:
+        for _ in range(tries):
+            if (await conn.execute(text(sql))).scalar():
+                return
+            await asyncio.sleep(0.02)
+    raise AssertionError(f"{what} never happened")
