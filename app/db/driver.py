@@ -82,8 +82,9 @@ class _Connections:
 
     asyncpg's own pool does more per acquire and release than these statements need (a
     proxy object, a future, an inactivity timer armed and cancelled, a timeout context, a
-    reset): about 7% of an instance's CPU under load. Here a slot is taken, the most
-    recently returned connection is reused (or one is opened), and it is put back.
+    reset): 5-9% of an instance's CPU per run, measured side by side. Here a slot is
+    taken, the most recently returned connection is reused (or one is opened), and it is
+    put back.
     """
 
     def __init__(self, connect: Callable[[], Awaitable[Any]], size: int) -> None:
@@ -197,8 +198,6 @@ class StatementPool:
         (a lost connection, a server shutting down, a cancellation in the middle of a
         statement) its state is unknown: it is closed.
         """
-        import asyncpg
-
         connections = self._connections
         if connections is None:
             raise RuntimeError("the statement pool is not open")
@@ -209,6 +208,8 @@ class StatementPool:
             reusable = True
             return result
         except Exception as error:
+            import asyncpg
+
             sqlstate = str(getattr(error, "sqlstate", "") or "")
             reusable = isinstance(error, asyncpg.PostgresError) and not sqlstate.startswith(
                 ("08", "57")

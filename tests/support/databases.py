@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import psycopg
+from sqlalchemy import text
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
@@ -113,10 +115,6 @@ async def migrated_engine(kind: str, data_dir: Path) -> AsyncIterator[AsyncEngin
 async def until_true(engine: AsyncEngine, sql: str, what: str, tries: int = 250) -> None:
     """Run `sql` (a look at pg_stat_activity, say) every 20 ms until its first value is true;
     fail with `what` never happened after `tries` looks."""
-    import asyncio
-
-    from sqlalchemy import text
-
     async with engine.connect() as conn:
         for _ in range(tries):
             if (await conn.execute(text(sql))).scalar():
