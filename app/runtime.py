@@ -139,7 +139,9 @@ class Runtime:
         )
         self.store_options = store_options(self.project)
         self.store = await self._stack.enter_async_context(
-            open_store(url, settings.data_dir, self.store_options, settings.db_pool_size)
+            open_store(
+                url, settings.data_dir, self.store_options, settings.db_pool_size, statements
+            )
         )
         from app.services.assistants import ensure_default_assistants
 

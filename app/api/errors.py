@@ -4,23 +4,14 @@ from __future__ import annotations
 
 import logging
 
-import psycopg
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
-from app.domain.errors import RunyardError
+from app.domain.errors import UNSTORABLE_TEXT_MESSAGE, UNSTORABLE_TEXT_SQLSTATES, RunyardError
 
 log = logging.getLogger("runyard.api")
-
-# PostgreSQL refuses NUL characters in text and JSONB (22P05 untranslatable character,
-# 22021 character not in repertoire): that is the client's data, not a server fault.
-UNSTORABLE_TEXT_SQLSTATES = frozenset({"22P05", "22021"})
-UNSTORABLE_TEXT_MESSAGE = (
-    "the request contains a NUL character (\\u0000), which cannot be stored or searched; "
-    "remove it from strings and keys"
-)
 
 BIG_INTEGER_MESSAGE = (
     "the request holds an integer outside the 64-bit range; send such numbers as strings"
@@ -62,14 +53,6 @@ def install_error_handlers(app: FastAPI) -> None:
                 headers={"Retry-After": "1"},
             )
         raise exc  # a real server fault: the default 500, with its traceback logged
-
-    # LangGraph's PostgreSQL checkpointer and store speak psycopg, not SQLAlchemy.
-    @app.exception_handler(psycopg.DataError)
-    async def psycopg_data_error(_request: Request, exc: psycopg.DataError) -> JSONResponse:
-        # psycopg itself refuses NUL in text parameters, before PostgreSQL sees them.
-        if exc.sqlstate in UNSTORABLE_TEXT_SQLSTATES or "NUL (0x00)" in str(exc):
-            return JSONResponse({"detail": UNSTORABLE_TEXT_MESSAGE}, status_code=422)
-        raise exc
 
     # orjson and msgpack (events, checkpoints, store values) stop at 64-bit integers.
     @app.exception_handler(TypeError)

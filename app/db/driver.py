@@ -168,6 +168,16 @@ class StatementPool:
             await self._connections.close()
             self._connections = None
 
+    def count_statement(self) -> None:
+        """Tell the engine's statement counter (`on_each_statement`) of one statement.
+
+        `fetch_all` counts the statements it sends here; a caller of `execute` or
+        `fetch_sql` counts its own, with this or with a counter of its own.
+        """
+        counter = self._engine.get_execution_options().get(STATEMENT_CALLBACK)
+        if counter is not None:
+            counter()
+
     async def execute(self, sql: str, args: Sequence[Any]) -> None:
         """Run one statement given as asyncpg SQL (`$1`, `$2`…) with its arguments."""
         await self._on_connection(sql, lambda connection: connection.execute(sql, *args))

@@ -1,12 +1,13 @@
-"""Cron schedule arithmetic (pure): validation, occurrences, and which occurrence is due."""
+"""Cron schedule arithmetic (pure): validation, occurrences, and which occurrence is due.
+
+croniter is imported by the functions that use it: an instance without crons never loads it.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-from croniter import CroniterBadDateError, croniter
 
 from app.domain.errors import InvalidInputError
 
@@ -31,6 +32,8 @@ def parse_timezone(name: str | None) -> tzinfo:
 
 def validate_schedule(schedule: str) -> None:
     """Raise InvalidInputError naming the problem when `schedule` is not a cron expression."""
+    from croniter import croniter
+
     try:
         croniter(schedule, datetime(2000, 1, 1, tzinfo=UTC)).get_next(datetime)
     except (ValueError, KeyError, TypeError) as exc:  # croniter's errors are ValueErrors
@@ -41,12 +44,16 @@ def validate_schedule(schedule: str) -> None:
 
 def next_occurrence(schedule: str, zone: tzinfo, after: datetime) -> datetime:
     """The first occurrence strictly after `after`, in UTC."""
+    from croniter import croniter
+
     found: datetime = croniter(schedule, after.astimezone(zone)).get_next(datetime)
     return found.astimezone(UTC)
 
 
 def latest_occurrence(schedule: str, zone: tzinfo, at_or_before: datetime) -> datetime:
     """The last occurrence at or before `at_or_before`, in UTC."""
+    from croniter import croniter
+
     local = at_or_before.astimezone(zone)
     previous: datetime = croniter(schedule, local).get_prev(datetime)
     # get_prev is strictly before its start; the start itself may be an occurrence.
@@ -59,6 +66,8 @@ def first_run_date(
     schedule: str, zone: tzinfo, end_time: datetime | None, now: datetime
 ) -> datetime | None:
     """When a new (or rescheduled) cron fires first; None when that is past its end time."""
+    from croniter import CroniterBadDateError
+
     try:
         upcoming = next_occurrence(schedule, zone, now)
     except CroniterBadDateError:  # e.g. a seven-field schedule whose years are over

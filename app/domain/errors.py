@@ -53,3 +53,12 @@ class ForbiddenError(RunyardError):
     """The auth handlers refused this action to this user."""
 
     status_code = 403
+
+
+# PostgreSQL refuses NUL characters in text and JSONB (22P05 untranslatable character,
+# 22021 character not in repertoire): that is the client's data, not a server fault.
+UNSTORABLE_TEXT_SQLSTATES = frozenset({"22P05", "22021"})
+UNSTORABLE_TEXT_MESSAGE = (
+    "the request contains a NUL character (\\u0000), which cannot be stored or searched; "
+    "remove it from strings and keys"
+)

@@ -16,32 +16,6 @@ from app.domain.errors import StaleAttemptError
 from app.graphs.setup_lock import CHECKPOINTER_SETUP_LOCK, setup_alone
 
 
-class _NoLock:
-    """Stands in for the saver's instance-wide lock: each pooled connection is used alone."""
-
-    async def __aenter__(self) -> None:
-        return None
-
-    async def __aexit__(self, *_exc: object) -> None:
-        return None
-
-
-def _counting_cursor(on_statements: Callable[[int], None]) -> type:
-    from psycopg import AsyncCursor
-
-    class CountingCursor(AsyncCursor):  # type: ignore[type-arg]
-        async def execute(self, *args: Any, **kwargs: Any) -> Any:
-            on_statements(1)
-            return await super().execute(*args, **kwargs)
-
-        async def executemany(self, query: Any, params_seq: Any, **kwargs: Any) -> None:
-            params_seq = list(params_seq)
-            on_statements(len(params_seq))
-            await super().executemany(query, params_seq, **kwargs)
-
-    return CountingCursor
-
-
 @asynccontextmanager
 async def open_checkpointer(
     database_url: str,
@@ -50,45 +24,25 @@ async def open_checkpointer(
     pool_size: int = 10,
     statements: StatementPool | None = None,
 ) -> AsyncIterator[BaseCheckpointSaver]:
-    """The saver matching the database: PostgreSQL (pooled psycopg) or a SQLite file.
+    """The saver matching the database: PostgreSQL or a SQLite file.
 
-    `on_statements(n)` is told of the statements the PostgreSQL saver sends; its pool
-    opens at most `pool_size` connections. Given Runyard's statement pool on the same
-    database, the PostgreSQL saver writes checkpoints through it (app/graphs/pg_saver.py).
+    The PostgreSQL saver (app/graphs/pg_saver.py) sends a run's statements through
+    Runyard's statement pool, `statements`, and opens the library's saver, with a psycopg
+    pool of at most `pool_size` connections, only when something else is asked of it.
+    `on_statements(n)` is told of the statements it sends.
     """
     if database_url.startswith("postgresql"):
-        from psycopg.rows import dict_row
-        from psycopg_pool import AsyncConnectionPool
+        from app.graphs.pg_saver import PostgresSaver
 
-        from app.graphs.pg_saver import LeanPostgresSaver
-
+        if statements is None:
+            raise ValueError("the PostgreSQL checkpointer needs Runyard's statement pool")
         conninfo = "postgresql://" + database_url.split("://", 1)[1]
-        kwargs: dict[str, Any] = {
-            "autocommit": True,
-            # Server-side prepared statements, as the library's own connections use them:
-            # unprepared, PostgreSQL parsed and planned every checkpoint query anew (a
-            # quarter of its CPU per run). asyncpg prepares Runyard's own statements too.
-            "prepare_threshold": 0,
-            "row_factory": dict_row,
-        }
-        if on_statements is not None:
-            kwargs["cursor_factory"] = _counting_cursor(on_statements)
-        pool = AsyncConnectionPool(
-            conninfo, min_size=1, max_size=pool_size, open=False, kwargs=kwargs
-        )
-        await pool.open(wait=True, timeout=30)
+        saver = PostgresSaver(statements, conninfo, pool_size, on_statements)
         try:
-            saver = LeanPostgresSaver(pool)  # type: ignore[arg-type]
-            saver.statements = statements
-            saver.on_statements = on_statements
-            # The saver serializes every query of the instance behind one lock, which only a
-            # single shared connection needs; with a pool, runs write their checkpoints in
-            # parallel.
-            saver.lock = _NoLock()  # type: ignore[assignment]
             await setup_alone(conninfo, CHECKPOINTER_SETUP_LOCK, saver.setup)
             yield saver
         finally:
-            await pool.close()
+            await saver.close()
     else:
         import aiosqlite
         from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
@@ -143,15 +97,11 @@ async def delete_run_checkpoints(saver: BaseCheckpointSaver, thread_id: str, run
     ]
     if not ids:
         return 0
-    conn: Any = getattr(saver, "conn", None)
-    if hasattr(conn, "connection"):  # a psycopg pool: the PostgreSQL saver
-        async with conn.connection() as pg:
-            for table in ("checkpoint_writes", "checkpoints"):
-                await pg.execute(
-                    f"DELETE FROM {table} WHERE thread_id = %s AND checkpoint_id = ANY(%s)",
-                    (thread_id, ids),
-                )
+    delete_checkpoints = getattr(saver, "adelete_checkpoints", None)
+    if delete_checkpoints is not None:  # the PostgreSQL saver
+        await delete_checkpoints(thread_id, ids)
         return len(ids)
+    conn: Any = getattr(saver, "conn", None)
     lock: Any = getattr(saver, "lock", None)
     marks = ",".join("?" for _ in ids)
     async with lock:

@@ -1,75 +1,151 @@
-"""The PostgreSQL checkpoint saver, writing with fewer round trips and no thread hops.
+"""The PostgreSQL checkpoint saver: LangGraph's tables and formats, without psycopg at hand.
 
-`LeanPostgresSaver` is langgraph-checkpoint-postgres's `AsyncPostgresSaver`, with the same
-tables, serializer, SQL and read path. Only its two writes differ, because for the small
-checkpoints of most runs their machinery cost more CPU than the database work:
+`PostgresSaver` keeps its checkpoints in the tables of langgraph-checkpoint-postgres, in the
+library's formats (the same rows, serializer and channel versions), so either saver reads
+what the other wrote. What a run does goes as one statement each through Runyard's
+statement pool (asyncpg): read a checkpoint, write a checkpoint with its blobs (a
+data-modifying CTE inserts the blobs ahead of the checkpoint upsert), write a task's
+writes, delete a thread. Serialization stays on the event loop: in a worker thread it
+would hold the GIL all the same, and the hop itself costs about 40 µs.
 
-- `aput` sends a checkpoint and its blobs as one statement (a data-modifying CTE inserts
-  the blobs ahead of the saver's own checkpoint upsert), instead of a pipeline of two;
-- `aput_writes` sends a task's single write as one plain statement, outside pipeline mode
-  (several writes still go as one pipelined batch);
-- both serialize on the event loop: in a worker thread the work holds the GIL all the
-  same, and the hop itself costs about 40 µs.
+Everything else is handed to the library's own `AsyncPostgresSaver`, opened on first need
+with a psycopg pool of its own: listing (thread history), pruning, delta-channel history,
+checkpoints in the format older than v4 (whose pending sends the library migrates) and
+checkpoints holding a delta-channel snapshot. psycopg and the library's saver cost an
+instance about 10 MiB of memory, which one that never needs them does not pay. The tables
+are set up without them too: the library's migrations are read from its source and run
+here, with the library's own bookkeeping (`checkpoint_migrations`).
 
-Given Runyard's statement pool (`statements`), both writes, the read of one checkpoint
-(`aget_tuple`) and the deletion of a thread go to asyncpg on its connections instead of
-through the psycopg pool: per statement about 50 µs less CPU, and none of psycopg's per-wait
-reader registration. Listing, pruning, delta-channel history and the tables' setup stay on
-psycopg.
-
-A checkpoint holding a channel value that is a tuple (a NamedTuple is how the library
-marks delta-channel snapshots, which it stores differently) goes through the library's
-own `aput` unchanged. Imported only when the database is PostgreSQL.
+Imported only when the database is PostgreSQL.
 """
 
 from __future__ import annotations
 
+import ast
+import asyncio
+import copy
 import json
-from collections.abc import Callable, Sequence
+import random
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from importlib.util import find_spec
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
+    BaseCheckpointSaver,
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
     get_checkpoint_id,
     get_serializable_checkpoint_metadata,
+    writes_sort_key,
 )
-from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-from psycopg.types.json import Jsonb
+
+from app.graphs.pg_errors import client_data_errors
 
 if TYPE_CHECKING:
     from app.db.driver import StatementPool
 
-# Prefixed to the saver's checkpoint upsert: the blobs are written by the same statement.
-_BLOBS_CTE = """
+# One checkpoint with the blobs of its channel versions and its pending writes, each
+# aggregated into parallel arrays (an aggregate without GROUP BY always yields one row).
+_SELECT = """
+    SELECT c.checkpoint_id, c.parent_checkpoint_id, c.checkpoint, c.metadata,
+           b.channels, b.types, b.blobs,
+           w.task_ids, w.task_paths, w.idxs,
+           w.channels AS write_channels, w.types AS write_types, w.blobs AS write_blobs
+    FROM checkpoints AS c
+    CROSS JOIN LATERAL (
+        SELECT array_agg(s.channel) AS channels, array_agg(s.type) AS types,
+               array_agg(s.blob) AS blobs
+        FROM jsonb_each_text(c.checkpoint -> 'channel_versions') AS v
+        JOIN checkpoint_blobs AS s
+          ON s.thread_id = c.thread_id AND s.checkpoint_ns = c.checkpoint_ns
+         AND s.channel = v.key AND s.version = v.value
+    ) AS b
+    CROSS JOIN LATERAL (
+        SELECT array_agg(x.task_id) AS task_ids, array_agg(x.task_path) AS task_paths,
+               array_agg(x.idx) AS idxs, array_agg(x.channel) AS channels,
+               array_agg(x.type) AS types, array_agg(x.blob) AS blobs
+        FROM checkpoint_writes AS x
+        WHERE x.thread_id = c.thread_id AND x.checkpoint_ns = c.checkpoint_ns
+          AND x.checkpoint_id = c.checkpoint_id
+    ) AS w
+    WHERE c.thread_id = $1 AND c.checkpoint_ns = $2
+"""
+_SELECT_ONE = _SELECT + " AND c.checkpoint_id = $3"
+_SELECT_LATEST = _SELECT + " ORDER BY c.checkpoint_id DESC LIMIT 1"
+
+_UPSERT_CHECKPOINT = """
+    INSERT INTO checkpoints
+        (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata)
+    VALUES ($1, $2, $3, $4, $5, $6)
+    ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id)
+    DO UPDATE SET checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata
+"""
+# A blob is keyed by its channel's version: one already stored is the same value.
+_UPSERT_CHECKPOINT_AND_BLOBS = (
+    """
     WITH blobs AS (
         INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
-        SELECT %s, %s, b.channel, b.version, b.type, b.blob
-        FROM unnest(%s::text[], %s::text[], %s::text[], %s::bytea[])
+        SELECT $1, $2, b.channel, b.version, b.type, b.blob
+        FROM unnest($7::text[], $8::text[], $9::text[], $10::bytea[])
             AS b(channel, version, type, blob)
         ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
     )
+    """
+    + _UPSERT_CHECKPOINT
+)
+_INSERT_WRITES = """
+    INSERT INTO checkpoint_writes
+        (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+    ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
 """
-_INLINE = (str, int, float, bool)
-# The library deletes a thread's rows with three statements in a pipeline; one will do.
+# A task's ordinary writes are kept as first written; its special writes (errors,
+# interrupts, resume values: fixed negative indexes) replace the ones before them.
+_KEEP_WRITES = _INSERT_WRITES + " DO NOTHING"
+_REPLACE_WRITES = (
+    _INSERT_WRITES
+    + " DO UPDATE SET channel = EXCLUDED.channel, type = EXCLUDED.type, blob = EXCLUDED.blob"
+)
 _DELETE_THREAD = """
     WITH writes AS (DELETE FROM checkpoint_writes WHERE thread_id = $1),
          blobs AS (DELETE FROM checkpoint_blobs WHERE thread_id = $1)
     DELETE FROM checkpoints WHERE thread_id = $1
 """
+_DELETE_CHECKPOINTS = """
+    WITH writes AS (
+        DELETE FROM checkpoint_writes WHERE thread_id = $1 AND checkpoint_id = ANY($2::text[])
+    )
+    DELETE FROM checkpoints WHERE thread_id = $1 AND checkpoint_id = ANY($2::text[])
+"""
+# Channel values stored in the checkpoint row itself; anything else is a blob.
+_INLINE = (str, int, float, bool)
 
 
 @cache
-def _numbered(sql: str) -> str:
-    """psycopg's `%s` placeholders as asyncpg's `$1`, `$2`… (the saver's SQL has no other %)."""
-    pieces = sql.split("%s")
-    return "".join(
-        piece + (f"${index}" if index < len(pieces) else "")
-        for index, piece in enumerate(pieces, start=1)
+def library_migrations() -> tuple[str, ...]:
+    """langgraph-checkpoint-postgres's migrations, read from its source without importing it.
+
+    The position of a migration in the list is its version (the library's own rule), so
+    a database set up by either saver is current for both.
+    """
+    spec = find_spec("langgraph.checkpoint")
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        source = Path(folder) / "postgres" / "base.py"
+        if not source.is_file():
+            continue
+        for node in ast.parse(source.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "MIGRATIONS" for t in node.targets
+            ):
+                return tuple(ast.literal_eval(node.value))
+    raise RuntimeError(
+        "cannot read the migrations of langgraph-checkpoint-postgres "
+        "(langgraph/checkpoint/postgres/base.py): reinstall the package"
     )
 
 
@@ -78,60 +154,189 @@ def _json(value: Any) -> str:
     return json.dumps(value)
 
 
-class LeanPostgresSaver(AsyncPostgresSaver):
-    # Set by open_checkpointer: where the two writes go, and who counts their statements.
-    statements: StatementPool | None = None
-    on_statements: Callable[[int], None] | None = None
+class _NoLock:
+    """Stands in for the library saver's instance-wide lock: each pooled connection is
+    used alone, so runs reach the database in parallel."""
 
-    async def _write(self, query: str, rows: Sequence[Sequence[Any]]) -> None:
-        """Send one statement per row: through the statement pool when there is one."""
-        if self.statements is None:
-            if len(rows) == 1:
-                async with self._cursor() as cur:
-                    await cur.execute(query, rows[0])
-            else:
-                async with self._cursor(pipeline=True) as cur:
-                    await cur.executemany(query, rows)
-            return
-        if self.on_statements is not None:
-            self.on_statements(len(rows))
-        if len(rows) == 1:
-            await self.statements.execute(_numbered(query), rows[0])
-        else:
-            await self.statements.execute_many(_numbered(query), rows)
+    async def __aenter__(self) -> None:
+        return None
 
-    async def adelete_thread(self, thread_id: str) -> None:
-        """Delete a thread's checkpoints, blobs and writes."""
-        if self.statements is None:
-            await super().adelete_thread(thread_id)
-            return
-        if self.on_statements is not None:
-            self.on_statements(1)
-        await self.statements.execute(_DELETE_THREAD, (str(thread_id),))
+    async def __aexit__(self, *_exc: object) -> None:
+        return None
+
+
+class _Library:
+    """The library's saver, opened on first need and shared by every copy of the saver."""
+
+    def __init__(
+        self, conninfo: str, pool_size: int, on_statements: Callable[[int], None] | None
+    ) -> None:
+        self._conninfo = conninfo
+        self._pool_size = pool_size
+        self._on_statements = on_statements
+        self._opening = asyncio.Lock()
+        self._pool: Any = None
+        self._saver: Any = None
+        self._views: dict[int, tuple[Any, Any]] = {}
+
+    async def saver(self, serde: Any) -> Any:
+        """The library's saver, with `serde` (a copy of the saver may carry its own)."""
+        if self._saver is None:
+            async with self._opening:
+                if self._saver is None:
+                    self._saver = await self._open(serde)
+        if serde is self._saver.serde:
+            return self._saver
+        known = self._views.get(id(serde))
+        if known is None or known[0] is not serde:
+            view = copy.copy(self._saver)
+            view.serde = serde
+            known = self._views[id(serde)] = (serde, view)
+        return known[1]
+
+    async def _open(self, serde: Any) -> Any:
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+        from psycopg.rows import dict_row
+        from psycopg_pool import AsyncConnectionPool
+
+        kwargs: dict[str, Any] = {
+            "autocommit": True,
+            # Server-side prepared statements, as the library's own connections use them.
+            "prepare_threshold": 0,
+            "row_factory": dict_row,
+        }
+        if self._on_statements is not None:
+            kwargs["cursor_factory"] = _counting_cursor(self._on_statements)
+        pool = AsyncConnectionPool(
+            self._conninfo, min_size=1, max_size=self._pool_size, open=False, kwargs=kwargs
+        )
+        await pool.open(wait=True, timeout=30)
+        self._pool = pool
+        saver = AsyncPostgresSaver(pool, serde=serde)  # type: ignore[arg-type]
+        saver.lock = _NoLock()  # type: ignore[assignment]
+        return saver
+
+    @property
+    def opened(self) -> bool:
+        """Whether the library's saver (and psycopg) has been needed yet."""
+        return self._pool is not None
+
+    async def close(self) -> None:
+        """Close the psycopg pool, if it was ever opened."""
+        if self._pool is not None:
+            await self._pool.close()
+
+
+def _counting_cursor(on_statements: Callable[[int], None]) -> type:
+    from psycopg import AsyncCursor
+
+    class CountingCursor(AsyncCursor):  # type: ignore[type-arg]
+        async def execute(self, *args: Any, **kwargs: Any) -> Any:
+            on_statements(1)
+            return await super().execute(*args, **kwargs)
+
+        async def executemany(self, query: Any, params_seq: Any, **kwargs: Any) -> None:
+            params_seq = list(params_seq)
+            on_statements(len(params_seq))
+            await super().executemany(query, params_seq, **kwargs)
+
+    return CountingCursor
+
+
+class PostgresSaver(BaseCheckpointSaver[str]):
+    """LangGraph's PostgreSQL checkpoints, a run's statements on asyncpg (see the module)."""
+
+    def __init__(
+        self,
+        statements: StatementPool,
+        conninfo: str,
+        pool_size: int = 10,
+        on_statements: Callable[[int], None] | None = None,
+        serde: Any = None,
+    ) -> None:
+        super().__init__(serde=serde)
+        self.statements = statements
+        self.on_statements = on_statements
+        self.loop = asyncio.get_running_loop()
+        self.library = _Library(conninfo, pool_size, on_statements)
+
+    # --- set-up -----------------------------------------------------------------------------
+
+    async def setup(self) -> None:
+        """Create or migrate the tables, as the library's `setup()` does."""
+        migrations = library_migrations()
+        await self._execute(migrations[0], ())
+        rows = await self._fetch("SELECT max(v) AS v FROM checkpoint_migrations", ())
+        done = rows[0]["v"] if rows and rows[0]["v"] is not None else -1
+        for version in range(done + 1, len(migrations)):
+            await self._execute(migrations[version], ())
+            await self._execute("INSERT INTO checkpoint_migrations (v) VALUES ($1)", (version,))
+
+    # --- what a run does: one statement each ------------------------------------------------
 
     async def aget_tuple(self, config: Any) -> CheckpointTuple | None:
-        """The checkpoint the config names, or the thread's latest: the library's query."""
-        if self.statements is None:
-            return await super().aget_tuple(config)
+        """The checkpoint the config names, or the thread's latest."""
         conf = config["configurable"]
-        args: tuple[Any, ...] = (conf["thread_id"], conf.get("checkpoint_ns", ""))
+        thread_id, checkpoint_ns = conf["thread_id"], conf.get("checkpoint_ns", "")
         checkpoint_id = get_checkpoint_id(config)
-        where = "WHERE thread_id = %s AND checkpoint_ns = %s"
         if checkpoint_id:
-            args = (*args, checkpoint_id)
-            where += " AND checkpoint_id = %s"
+            rows = await self._fetch(_SELECT_ONE, (thread_id, checkpoint_ns, checkpoint_id))
         else:
-            where += " ORDER BY checkpoint_id DESC LIMIT 1"
-        if self.on_statements is not None:
-            self.on_statements(1)
-        rows = await self.statements.fetch_sql(_numbered(self.SELECT_SQL + where), args)
+            rows = await self._fetch(_SELECT_LATEST, (thread_id, checkpoint_ns))
         if not rows:
             return None
-        value = rows[0]
-        if value["checkpoint"]["v"] < 4 and value["parent_checkpoint_id"]:
-            # Written by an older format: the library migrates its pending sends.
-            return await super().aget_tuple(config)
-        return await self._load_checkpoint_tuple(value)  # type: ignore[arg-type]
+        row = rows[0]
+        checkpoint = row["checkpoint"]
+        if checkpoint["v"] < 4 and row["parent_checkpoint_id"]:
+            # Written in an older format: the library migrates its pending sends.
+            library = await self.library.saver(self.serde)
+            return await self._cold(library.aget_tuple(config))
+        values = dict(checkpoint.get("channel_values") or {})
+        loads = self.serde.loads_typed
+        for channel, kind, blob in zip(
+            row["channels"] or (), row["types"] or (), row["blobs"] or (), strict=True
+        ):
+            if kind != "empty":
+                values[channel] = loads((kind, blob))
+        writes = sorted(
+            zip(
+                row["task_paths"] or (),
+                row["task_ids"] or (),
+                row["idxs"] or (),
+                row["write_channels"] or (),
+                row["write_types"] or (),
+                row["write_blobs"] or (),
+                strict=True,
+            ),
+            key=lambda w: writes_sort_key(w[0], w[1], w[2]),
+        )
+        parent_id = row["parent_checkpoint_id"]
+        return CheckpointTuple(
+            {
+                "configurable": {
+                    "thread_id": thread_id,
+                    "checkpoint_ns": checkpoint_ns,
+                    "checkpoint_id": row["checkpoint_id"],
+                }
+            },
+            cast(Checkpoint, {**checkpoint, "channel_values": values}),
+            row["metadata"],
+            (
+                {
+                    "configurable": {
+                        "thread_id": thread_id,
+                        "checkpoint_ns": checkpoint_ns,
+                        "checkpoint_id": parent_id,
+                    }
+                }
+                if parent_id
+                else None
+            ),
+            [
+                (task_id, channel, loads((kind, blob)))
+                for _, task_id, _, channel, kind, blob in writes
+            ],
+        )
 
     async def aput(
         self,
@@ -143,35 +348,36 @@ class LeanPostgresSaver(AsyncPostgresSaver):
         """Save a checkpoint and its new blobs in one statement."""
         values = checkpoint["channel_values"]
         if any(isinstance(value, tuple) for value in values.values()):
-            return await super().aput(config, checkpoint, metadata, new_versions)
+            # A NamedTuple is how the library marks a delta-channel snapshot, which it stores
+            # in a way of its own.
+            library = await self.library.saver(self.serde)
+            return await self._cold(library.aput(config, checkpoint, metadata, new_versions))
         conf = config["configurable"]
         thread_id, checkpoint_ns = conf["thread_id"], conf["checkpoint_ns"]
-        # Primitives stay in the checkpoint row; anything else is a blob, keyed by version.
         inline = {k: v for k, v in values.items() if v is None or isinstance(v, _INLINE)}
-        blobs = {k: v for k, v in values.items() if k not in inline}
-        query = self.UPSERT_CHECKPOINTS_SQL
-        as_json: Callable[[Any], Any] = Jsonb if self.statements is None else _json
         params: tuple[Any, ...] = (
             thread_id,
             checkpoint_ns,
             checkpoint["id"],
             conf.get("checkpoint_id"),
-            as_json({**checkpoint, "channel_values": inline}),
-            as_json(get_serializable_checkpoint_metadata(config, metadata)),
+            _json({**checkpoint, "channel_values": inline}),
+            _json(get_serializable_checkpoint_metadata(config, metadata)),
         )
-        versions = {k: v for k, v in new_versions.items() if k in blobs}
-        if versions:
-            rows = self._dump_blobs(thread_id, checkpoint_ns, blobs, versions)
+        # A blob for each value that is not inline and has a new version.
+        blobs = [(k, v) for k, v in new_versions.items() if k in values and k not in inline]
+        if blobs:
+            dumps = self.serde.dumps_typed
+            typed = [dumps(values[k]) for k, _ in blobs]
             # Versions may be integers; the column is text (asyncpg does not cast for us).
-            columns = [
-                [row[2] for row in rows],
-                [str(row[3]) for row in rows],
-                [row[4] for row in rows],
-                [row[5] for row in rows],
-            ]
-            query = _BLOBS_CTE + query
-            params = (thread_id, checkpoint_ns, *columns, *params)
-        await self._write(query, [params])
+            params += (
+                [k for k, _ in blobs],
+                [str(version) for _, version in blobs],
+                [kind for kind, _ in typed],
+                [blob for _, blob in typed],
+            )
+            await self._execute(_UPSERT_CHECKPOINT_AND_BLOBS, params)
+        else:
+            await self._execute(_UPSERT_CHECKPOINT, params)
         return {
             "configurable": {
                 "thread_id": thread_id,
@@ -187,18 +393,157 @@ class LeanPostgresSaver(AsyncPostgresSaver):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        """Store a task's writes: one plain statement for a single write, several rows in
-        one round trip."""
+        """Store a task's writes: one statement for one write, several rows in one round
+        trip."""
+        if not writes:
+            return
         conf = config["configurable"]
         special = all(channel in WRITES_IDX_MAP for channel, _ in writes)
-        query = self.UPSERT_CHECKPOINT_WRITES_SQL if special else self.INSERT_CHECKPOINT_WRITES_SQL
-        rows = self._dump_writes(
-            conf["thread_id"],
-            conf["checkpoint_ns"],
-            conf["checkpoint_id"],
-            task_id,
-            task_path,
-            writes,
+        head = (conf["thread_id"], conf["checkpoint_ns"], conf["checkpoint_id"], task_id, task_path)
+        dumps = self.serde.dumps_typed
+        rows = [
+            (*head, WRITES_IDX_MAP.get(channel, idx), channel, *dumps(value))
+            for idx, (channel, value) in enumerate(writes)
+        ]
+        query = _REPLACE_WRITES if special else _KEEP_WRITES
+        if self.on_statements is not None:
+            self.on_statements(len(rows))
+        if len(rows) == 1:
+            await self.statements.execute(query, rows[0])
+        else:
+            await self.statements.execute_many(query, rows)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """Delete a thread's checkpoints, blobs and writes."""
+        await self._execute(_DELETE_THREAD, (str(thread_id),))
+
+    async def adelete_checkpoints(self, thread_id: str, checkpoint_ids: Sequence[str]) -> None:
+        """Delete these checkpoints of a thread and their writes (their blobs stay: another
+        checkpoint may hold the same channel versions)."""
+        await self._execute(_DELETE_CHECKPOINTS, (thread_id, list(checkpoint_ids)))
+
+    # --- the rest: the library's saver ------------------------------------------------------
+
+    async def alist(
+        self,
+        config: Any,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: Any = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """List checkpoints, newest first (the library's saver)."""
+        library = await self.library.saver(self.serde)
+        with client_data_errors():
+            async for item in library.alist(config, filter=filter, before=before, limit=limit):
+                yield item
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """Prune the threads' checkpoints (the library's saver)."""
+        library = await self.library.saver(self.serde)
+        await self._cold(library.aprune(thread_ids, strategy=strategy))
+
+    async def aget_delta_channel_history(
+        self, *, config: Any, channels: Sequence[str]
+    ) -> Mapping[str, Any]:
+        """Writes and seed of delta channels along the parent chain (the library's saver)."""
+        library = await self.library.saver(self.serde)
+        return await self._cold(
+            library.aget_delta_channel_history(config=config, channels=channels)
         )
-        if rows:
-            await self._write(query, rows)
+
+    # --- from other threads, as the library's async saver allows ------------------------------
+
+    def get_tuple(self, config: Any) -> CheckpointTuple | None:
+        """`aget_tuple` from a thread other than the event loop's."""
+        return self._blocking(self.aget_tuple(config))
+
+    def list(
+        self,
+        config: Any,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: Any = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """`alist` from a thread other than the event loop's."""
+        found = self.alist(config, filter=filter, before=before, limit=limit)
+        while True:
+            try:
+                yield self._blocking(anext(found))  # type: ignore[arg-type]
+            except StopAsyncIteration:
+                return
+
+    def put(
+        self,
+        config: Any,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> Any:
+        """`aput` from a thread other than the event loop's."""
+        return self._blocking(self.aput(config, checkpoint, metadata, new_versions))
+
+    def put_writes(
+        self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
+    ) -> None:
+        """`aput_writes` from a thread other than the event loop's."""
+        self._blocking(self.aput_writes(config, writes, task_id, task_path))
+
+    def delete_thread(self, thread_id: str) -> None:
+        """`adelete_thread` from a thread other than the event loop's."""
+        self._blocking(self.adelete_thread(thread_id))
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """`aprune` from a thread other than the event loop's."""
+        self._blocking(self.aprune(thread_ids, strategy=strategy))
+
+    def get_delta_channel_history(
+        self, *, config: Any, channels: Sequence[str]
+    ) -> Mapping[str, Any]:
+        """`aget_delta_channel_history` from a thread other than the event loop's."""
+        return self._blocking(self.aget_delta_channel_history(config=config, channels=channels))
+
+    def get_next_version(self, current: str | None, channel: None) -> str:
+        """The library's version format: a zero-padded counter, then a random fraction."""
+        if current is None:
+            number = 0
+        elif isinstance(current, int):
+            number = current
+        else:
+            number = int(current.split(".")[0])
+        return f"{number + 1:032}.{random.random():016}"
+
+    # --- plumbing ---------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Close what the library's saver opened, if it was ever needed."""
+        await self.library.close()
+
+    async def _execute(self, sql: str, args: Sequence[Any]) -> None:
+        if self.on_statements is not None:
+            self.on_statements(1)
+        await self.statements.execute(sql, args)
+
+    async def _fetch(self, sql: str, args: Sequence[Any]) -> Sequence[Any]:
+        if self.on_statements is not None:
+            self.on_statements(1)
+        return await self.statements.fetch_sql(sql, args)
+
+    async def _cold(self, call: Coroutine[Any, Any, Any]) -> Any:
+        with client_data_errors():
+            return await call
+
+    def _blocking(self, call: Coroutine[Any, Any, Any]) -> Any:
+        try:
+            on_loop = asyncio.get_running_loop() is self.loop
+        except RuntimeError:
+            on_loop = False
+        if on_loop:
+            call.close()
+            raise asyncio.InvalidStateError(
+                "synchronous calls to the PostgreSQL checkpointer are only allowed from "
+                "another thread; on the event loop use its async methods (aget_tuple, "
+                "alist…) or `await graph.ainvoke(...)`"
+            )
+        return asyncio.run_coroutine_threadsafe(call, self.loop).result()

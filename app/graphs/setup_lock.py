@@ -23,13 +23,14 @@ async def setup_alone(conninfo: str, key: int, setup: Callable[[], Awaitable[Non
     CONCURRENTLY, which waits for every open statement of the database, a blocked lock
     request included, and the two would wait for each other for ever.
     """
-    from psycopg import AsyncConnection
+    import asyncpg
 
-    async with await AsyncConnection.connect(conninfo, autocommit=True) as conn:
+    conn = await asyncpg.connect(conninfo)
+    try:
         while True:
-            cursor = await conn.execute("SELECT pg_try_advisory_lock(%s)", (key,))
-            row = await cursor.fetchone()
-            if row is not None and row[0]:
+            if await conn.fetchval("SELECT pg_try_advisory_lock($1)", key):
                 break
             await asyncio.sleep(RETRY_SECONDS)
         await setup()
+    finally:
+        await conn.close()

@@ -1,22 +1,24 @@
-"""LangGraph's long-term store per backend: PostgreSQL (pooled) or a SQLite file in dev mode."""
+"""LangGraph's long-term store per backend: PostgreSQL (opened on first use) or a SQLite file."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langgraph.store.base import BaseStore, TTLConfig
 
 from app.domain.errors import ConfigError
 from app.graphs.config import ProjectConfig
 from app.graphs.modules import import_attribute
-from app.graphs.setup_lock import STORE_SETUP_LOCK, setup_alone
+from app.graphs.pg_store import DeferredPostgresStore
+
+if TYPE_CHECKING:
+    from app.db.driver import StatementPool
 
 log = logging.getLogger("runyard.store")
 
@@ -108,64 +110,39 @@ def _load_embed(where: str, base: Path, spec: Any) -> Any:
 
 @asynccontextmanager
 async def open_store(
-    database_url: str, data_dir: Path, options: StoreOptions, pool_size: int = 10
+    database_url: str,
+    data_dir: Path,
+    options: StoreOptions,
+    pool_size: int = 10,
+    statements: StatementPool | None = None,
 ) -> AsyncIterator[BaseStore]:
-    """The store matching the database, set up (its tables created) and ready (PostgreSQL:
-    at most `pool_size` connections)."""
+    """The store matching the database, ready for use.
+
+    On PostgreSQL its pool (at most `pool_size` connections) and tables are made on the first
+    store operation, or at once when a semantic index is configured, so that a server lacking
+    pgvector stops at start-up. Given Runyard's statement pool, TTL sweeps go through it.
+    On SQLite the store is opened and set up at once.
+    """
     if database_url.startswith("postgresql"):
-        async with _postgres_store(database_url, options, pool_size) as pg_store:
+        conninfo = "postgresql://" + database_url.split("://", 1)[1]
+        pg_store = DeferredPostgresStore(
+            conninfo, options.index, options.ttl, pool_size, statements
+        )
+        try:
+            if options.index is not None:
+                await pg_store.open()
             yield pg_store
+        finally:
+            await pg_store.close()
     else:
         async with _sqlite_store(data_dir, options) as sqlite_store:
             yield sqlite_store
 
 
 @asynccontextmanager
-async def _postgres_store(
-    database_url: str, options: StoreOptions, pool_size: int
-) -> AsyncIterator[BaseStore]:
-    from langgraph.store.postgres.aio import AsyncPostgresStore
-    from psycopg.rows import dict_row
-    from psycopg_pool import AsyncConnectionPool
-
-    conninfo = "postgresql://" + database_url.split("://", 1)[1]
-    pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-        conninfo,
-        min_size=1,
-        max_size=pool_size,
-        open=False,
-        # Prepared server-side from the first execution, as the checkpointer's queries are.
-        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
-    )
-    await pool.open(wait=True, timeout=30)
-    try:
-        if options.index is not None:
-            await _require_pgvector(pool)
-        store = AsyncPostgresStore(
-            pool,  # type: ignore[arg-type]
-            index=options.index,  # type: ignore[arg-type]
-            ttl=options.ttl,
-        )
-        await setup_alone(conninfo, STORE_SETUP_LOCK, store.setup)
-        yield store
-    finally:
-        await pool.close()
-
-
-async def _require_pgvector(pool: Any) -> None:
-    async with pool.connection() as conn:
-        cursor = await conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'")
-        available = await cursor.fetchone()
-    if available is None:
-        raise ConfigError(
-            "store.index (semantic search) needs the pgvector extension, which this "
-            "PostgreSQL server does not have; install pgvector "
-            "(https://github.com/pgvector/pgvector) or remove store.index from langgraph.json"
-        )
-
-
-@asynccontextmanager
 async def _sqlite_store(data_dir: Path, options: StoreOptions) -> AsyncIterator[BaseStore]:
+    import sqlite3
+
     import aiosqlite
     from langgraph.store.sqlite.aio import AsyncSqliteStore
 

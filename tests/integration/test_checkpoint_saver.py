@@ -12,12 +12,14 @@ import pytest
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from langgraph.checkpoint.postgres.base import MIGRATIONS
 from langgraph.graph import StateGraph
 
 from app.db.driver import StatementPool
 from app.db.engine import create_engine
-from app.graphs.checkpointer import open_checkpointer
-from app.graphs.pg_saver import LeanPostgresSaver
+from app.domain.errors import InvalidInputError
+from app.graphs.checkpointer import delete_run_checkpoints, open_checkpointer
+from app.graphs.pg_saver import PostgresSaver, library_migrations
 from tests.support.databases import fresh_database, open_statement_pool
 
 pytestmark = pytest.mark.postgres
@@ -33,12 +35,9 @@ def _asyncpg_url(url: str) -> str:
     return "postgresql+asyncpg://" + url.split("://", 1)[1]
 
 
-@pytest.fixture(params=["psycopg", "statement pool"])
-async def statements(request: Any, database: str) -> AsyncIterator[StatementPool | None]:
-    """Where the saver's writes go: its own psycopg pool, or Runyard's statement pool."""
-    if request.param == "psycopg":
-        yield None
-        return
+@pytest.fixture
+async def statements(database: str) -> AsyncIterator[StatementPool]:
+    """Runyard's statement pool on the test database."""
     engine = create_engine(_asyncpg_url(database), pool_size=2)
     try:
         async with open_statement_pool(engine) as pool:
@@ -48,19 +47,41 @@ async def statements(request: Any, database: str) -> AsyncIterator[StatementPool
 
 
 async def test_the_saver_passes_the_checkpointer_conformance_suite(
-    database: str, tmp_path: Path, statements: StatementPool | None
+    database: str, tmp_path: Path, statements: StatementPool
 ) -> None:
-    @checkpointer_test(name="LeanPostgresSaver")
-    async def lean() -> AsyncIterator[BaseCheckpointSaver]:
+    @checkpointer_test(name="PostgresSaver")
+    async def saver() -> AsyncIterator[BaseCheckpointSaver]:
         url = _asyncpg_url(database)
-        async with open_checkpointer(url, tmp_path, None, 4, statements) as saver:
-            assert isinstance(saver, LeanPostgresSaver)
-            yield saver
+        async with open_checkpointer(url, tmp_path, None, 4, statements) as opened:
+            assert isinstance(opened, PostgresSaver)
+            yield opened
 
-    report = await validate(lean)
+    report = await validate(saver)
     failures = {name: r.failures for name, r in report.results.items() if r.failures}
     assert report.passed_all(), failures
     assert report.passed_all_base()
+
+
+def test_the_migrations_are_the_librarys_own() -> None:
+    assert library_migrations() == tuple(MIGRATIONS)
+
+
+async def test_setup_leaves_the_tables_as_the_librarys_setup_does(
+    database: str, tmp_path: Path, statements: StatementPool
+) -> None:
+    async with open_checkpointer(_asyncpg_url(database), tmp_path, None, 2, statements):
+        pass
+    with psycopg.connect(database) as conn:
+        versions = [v for (v,) in conn.execute("SELECT v FROM checkpoint_migrations ORDER BY v")]
+    assert versions == list(range(len(MIGRATIONS)))
+    # The library finds nothing left to do, and a second start-up neither.
+    async with AsyncPostgresSaver.from_conn_string(database) as stock:
+        await stock.setup()
+    async with open_checkpointer(_asyncpg_url(database), tmp_path, None, 2, statements):
+        pass
+    with psycopg.connect(database) as conn:
+        again = [v for (v,) in conn.execute("SELECT v FROM checkpoint_migrations ORDER BY v")]
+    assert again == versions
 
 
 class State(TypedDict, total=False):
@@ -124,17 +145,18 @@ def _rows(conninfo: str, thread_id: str) -> dict[str, list[tuple[Any, ...]]]:
 
 
 async def test_a_graph_leaves_the_same_rows_as_with_the_library_saver(
-    database: str, tmp_path: Path, statements: StatementPool | None
+    database: str, tmp_path: Path, statements: StatementPool
 ) -> None:
-    counted: list[int] = []
     url = _asyncpg_url(database)
-    async with open_checkpointer(url, tmp_path, counted.append, 4, statements) as lean:
-        stock = AsyncPostgresSaver(lean.conn)  # type: ignore[attr-defined]
+    async with (
+        open_checkpointer(url, tmp_path, None, 4, statements) as lean,
+        AsyncPostgresSaver.from_conn_string(database) as stock,
+    ):
         for saver, thread in ((stock, "stock"), (lean, "lean")):
             graph = _graph().compile(checkpointer=saver)
             config = {"configurable": {"thread_id": thread}}
             await graph.ainvoke({"n": 0}, config)  # type: ignore[arg-type]
-            # A tuple in the state takes the library's own path inside the lean saver.
+            # A tuple in the state takes the library's own path inside Runyard's saver.
             await graph.ainvoke({"pair": (1, 2)}, config)  # type: ignore[arg-type]
             state = await graph.aget_state(config)  # type: ignore[arg-type]
             assert state.values["n"] == 4
@@ -152,7 +174,7 @@ async def test_a_graph_leaves_the_same_rows_as_with_the_library_saver(
 
 
 async def test_a_checkpoint_and_its_blobs_are_one_statement(
-    database: str, tmp_path: Path, statements: StatementPool | None
+    database: str, tmp_path: Path, statements: StatementPool
 ) -> None:
     counted: list[int] = []
     url = _asyncpg_url(database)
@@ -162,16 +184,59 @@ async def test_a_checkpoint_and_its_blobs_are_one_statement(
         counted.clear()  # the tables' setup
         await graph.ainvoke({"n": 0}, config)  # type: ignore[arg-type]
         sent = sum(counted)
-        # Prepared server-side, so PostgreSQL does not parse and plan them each time
-        # (asyncpg, behind the statement pool, always prepares).
-        async with saver.conn.connection() as conn:  # type: ignore[attr-defined]
-            prepared = await (
-                await conn.execute("SELECT count(*) FROM pg_prepared_statements")
-            ).fetchone()
-        assert prepared is not None
-        assert next(iter(prepared.values())) >= (3 if statements is None else 1)
     rows = _rows(database, "counted")
     assert rows["blobs"]
     # One read of the thread's last checkpoint, one statement per checkpoint, blobs
     # included, and the writes (counted one per row, as they are sent in one batch).
     assert sent == 1 + len(rows["checkpoints"]) + len(rows["writes"])
+
+
+async def test_a_run_never_opens_the_librarys_saver_and_history_does(
+    database: str, tmp_path: Path, statements: StatementPool
+) -> None:
+    url = _asyncpg_url(database)
+    async with open_checkpointer(url, tmp_path, None, 2, statements) as saver:
+        assert isinstance(saver, PostgresSaver)
+        graph = _graph().compile(checkpointer=saver)
+        config: Any = {"configurable": {"thread_id": "t"}}
+        await graph.ainvoke({"n": 0}, config)
+        assert (await graph.aget_state(config)).values["n"] == 2
+        await saver.adelete_thread("gone")
+        assert not saver.library.opened
+        history = [state async for state in graph.aget_state_history(config)]
+        assert saver.library.opened
+        # Every checkpoint of the run, newest first, read back by the library's saver.
+        assert [state.values.get("n") for state in history] == [2, 1, 0, None]
+
+
+async def test_a_runs_checkpoints_are_deleted_with_their_writes(
+    database: str, tmp_path: Path, statements: StatementPool
+) -> None:
+    url = _asyncpg_url(database)
+    async with open_checkpointer(url, tmp_path, None, 2, statements) as saver:
+        graph = _graph().compile(checkpointer=saver)
+        config: Any = {"configurable": {"thread_id": "t"}}
+        await graph.ainvoke({"n": 0}, {**config, "metadata": {"run_id": "first"}})
+        await graph.ainvoke({"n": 0}, {**config, "metadata": {"run_id": "second"}})
+        assert await delete_run_checkpoints(saver, "t", "second") == 4
+        assert (await graph.aget_state(config)).values["n"] == 2
+    rows = _rows(database, "t")
+    assert len(rows["checkpoints"]) == 4
+    with psycopg.connect(database) as conn:
+        orphans = conn.execute(
+            "SELECT count(*) FROM checkpoint_writes w WHERE NOT EXISTS "
+            "(SELECT 1 FROM checkpoints c WHERE c.thread_id = w.thread_id "
+            "AND c.checkpoint_id = w.checkpoint_id)"
+        ).fetchone()
+    assert orphans == (0,)
+
+
+async def test_a_nul_in_a_history_filter_is_the_clients_error(
+    database: str, tmp_path: Path, statements: StatementPool
+) -> None:
+    async with open_checkpointer(_asyncpg_url(database), tmp_path, None, 2, statements) as saver:
+        config: Any = {"configurable": {"thread_id": "t"}}
+        with pytest.raises(InvalidInputError, match="NUL"):
+            [item async for item in saver.alist(config, filter={"k": "a\x00b"})]
+        # The library's saver stays usable after the refusal.
+        assert [item async for item in saver.alist(config)] == []

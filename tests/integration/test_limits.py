@@ -161,6 +161,34 @@ async def test_nul_characters_elsewhere_are_never_a_500(
         assert response.status_code == 200, response.text
 
 
+async def test_nul_characters_in_store_items_are_never_a_500(
+    server: ServerProcess, http: httpx.AsyncClient
+) -> None:
+    namespace = [f"t{uuid.uuid4().hex[:12]}", "nul"]
+    responses = {
+        "key": await http.put(
+            "/store/items", json={"namespace": namespace, "key": "k\u0000", "value": {}}
+        ),
+        "value": await http.put(
+            "/store/items", json={"namespace": namespace, "key": "k", "value": {"v": "a\u0000"}}
+        ),
+        "read key": await http.get(
+            "/store/items", params={"namespace": ".".join(namespace), "key": "k\u0000"}
+        ),
+        "filter": await http.post(
+            "/store/items/search",
+            json={"namespace_prefix": namespace, "filter": {"f\u0000": 1}},
+        ),
+    }
+    for what, response in responses.items():
+        if server.mode == "serve":
+            # PostgreSQL (and psycopg before it) cannot store or search NUL.
+            assert response.status_code == 422, (what, response.text)
+            assert "NUL" in detail(response)
+        else:
+            assert response.status_code < 500, (what, response.text)
+
+
 # --- ids, stream modes, pages -------------------------------------------------------------
 
 

@@ -7,9 +7,15 @@ from pathlib import Path
 
 import pytest
 
+from app.db.engine import create_engine
 from app.graphs.checkpointer import open_checkpointer
 from app.graphs.store import StoreOptions, open_store
-from tests.support.databases import create_database, drop_database, postgres_available
+from tests.support.databases import (
+    create_database,
+    drop_database,
+    open_statement_pool,
+    postgres_available,
+)
 
 INSTANCES = 4
 
@@ -26,14 +32,19 @@ async def test_savers_of_instances_starting_together_set_up_their_tables_in_turn
     database_url = "postgresql+asyncpg://" + url.split("://", 1)[1]
 
     async def start() -> bool:
-        async with (
-            open_checkpointer(database_url, tmp_path, None, 1) as saver,
-            open_store(database_url, tmp_path, options, 1) as store,
-        ):
-            config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
-            await saver.aget_tuple(config)  # type: ignore[arg-type]
-            await store.aget(("ns",), "key")
-            return True
+        engine = create_engine(database_url, pool_size=1)
+        try:
+            async with (
+                open_statement_pool(engine, 1) as statements,
+                open_checkpointer(database_url, tmp_path, None, 1, statements) as saver,
+                open_store(database_url, tmp_path, options, 1) as store,
+            ):
+                config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+                await saver.aget_tuple(config)  # type: ignore[arg-type]
+                await store.aget(("ns",), "key")
+                return True
+        finally:
+            await engine.dispose()
 
     try:
         results = await asyncio.wait_for(

@@ -79,10 +79,18 @@ async def open_statement_pool(engine: AsyncEngine, size: int = 2) -> AsyncIterat
 async def create_checkpoint_tables(url: str, data_dir: Path) -> None:
     """The checkpointer's tables on a PostgreSQL database, as a server makes them at start-up
     (the claim statement reads them)."""
+    from app.db.engine import create_engine
     from app.graphs.checkpointer import open_checkpointer
 
-    async with open_checkpointer(url, data_dir, pool_size=1):
-        pass
+    engine = create_engine("postgresql+asyncpg://" + url.split("://", 1)[1], pool_size=1)
+    try:
+        async with (
+            open_statement_pool(engine, 1) as statements,
+            open_checkpointer(url, data_dir, pool_size=1, statements=statements),
+        ):
+            pass
+    finally:
+        await engine.dispose()
 
 
 @asynccontextmanager

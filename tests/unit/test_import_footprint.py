@@ -1,0 +1,38 @@
+"""Starting the server loads no module it may never need (each costs resident memory)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from tests.support.server import ROOT
+
+# psycopg (and its pool) about 10 MiB, sqlite3 about 1 MiB, croniter about 0.9 MiB: loaded
+# only when the PostgreSQL store or the checkpointer's history is used, in dev mode, and when
+# a cron is handled.
+DEFERRED = (
+    "psycopg",
+    "psycopg_pool",
+    "langgraph.checkpoint.postgres",
+    "langgraph.store.postgres",
+    "sqlite3",
+    "croniter",
+)
+
+
+def test_importing_the_server_loads_no_deferred_module() -> None:
+    script = (
+        "import sys\n"
+        "import app.main, app.cli\n"
+        "from app.graphs import checkpointer, pg_saver, setup_lock, store\n"
+        f"print(','.join(m for m in {DEFERRED!r} if m in sys.modules))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert result.stdout.strip() == "", f"loaded at import: {result.stdout.strip()}"
