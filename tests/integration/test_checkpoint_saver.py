@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -240,3 +241,19 @@ async def test_a_nul_in_a_history_filter_is_the_clients_error(
             [item async for item in saver.alist(config, filter={"k": "a\x00b"})]
         # The library's saver stays usable after the refusal.
         assert [item async for item in saver.alist(config)] == []
+
+
+async def test_the_synchronous_methods_answer_from_other_threads_only(
+    database: str, tmp_path: Path, statements: StatementPool
+) -> None:
+    async with open_checkpointer(_asyncpg_url(database), tmp_path, None, 2, statements) as saver:
+        graph = _graph().compile(checkpointer=saver)
+        config: Any = {"configurable": {"thread_id": "t"}}
+        await graph.ainvoke({"n": 0}, config)
+        latest = await asyncio.to_thread(saver.get_tuple, config)
+        assert latest is not None and latest.checkpoint["channel_values"]["n"] == 2
+        listed = await asyncio.to_thread(lambda: list(saver.list(config)))
+        assert listed[0].checkpoint["id"] == latest.checkpoint["id"]
+        assert len(listed) == 4
+        with pytest.raises(asyncio.InvalidStateError, match="another thread"):
+            saver.get_tuple(config)
