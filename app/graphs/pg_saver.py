@@ -28,6 +28,8 @@ import json
 import random
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
 from functools import cache
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as installed_version
 from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -44,6 +46,7 @@ from langgraph.checkpoint.base import (
     writes_sort_key,
 )
 
+from app.domain.errors import ConfigError
 from app.graphs.pg_errors import client_data_errors
 
 if TYPE_CHECKING:
@@ -142,11 +145,22 @@ def library_migrations() -> tuple[str, ...]:
             if isinstance(node, ast.Assign) and any(
                 isinstance(t, ast.Name) and t.id == "MIGRATIONS" for t in node.targets
             ):
-                return tuple(ast.literal_eval(node.value))
-    raise RuntimeError(
-        "cannot read the migrations of langgraph-checkpoint-postgres "
-        "(langgraph/checkpoint/postgres/base.py): reinstall the package"
+                try:
+                    return tuple(ast.literal_eval(node.value))
+                except ValueError:
+                    break
+    raise ConfigError(
+        "cannot read the list of table migrations (MIGRATIONS, a list of SQL strings) of "
+        f"langgraph-checkpoint-postgres {_installed('langgraph-checkpoint-postgres')}: "
+        "install a release whose list is plain strings, such as 3.2.0"
     )
+
+
+def _installed(distribution: str) -> str:
+    try:
+        return installed_version(distribution)
+    except PackageNotFoundError:
+        return "(not installed)"
 
 
 def _json(value: Any) -> str:
