@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,10 @@ class Database:
     def store_url(self, name: str) -> str:
         """The database URL under which a store's connections show as `name`."""
         return "postgresql+asyncpg://" + self.url.split("://", 1)[1] + f"?application_name={name}"
+
+    def open_store(self, name: str, data_dir: Path) -> AbstractAsyncContextManager[BaseStore]:
+        """A PostgreSQL store on this database whose connections show as `name`."""
+        return open_store(self.store_url(name), data_dir, OPTIONS, 1, self.statements)
 
     async def scalar(self, sql: str) -> Any:
         """The first value of one query run on a connection of the engine."""
@@ -102,9 +107,7 @@ async def test_the_store_connects_and_sets_up_on_its_first_operation(
     database: Database, tmp_path: Path
 ) -> None:
     name = store_name()
-    async with open_store(
-        database.store_url(name), tmp_path, OPTIONS, 1, database.statements
-    ) as store:
+    async with database.open_store(name, tmp_path) as store:
         assert store.supports_ttl  # LangGraph reads it before any operation
         assert await database.connections(name) == 0
         assert not await database.store_table_exists()
@@ -129,9 +132,7 @@ async def test_concurrent_first_operations_open_the_store_once(
             peak = max(peak, await database.connections(name))
             await asyncio.sleep(0.005)
 
-    async with open_store(
-        database.store_url(name), tmp_path, OPTIONS, 1, database.statements
-    ) as store:
+    async with database.open_store(name, tmp_path) as store:
         watcher = asyncio.create_task(watch())
         try:
             # abatch straight away, past the store's per-tick batching: the two really race.
@@ -155,9 +156,7 @@ async def test_concurrent_first_operations_open_the_store_once(
 async def test_synchronous_calls_work_from_other_threads_only(
     database: Database, tmp_path: Path
 ) -> None:
-    async with open_store(
-        database.store_url(store_name()), tmp_path, OPTIONS, 1, database.statements
-    ) as store:
+    async with database.open_store(store_name(), tmp_path) as store:
         await asyncio.to_thread(store.put, ("ns",), "k", {"v": 2})
         item = await asyncio.to_thread(store.get, ("ns",), "k")
         assert item is not None and item.value == {"v": 2}
@@ -166,9 +165,7 @@ async def test_synchronous_calls_work_from_other_threads_only(
 
 
 async def test_a_nul_character_is_invalid_input(database: Database, tmp_path: Path) -> None:
-    async with open_store(
-        database.store_url(store_name()), tmp_path, OPTIONS, 1, database.statements
-    ) as store:
+    async with database.open_store(store_name(), tmp_path) as store:
         with pytest.raises(InvalidInputError, match="NUL"):
             await store.aput(("ns",), "k\x00", {"v": 1})
         with pytest.raises(InvalidInputError, match="NUL"):
@@ -180,9 +177,7 @@ async def test_a_sweep_on_a_database_never_set_up_deletes_nothing(
     database: Database, tmp_path: Path
 ) -> None:
     name = store_name()
-    async with open_store(
-        database.store_url(name), tmp_path, OPTIONS, 1, database.statements
-    ) as store:
+    async with database.open_store(name, tmp_path) as store:
         before = len(database.counted)
         assert await sweep(store) == 0
         assert len(database.counted) > before  # counted with Runyard's own statements
@@ -195,12 +190,8 @@ async def test_a_sweep_deletes_expired_items_without_opening_the_store(
 ) -> None:
     writer_name, sweeper_name = store_name(), store_name()
     async with (
-        open_store(
-            database.store_url(writer_name), tmp_path, OPTIONS, 1, database.statements
-        ) as writer,
-        open_store(
-            database.store_url(sweeper_name), tmp_path, OPTIONS, 1, database.statements
-        ) as sweeper,
+        database.open_store(writer_name, tmp_path) as writer,
+        database.open_store(sweeper_name, tmp_path) as sweeper,
     ):
         await writer.aput(("ns",), "expired", {"v": 1}, ttl=1.0)
         await writer.aput(("ns",), "alive", {"v": 2}, ttl=1.0)
