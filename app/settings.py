@@ -22,8 +22,8 @@ class Settings(BaseSettings):
     config_path: Path | None = Field(default=None, alias="RUNYARD_CONFIG")
     migrate_on_start: bool = Field(default=True, alias="RUNYARD_MIGRATE_ON_START")
     # Each of the four PostgreSQL pools (Runyard's transactions and other queries, the run
-    # path's standalone statements and checkpoints, the checkpointer's history and pruning,
-    # the store) opens at most this many connections: an instance uses at most four times this.
+    # path's standalone statements and checkpoints, the checkpointer's pruning and delta-channel
+    # history, the store) opens at most this many connections: at most four times this in all.
     db_pool_size: int = Field(default=10, ge=1, alias="RUNYARD_DB_POOL_SIZE")
     log_level: str = Field(default="INFO", alias="LOG_LEVEL")
     # Empty: JSON lines on PostgreSQL (production), readable text on the embedded store (dev).

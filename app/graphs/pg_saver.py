@@ -5,13 +5,14 @@ library's formats (the same rows, serializer and channel versions), so either sa
 what the other wrote. What a run does goes as one statement each through Runyard's
 statement pool (asyncpg): read a checkpoint, write a checkpoint with its blobs (a
 data-modifying CTE inserts the blobs ahead of the checkpoint upsert), write a task's
-writes, delete a thread. Serialization stays on the event loop: in a worker thread it
-would hold the GIL all the same, and the hop itself costs about 40 µs.
+writes, delete a thread; listing (thread history) is one statement too. Serialization
+stays on the event loop: in a worker thread it would hold the GIL all the same, and the hop
+itself costs about 40 µs.
 
-Everything else is handed to the library's own `AsyncPostgresSaver`, opened on first need
-with a psycopg pool of its own: listing (thread history), pruning, delta-channel history,
-checkpoints in the format older than v4 (whose pending sends the library migrates) and
-checkpoints holding a delta-channel snapshot. psycopg and the library's saver cost an
+The rest is handed to the library's own `AsyncPostgresSaver`, opened on first need with a
+psycopg pool of its own: pruning, delta-channel history, checkpoints in the format older
+than v4 (whose pending sends the library migrates) and checkpoints holding a delta-channel
+snapshot. psycopg and the library's saver cost an
 instance about 10 MiB of memory, which one that never needs them does not pay. The tables
 are set up without them too: the library's migrations are read from its source and run
 here, with the library's own bookkeeping (`checkpoint_migrations`).
@@ -55,7 +56,8 @@ if TYPE_CHECKING:
 # One checkpoint with the blobs of its channel versions and its pending writes, each
 # aggregated into parallel arrays (an aggregate without GROUP BY always yields one row).
 _SELECT = """
-    SELECT c.checkpoint_id, c.parent_checkpoint_id, c.checkpoint, c.metadata,
+    SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,
+           c.checkpoint, c.metadata,
            b.channels, b.types, b.blobs,
            w.task_ids, w.task_paths, w.idxs,
            w.channels AS write_channels, w.types AS write_types, w.blobs AS write_blobs
@@ -76,10 +78,12 @@ _SELECT = """
         WHERE x.thread_id = c.thread_id AND x.checkpoint_ns = c.checkpoint_ns
           AND x.checkpoint_id = c.checkpoint_id
     ) AS w
-    WHERE c.thread_id = $1 AND c.checkpoint_ns = $2
 """
-_SELECT_ONE = _SELECT + " AND c.checkpoint_id = $3"
-_SELECT_LATEST = _SELECT + " ORDER BY c.checkpoint_id DESC LIMIT 1"
+_SELECT_ONE = _SELECT + " WHERE c.thread_id = $1 AND c.checkpoint_ns = $2 AND c.checkpoint_id = $3"
+_SELECT_LATEST = (
+    _SELECT
+    + " WHERE c.thread_id = $1 AND c.checkpoint_ns = $2 ORDER BY c.checkpoint_id DESC LIMIT 1"
+)
 
 _UPSERT_CHECKPOINT = """
     INSERT INTO checkpoints
@@ -166,6 +170,11 @@ def _installed(distribution: str) -> str:
 def _json(value: Any) -> str:
     # What psycopg's Jsonb sends: the json module's text of the value.
     return json.dumps(value)
+
+
+def _older_format(row: Any) -> bool:
+    """A checkpoint written before format v4, whose pending sends sit in its parent's writes."""
+    return bool(row["checkpoint"]["v"] < 4 and row["parent_checkpoint_id"])
 
 
 class _NoLock:
@@ -299,58 +308,11 @@ class PostgresSaver(BaseCheckpointSaver[str]):
             rows = await self._fetch(_SELECT_LATEST, (thread_id, checkpoint_ns))
         if not rows:
             return None
-        row = rows[0]
-        checkpoint = row["checkpoint"]
-        if checkpoint["v"] < 4 and row["parent_checkpoint_id"]:
+        if _older_format(rows[0]):
             # Written in an older format: the library migrates its pending sends.
             library = await self.library.saver(self.serde)
             return await self._cold(library.aget_tuple(config))
-        values = dict(checkpoint.get("channel_values") or {})
-        loads = self.serde.loads_typed
-        for channel, kind, blob in zip(
-            row["channels"] or (), row["types"] or (), row["blobs"] or (), strict=True
-        ):
-            if kind != "empty":
-                values[channel] = loads((kind, blob))
-        writes = sorted(
-            zip(
-                row["task_paths"] or (),
-                row["task_ids"] or (),
-                row["idxs"] or (),
-                row["write_channels"] or (),
-                row["write_types"] or (),
-                row["write_blobs"] or (),
-                strict=True,
-            ),
-            key=lambda w: writes_sort_key(w[0], w[1], w[2]),
-        )
-        parent_id = row["parent_checkpoint_id"]
-        return CheckpointTuple(
-            {
-                "configurable": {
-                    "thread_id": thread_id,
-                    "checkpoint_ns": checkpoint_ns,
-                    "checkpoint_id": row["checkpoint_id"],
-                }
-            },
-            cast(Checkpoint, {**checkpoint, "channel_values": values}),
-            row["metadata"],
-            (
-                {
-                    "configurable": {
-                        "thread_id": thread_id,
-                        "checkpoint_ns": checkpoint_ns,
-                        "checkpoint_id": parent_id,
-                    }
-                }
-                if parent_id
-                else None
-            ),
-            [
-                (task_id, channel, loads((kind, blob)))
-                for _, task_id, _, channel, kind, blob in writes
-            ],
-        )
+        return self._tuple(rows[0])
 
     async def aput(
         self,
@@ -446,11 +408,37 @@ class PostgresSaver(BaseCheckpointSaver[str]):
         before: Any = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
-        """List checkpoints, newest first (the library's saver)."""
-        library = await self.library.saver(self.serde)
-        with client_data_errors():
-            async for item in library.alist(config, filter=filter, before=before, limit=limit):
-                yield item
+        """Checkpoints matching the config, metadata filter and `before`, newest first."""
+        where: list[str] = []
+        args: list[Any] = []
+
+        def match(condition: str, value: Any) -> None:
+            args.append(value)
+            where.append(condition.replace("?", f"${len(args)}"))
+
+        if config:
+            conf = config["configurable"]
+            match("c.thread_id = ?", conf["thread_id"])
+            if conf.get("checkpoint_ns") is not None:
+                match("c.checkpoint_ns = ?", conf["checkpoint_ns"])
+            if checkpoint_id := get_checkpoint_id(config):
+                match("c.checkpoint_id = ?", checkpoint_id)
+        if filter:
+            match("c.metadata @> ?::jsonb", _json(filter))
+        if before is not None:
+            match("c.checkpoint_id < ?", get_checkpoint_id(before))
+        sql = _SELECT + (" WHERE " + " AND ".join(where) if where else "")
+        sql += " ORDER BY c.checkpoint_id DESC" + (f" LIMIT {int(limit)}" if limit else "")
+        rows = await self._fetch(sql, args)
+        if any(_older_format(row) for row in rows):
+            # The library migrates the pending sends of checkpoints in the older format.
+            library = await self.library.saver(self.serde)
+            with client_data_errors():
+                async for item in library.alist(config, filter=filter, before=before, limit=limit):
+                    yield item
+            return
+        for row in rows:
+            yield self._tuple(row)
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Prune the threads' checkpoints (the library's saver)."""
@@ -529,6 +517,55 @@ class PostgresSaver(BaseCheckpointSaver[str]):
         return f"{number + 1:032}.{random.random():016}"
 
     # --- plumbing ---------------------------------------------------------------------------
+
+    def _tuple(self, row: Any) -> CheckpointTuple:
+        """A checkpoint row of `_SELECT` as LangGraph's tuple: values, metadata, parent and
+        pending writes (in the order the library returns them)."""
+        checkpoint = row["checkpoint"]
+        values = dict(checkpoint.get("channel_values") or {})
+        loads = self.serde.loads_typed
+        for channel, kind, blob in zip(
+            row["channels"] or (), row["types"] or (), row["blobs"] or (), strict=True
+        ):
+            if kind != "empty":
+                values[channel] = loads((kind, blob))
+        writes = sorted(
+            zip(
+                row["task_paths"] or (),
+                row["task_ids"] or (),
+                row["idxs"] or (),
+                row["write_channels"] or (),
+                row["write_types"] or (),
+                row["write_blobs"] or (),
+                strict=True,
+            ),
+            key=lambda w: writes_sort_key(w[0], w[1], w[2]),
+        )
+        thread_id, checkpoint_ns = row["thread_id"], row["checkpoint_ns"]
+        parent_id = row["parent_checkpoint_id"]
+        return CheckpointTuple(
+            {
+                "configurable": {
+                    "thread_id": thread_id,
+                    "checkpoint_ns": checkpoint_ns,
+                    "checkpoint_id": row["checkpoint_id"],
+                }
+            },
+            cast(Checkpoint, {**checkpoint, "channel_values": values}),
+            row["metadata"],
+            (
+                {
+                    "configurable": {
+                        "thread_id": thread_id,
+                        "checkpoint_ns": checkpoint_ns,
+                        "checkpoint_id": parent_id,
+                    }
+                }
+                if parent_id
+                else None
+            ),
+            [(task, channel, loads((kind, blob))) for _, task, _, channel, kind, blob in writes],
+        )
 
     async def close(self) -> None:
         """Close what the library's saver opened, if it was ever needed."""

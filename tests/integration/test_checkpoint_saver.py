@@ -15,10 +15,11 @@ from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.postgres.base import MIGRATIONS
 from langgraph.graph import StateGraph
+from sqlalchemy.exc import DBAPIError
 
 from app.db.driver import StatementPool
 from app.db.engine import create_engine
-from app.domain.errors import InvalidInputError
+from app.domain.errors import UNSTORABLE_TEXT_SQLSTATES
 from app.graphs.checkpointer import delete_run_checkpoints, open_checkpointer
 from app.graphs.pg_saver import PostgresSaver, library_migrations
 from tests.support.databases import fresh_database, open_statement_pool
@@ -192,7 +193,7 @@ async def test_a_checkpoint_and_its_blobs_are_one_statement(
     assert sent == 1 + len(rows["checkpoints"]) + len(rows["writes"])
 
 
-async def test_a_run_never_opens_the_librarys_saver_and_history_does(
+async def test_runs_and_history_never_open_the_librarys_saver(
     database: str, tmp_path: Path, statements: StatementPool
 ) -> None:
     url = _asyncpg_url(database)
@@ -200,14 +201,34 @@ async def test_a_run_never_opens_the_librarys_saver_and_history_does(
         assert isinstance(saver, PostgresSaver)
         graph = _graph().compile(checkpointer=saver)
         config: Any = {"configurable": {"thread_id": "t"}}
-        await graph.ainvoke({"n": 0}, config)
+        await graph.ainvoke({"n": 0}, {**config, "metadata": {"run_id": "r"}})
         assert (await graph.aget_state(config)).values["n"] == 2
+        history = [state async for state in graph.aget_state_history(config)]
+        # Every checkpoint of the run, newest first.
+        assert [state.values.get("n") for state in history] == [2, 1, 0, None]
+        assert len([t async for t in saver.alist(config, filter={"run_id": "r"}, limit=2)]) == 2
         await saver.adelete_thread("gone")
         assert not saver.library.opened
-        history = [state async for state in graph.aget_state_history(config)]
+        await saver.aprune(["t"], strategy="keep_latest")
         assert saver.library.opened
-        # Every checkpoint of the run, newest first, read back by the library's saver.
-        assert [state.values.get("n") for state in history] == [2, 1, 0, None]
+        assert [t.checkpoint["id"] async for t in saver.alist(config)] == [
+            history[0].config["configurable"]["checkpoint_id"]
+        ]
+
+
+async def test_history_in_the_older_format_is_the_librarys(
+    database: str, tmp_path: Path, statements: StatementPool
+) -> None:
+    url = _asyncpg_url(database)
+    async with open_checkpointer(url, tmp_path, None, 2, statements) as saver:
+        graph = _graph().compile(checkpointer=saver)
+        config: Any = {"configurable": {"thread_id": "t"}}
+        await graph.ainvoke({"n": 0}, config)
+        with psycopg.connect(database, autocommit=True) as conn:
+            conn.execute("UPDATE checkpoints SET checkpoint = jsonb_set(checkpoint, '{v}', '3')")
+        listed = [t async for t in saver.alist(config)]
+        assert saver.library.opened  # the library migrates pending sends of such checkpoints
+        assert [t.checkpoint["channel_values"].get("n") for t in listed] == [2, 1, 0, None]
 
 
 async def test_a_runs_checkpoints_are_deleted_with_their_writes(
@@ -237,9 +258,10 @@ async def test_a_nul_in_a_history_filter_is_the_clients_error(
 ) -> None:
     async with open_checkpointer(_asyncpg_url(database), tmp_path, None, 2, statements) as saver:
         config: Any = {"configurable": {"thread_id": "t"}}
-        with pytest.raises(InvalidInputError, match="NUL"):
+        with pytest.raises(DBAPIError) as refused:
             [item async for item in saver.alist(config, filter={"k": "a\x00b"})]
-        # The library's saver stays usable after the refusal.
+        # What the API answers with 422 (app/api/errors.py).
+        assert getattr(refused.value.orig, "sqlstate", None) in UNSTORABLE_TEXT_SQLSTATES
         assert [item async for item in saver.alist(config)] == []
 
 

@@ -189,6 +189,20 @@ async def test_nul_characters_in_store_items_are_never_a_500(
             assert response.status_code < 500, (what, response.text)
 
 
+async def test_a_nul_character_in_a_history_filter_is_never_a_500(
+    server: ServerProcess, http: httpx.AsyncClient
+) -> None:
+    thread_id = (await http.post("/threads", json={})).json()["thread_id"]
+    response = await http.post(
+        f"/threads/{thread_id}/history", json={"metadata": {"k": "a\u0000b"}}
+    )
+    if server.mode == "serve":
+        assert response.status_code == 422, response.text
+        assert "NUL" in detail(response)
+    else:
+        assert response.status_code < 500, response.text
+
+
 # --- ids, stream modes, pages -------------------------------------------------------------
 
 
