@@ -48,6 +48,15 @@ async def statements(database: str) -> AsyncIterator[StatementPool]:
         await engine.dispose()
 
 
+@pytest.fixture
+async def saver(database: str, tmp_path: Path, statements: StatementPool) -> AsyncIterator[Any]:
+    """Runyard's PostgreSQL saver on the test database, its tables set up."""
+    url = _asyncpg_url(database)
+    async with open_checkpointer(url, tmp_path, None, 2, statements) as opened:
+        assert isinstance(opened, PostgresSaver)
+        yield opened
+
+
 async def test_the_saver_passes_the_checkpointer_conformance_suite(
     database: str, tmp_path: Path, statements: StatementPool
 ) -> None:
@@ -193,55 +202,42 @@ async def test_a_checkpoint_and_its_blobs_are_one_statement(
     assert sent == 1 + len(rows["checkpoints"]) + len(rows["writes"])
 
 
-async def test_runs_and_history_never_open_the_librarys_saver(
-    database: str, tmp_path: Path, statements: StatementPool
-) -> None:
-    url = _asyncpg_url(database)
-    async with open_checkpointer(url, tmp_path, None, 2, statements) as saver:
-        assert isinstance(saver, PostgresSaver)
-        graph = _graph().compile(checkpointer=saver)
-        config: Any = {"configurable": {"thread_id": "t"}}
-        await graph.ainvoke({"n": 0}, {**config, "metadata": {"run_id": "r"}})
-        assert (await graph.aget_state(config)).values["n"] == 2
-        history = [state async for state in graph.aget_state_history(config)]
-        # Every checkpoint of the run, newest first.
-        assert [state.values.get("n") for state in history] == [2, 1, 0, None]
-        assert len([t async for t in saver.alist(config, filter={"run_id": "r"}, limit=2)]) == 2
-        await saver.adelete_thread("gone")
-        assert not saver.library.opened
-        await saver.aprune(["t"], strategy="keep_latest")
-        assert saver.library.opened
-        assert [t.checkpoint["id"] async for t in saver.alist(config)] == [
-            history[0].config["configurable"]["checkpoint_id"]
-        ]
+async def test_runs_and_history_never_open_the_librarys_saver(saver: Any) -> None:
+    graph = _graph().compile(checkpointer=saver)
+    config: Any = {"configurable": {"thread_id": "t"}}
+    await graph.ainvoke({"n": 0}, {**config, "metadata": {"run_id": "r"}})
+    assert (await graph.aget_state(config)).values["n"] == 2
+    history = [state async for state in graph.aget_state_history(config)]
+    # Every checkpoint of the run, newest first.
+    assert [state.values.get("n") for state in history] == [2, 1, 0, None]
+    assert len([t async for t in saver.alist(config, filter={"run_id": "r"}, limit=2)]) == 2
+    await saver.adelete_thread("gone")
+    assert not saver.library.opened
+    await saver.aprune(["t"], strategy="keep_latest")
+    assert saver.library.opened
+    assert [t.checkpoint["id"] async for t in saver.alist(config)] == [
+        history[0].config["configurable"]["checkpoint_id"]
+    ]
 
 
-async def test_history_in_the_older_format_is_the_librarys(
-    database: str, tmp_path: Path, statements: StatementPool
-) -> None:
-    url = _asyncpg_url(database)
-    async with open_checkpointer(url, tmp_path, None, 2, statements) as saver:
-        graph = _graph().compile(checkpointer=saver)
-        config: Any = {"configurable": {"thread_id": "t"}}
-        await graph.ainvoke({"n": 0}, config)
-        with psycopg.connect(database, autocommit=True) as conn:
-            conn.execute("UPDATE checkpoints SET checkpoint = jsonb_set(checkpoint, '{v}', '3')")
-        listed = [t async for t in saver.alist(config)]
-        assert saver.library.opened  # the library migrates pending sends of such checkpoints
-        assert [t.checkpoint["channel_values"].get("n") for t in listed] == [2, 1, 0, None]
+async def test_history_in_the_older_format_is_the_librarys(saver: Any, database: str) -> None:
+    graph = _graph().compile(checkpointer=saver)
+    config: Any = {"configurable": {"thread_id": "t"}}
+    await graph.ainvoke({"n": 0}, config)
+    with psycopg.connect(database, autocommit=True) as conn:
+        conn.execute("UPDATE checkpoints SET checkpoint = jsonb_set(checkpoint, '{v}', '3')")
+    listed = [t async for t in saver.alist(config)]
+    assert saver.library.opened  # the library migrates pending sends of such checkpoints
+    assert [t.checkpoint["channel_values"].get("n") for t in listed] == [2, 1, 0, None]
 
 
-async def test_a_runs_checkpoints_are_deleted_with_their_writes(
-    database: str, tmp_path: Path, statements: StatementPool
-) -> None:
-    url = _asyncpg_url(database)
-    async with open_checkpointer(url, tmp_path, None, 2, statements) as saver:
-        graph = _graph().compile(checkpointer=saver)
-        config: Any = {"configurable": {"thread_id": "t"}}
-        await graph.ainvoke({"n": 0}, {**config, "metadata": {"run_id": "first"}})
-        await graph.ainvoke({"n": 0}, {**config, "metadata": {"run_id": "second"}})
-        assert await delete_run_checkpoints(saver, "t", "second") == 4
-        assert (await graph.aget_state(config)).values["n"] == 2
+async def test_a_runs_checkpoints_are_deleted_with_their_writes(saver: Any, database: str) -> None:
+    graph = _graph().compile(checkpointer=saver)
+    config: Any = {"configurable": {"thread_id": "t"}}
+    await graph.ainvoke({"n": 0}, {**config, "metadata": {"run_id": "first"}})
+    await graph.ainvoke({"n": 0}, {**config, "metadata": {"run_id": "second"}})
+    assert await delete_run_checkpoints(saver, "t", "second") == 4
+    assert (await graph.aget_state(config)).values["n"] == 2
     rows = _rows(database, "t")
     assert len(rows["checkpoints"]) == 4
     with psycopg.connect(database) as conn:
@@ -253,29 +249,23 @@ async def test_a_runs_checkpoints_are_deleted_with_their_writes(
     assert orphans == (0,)
 
 
-async def test_a_nul_in_a_history_filter_is_the_clients_error(
-    database: str, tmp_path: Path, statements: StatementPool
-) -> None:
-    async with open_checkpointer(_asyncpg_url(database), tmp_path, None, 2, statements) as saver:
-        config: Any = {"configurable": {"thread_id": "t"}}
-        with pytest.raises(DBAPIError) as refused:
-            [item async for item in saver.alist(config, filter={"k": "a\x00b"})]
-        # What the API answers with 422 (app/api/errors.py).
-        assert getattr(refused.value.orig, "sqlstate", None) in UNSTORABLE_TEXT_SQLSTATES
-        assert [item async for item in saver.alist(config)] == []
+async def test_a_nul_in_a_history_filter_is_the_clients_error(saver: Any) -> None:
+    config: Any = {"configurable": {"thread_id": "t"}}
+    with pytest.raises(DBAPIError) as refused:
+        [item async for item in saver.alist(config, filter={"k": "a\x00b"})]
+    # What the API answers with 422 (app/api/errors.py).
+    assert getattr(refused.value.orig, "sqlstate", None) in UNSTORABLE_TEXT_SQLSTATES
+    assert [item async for item in saver.alist(config)] == []
 
 
-async def test_the_synchronous_methods_answer_from_other_threads_only(
-    database: str, tmp_path: Path, statements: StatementPool
-) -> None:
-    async with open_checkpointer(_asyncpg_url(database), tmp_path, None, 2, statements) as saver:
-        graph = _graph().compile(checkpointer=saver)
-        config: Any = {"configurable": {"thread_id": "t"}}
-        await graph.ainvoke({"n": 0}, config)
-        latest = await asyncio.to_thread(saver.get_tuple, config)
-        assert latest is not None and latest.checkpoint["channel_values"]["n"] == 2
-        listed = await asyncio.to_thread(lambda: list(saver.list(config)))
-        assert listed[0].checkpoint["id"] == latest.checkpoint["id"]
-        assert len(listed) == 4
-        with pytest.raises(asyncio.InvalidStateError, match="another thread"):
-            saver.get_tuple(config)
+async def test_the_synchronous_methods_answer_from_other_threads_only(saver: Any) -> None:
+    graph = _graph().compile(checkpointer=saver)
+    config: Any = {"configurable": {"thread_id": "t"}}
+    await graph.ainvoke({"n": 0}, config)
+    latest = await asyncio.to_thread(saver.get_tuple, config)
+    assert latest is not None and latest.checkpoint["channel_values"]["n"] == 2
+    listed = await asyncio.to_thread(lambda: list(saver.list(config)))
+    assert listed[0].checkpoint["id"] == latest.checkpoint["id"]
+    assert len(listed) == 4
+    with pytest.raises(asyncio.InvalidStateError, match="another thread"):
+        saver.get_tuple(config)
