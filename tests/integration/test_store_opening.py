@@ -118,8 +118,9 @@ async def test_the_store_connects_and_sets_up_on_its_first_operation(
         assert item is not None and item.value == {"theme": "dark"}
         await database.until_connections(name, 1)
         pool = store._pool  # type: ignore[attr-defined]
-    # The pool it opened is closed on exit (PostgreSQL may take a moment to end the backend).
+    # The pool it opened is closed on exit, and its connection is gone.
     assert pool.closed
+    await database.until_connections(name, 0)
 
 
 async def test_concurrent_first_operations_open_the_store_once(
@@ -154,6 +155,7 @@ async def test_concurrent_first_operations_open_the_store_once(
         await database.until_connections(name, 1)
         pool = store._pool  # type: ignore[attr-defined]
     assert pool.closed
+    await database.until_connections(name, 0)
 
 
 async def test_synchronous_calls_work_from_other_threads_only(

@@ -122,8 +122,13 @@ async def migrated_engine(kind: str, data_dir: Path) -> AsyncIterator[AsyncEngin
 
 async def until_true(engine: AsyncEngine, sql: str, what: str, tries: int = 250) -> None:
     """Run `sql` (a look at pg_stat_activity, say) every 20 ms until its first value is true;
-    fail with `what` never happened after `tries` looks."""
+    fail with `what` never happened after `tries` looks.
+
+    Each look is a transaction of its own: PostgreSQL keeps what pg_stat_activity showed for
+    the rest of a transaction, so looks inside one would never see a backend end.
+    """
     async with engine.connect() as conn:
+        conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
         for _ in range(tries):
             if (await conn.execute(text(sql))).scalar():
                 return
