@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,6 +46,17 @@ class Database:
     def open_store(self, name: str, data_dir: Path) -> AbstractAsyncContextManager[BaseStore]:
         """A PostgreSQL store on this database whose connections show as `name`."""
         return open_store(self.store_url(name), data_dir, OPTIONS, 1, self.statements)
+
+    @asynccontextmanager
+    async def store_used_once(self, name: str, data_dir: Path) -> AsyncIterator[BaseStore]:
+        """`open_store` for a block that uses it: afterwards the store holds exactly one
+        connection, and on exit its pool is closed and the connection gone."""
+        async with self.open_store(name, data_dir) as store:
+            yield store
+            await self.until_connections(name, 1)
+            pool = store._pool  # type: ignore[attr-defined]
+        assert pool.closed
+        await self.until_connections(name, 0)
 
     async def scalar(self, sql: str) -> Any:
         """The first value of one query run on a connection of the engine."""
@@ -107,7 +118,7 @@ async def test_the_store_connects_and_sets_up_on_its_first_operation(
     database: Database, tmp_path: Path
 ) -> None:
     name = store_name()
-    async with database.open_store(name, tmp_path) as store:
+    async with database.store_used_once(name, tmp_path) as store:
         assert store.supports_ttl  # LangGraph reads it before any operation
         assert await database.connections(name) == 0
         assert not await database.store_table_exists()
@@ -116,11 +127,6 @@ async def test_the_store_connects_and_sets_up_on_its_first_operation(
         assert await database.store_table_exists()
         item = await store.aget(("users", "u1"), "prefs")
         assert item is not None and item.value == {"theme": "dark"}
-        await database.until_connections(name, 1)
-        pool = store._pool  # type: ignore[attr-defined]
-    # The pool it opened is closed on exit, and its connection is gone.
-    assert pool.closed
-    await database.until_connections(name, 0)
 
 
 async def test_concurrent_first_operations_open_the_store_once(
@@ -135,7 +141,7 @@ async def test_concurrent_first_operations_open_the_store_once(
             peak = max(peak, await database.connections(name))
             await asyncio.sleep(0.005)
 
-    async with database.open_store(name, tmp_path) as store:
+    async with database.store_used_once(name, tmp_path) as store:
         watcher = asyncio.create_task(watch())
         try:
             # abatch straight away, past the store's per-tick batching: the two really race.
@@ -152,10 +158,6 @@ async def test_concurrent_first_operations_open_the_store_once(
         assert got is not None and got.value == {"v": 1}
         # Opened once: the pool's one connection and the set-up lock's, never a second pool.
         assert 1 <= peak <= 2, peak
-        await database.until_connections(name, 1)
-        pool = store._pool  # type: ignore[attr-defined]
-    assert pool.closed
-    await database.until_connections(name, 0)
 
 
 async def test_synchronous_calls_work_from_other_threads_only(
