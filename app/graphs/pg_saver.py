@@ -49,6 +49,7 @@ from langgraph.checkpoint.base import (
 
 from app.domain.errors import ConfigError
 from app.graphs.pg_errors import client_data_errors
+from app.graphs.psycopg_pools import open_psycopg_pool
 
 if TYPE_CHECKING:
     from app.db.driver import StatementPool
@@ -219,23 +220,10 @@ class _Library:
 
     async def _open(self, serde: Any) -> Any:
         from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-        from psycopg.rows import dict_row
-        from psycopg_pool import AsyncConnectionPool
 
-        kwargs: dict[str, Any] = {
-            "autocommit": True,
-            # Server-side prepared statements, as the library's own connections use them.
-            "prepare_threshold": 0,
-            "row_factory": dict_row,
-        }
-        if self._on_statements is not None:
-            kwargs["cursor_factory"] = _counting_cursor(self._on_statements)
-        pool = AsyncConnectionPool(
-            self._conninfo, min_size=1, max_size=self._pool_size, open=False, kwargs=kwargs
-        )
-        await pool.open(wait=True, timeout=30)
+        pool = await open_psycopg_pool(self._conninfo, self._pool_size, self._on_statements)
         self._pool = pool
-        saver = AsyncPostgresSaver(pool, serde=serde)  # type: ignore[arg-type]
+        saver = AsyncPostgresSaver(pool, serde=serde)
         saver.lock = _NoLock()  # type: ignore[assignment]
         return saver
 
@@ -248,22 +236,6 @@ class _Library:
         """Close the psycopg pool, if it was ever opened."""
         if self._pool is not None:
             await self._pool.close()
-
-
-def _counting_cursor(on_statements: Callable[[int], None]) -> type:
-    from psycopg import AsyncCursor
-
-    class CountingCursor(AsyncCursor):  # type: ignore[type-arg]
-        async def execute(self, *args: Any, **kwargs: Any) -> Any:
-            on_statements(1)
-            return await super().execute(*args, **kwargs)
-
-        async def executemany(self, query: Any, params_seq: Any, **kwargs: Any) -> None:
-            params_seq = list(params_seq)
-            on_statements(len(params_seq))
-            await super().executemany(query, params_seq, **kwargs)
-
-    return CountingCursor
 
 
 class PostgresSaver(BaseCheckpointSaver[str]):

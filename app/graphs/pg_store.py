@@ -23,6 +23,7 @@ from langgraph.store.base.batch import AsyncBatchedBaseStore
 from app.db.store import delete_expired_store_items, store_sweepable
 from app.domain.errors import ConfigError
 from app.graphs.pg_errors import client_data_errors
+from app.graphs.psycopg_pools import open_psycopg_pool
 from app.graphs.setup_lock import STORE_SETUP_LOCK, setup_alone
 
 if TYPE_CHECKING:
@@ -110,18 +111,8 @@ class DeferredPostgresStore(AsyncBatchedBaseStore):
 
     async def _connect(self) -> tuple[Any, Any]:
         from langgraph.store.postgres.aio import AsyncPostgresStore
-        from psycopg.rows import dict_row
-        from psycopg_pool import AsyncConnectionPool
 
-        pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-            self._conninfo,
-            min_size=1,
-            max_size=self._pool_size,
-            open=False,
-            # Prepared server-side from the first execution, as the checkpointer's queries are.
-            kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
-        )
-        await pool.open(wait=True, timeout=30)
+        pool = await open_psycopg_pool(self._conninfo, self._pool_size)
         try:
             if self._index is not None:
                 await _require_pgvector(pool)
