@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 
 from bench import cost, scenarios
-from bench.client import open_client
+from bench.client import HTTPError, open_client
 from bench.recovery import recovery
 from bench.scenarios import Fleet, Target, scenario_target, warm_up
 
@@ -38,8 +38,19 @@ def main(argv: list[str] | None = None) -> int:
     # One line per request would drown the figures; failures are logged by the scenarios.
     logging.getLogger("httpx").setLevel(logging.WARNING)
     with _servers(args) as (urls, settings, fleet):
-        failures = asyncio.run(_run_all(args, urls, settings, fleet))
+        with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+            failures = runner.run(_run_all(args, urls, settings, fleet))
     return 1 if failures else 0
+
+
+def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's event loop where it is installed (it comes with uvicorn[standard]): the client
+    shares the machine with the server, and costs it less CPU on uvloop."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -195,7 +206,7 @@ async def _run_one(
             before = await cost.scrape(target.urls) if per_leg else []
             figures = await scenario(target, runs)
             after = await cost.scrape(target.urls) if per_leg else []
-    except (TimeoutError, RuntimeError, httpx.HTTPError) as exc:
+    except (TimeoutError, RuntimeError, HTTPError, httpx.HTTPError) as exc:
         log.error("bench_scenario_failed scenario=%s error=%r", name, exc)
         return {**head, "errors": 1, "failure": repr(exc)[:500], "server": None}
     log.info("bench_scenario_done scenario=%s wall_s=%.1f", name, time.perf_counter() - started)

@@ -11,9 +11,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-import httpx
-
-from bench.client import open_client
+from bench.client import Client, Response, open_client
 
 log = logging.getLogger("bench")
 
@@ -52,7 +50,7 @@ class Fleet(Protocol):
 class Target:
     """What to benchmark and how hard."""
 
-    client: httpx.AsyncClient
+    client: Client
     assistant_id: str
     input: dict[str, Any]
     concurrency: int
@@ -120,7 +118,7 @@ def _result_error(body: Any) -> str | None:
     return None
 
 
-def _join_failure(joined: httpx.Response) -> str | None:
+def _join_failure(joined: Response) -> str | None:
     """Why a /join response is not a successful run's result, or None."""
     if joined.status_code != 200:
         return f"join HTTP {joined.status_code}: {joined.text[:300]}"
