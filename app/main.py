@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -14,10 +15,13 @@ from app.api import assistants, crons, runs, store, system, threads
 from app.api.deps import get_caller
 from app.api.errors import install_error_handlers
 from app.api.limits import BodySizeLimitMiddleware
-from app.observability.logs import configure_logging
+from app.domain.errors import ConfigError
+from app.observability.logs import configure_logging, drop_startup_traceback
 from app.observability.metrics import HttpMetricsMiddleware
 from app.runtime import Runtime
 from app.settings import Settings
+
+log = logging.getLogger("runyard.app")
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -28,7 +32,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        await runtime.start()
+        try:
+            await runtime.start()
+        except ConfigError as exc:
+            # The message says what to fix; a traceback of Runyard's own frames would bury it.
+            log.error("startup_failed error=%s", exc)
+            drop_startup_traceback(ConfigError)
+            raise
         try:
             yield
         finally:

@@ -138,6 +138,36 @@ class TextFormatter(logging.Formatter):
         return f"{first} {' '.join(extra)}{newline}{rest}"
 
 
+class DropTraceback(logging.Filter):
+    """Drops the next logged traceback that ends in an exception of one type, then retires.
+
+    The ASGI server logs the whole traceback of an exception that fails the application's
+    start-up. For errors whose message already says what to fix (ConfigError), that traceback
+    only buries the message: the lifespan logs the message itself and installs this filter.
+    """
+
+    def __init__(self, logger: logging.Logger, error: type[BaseException]) -> None:
+        super().__init__()
+        self._logger = logger
+        self._last_line = f"{error.__module__}.{error.__qualname__}: "
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """False (drop) for the traceback of the error, once; True for everything else."""
+        message = record.getMessage()
+        if not message.startswith("Traceback"):
+            return True
+        if not message.rstrip().rsplit("\n", 1)[-1].startswith(self._last_line):
+            return True
+        self._logger.removeFilter(self)
+        return False
+
+
+def drop_startup_traceback(error: type[BaseException]) -> None:
+    """Keep the ASGI server from printing the traceback of `error` failing the start-up."""
+    logger = logging.getLogger("uvicorn.error")
+    logger.addFilter(DropTraceback(logger, error))
+
+
 def configure_logging(settings: Settings) -> None:
     """Route the `runyard` loggers to stderr in the configured format (idempotent)."""
     logger = logging.getLogger("runyard")

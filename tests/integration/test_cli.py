@@ -255,6 +255,25 @@ def test_missing_config_file_fails_naming_it(cli: Cli, tmp_path: Path) -> None:
     code, output = wait_for_exit(proc, log)
     assert code != 0
     assert str(missing) in output
+    assert "Traceback" not in output
+
+
+@pytest.mark.parametrize("command", ["dev", "serve"])
+def test_missing_graph_file_fails_in_one_line_without_traceback(
+    cli: Cli, tmp_path: Path, command: str
+) -> None:
+    (tmp_path / "langgraph.json").write_text('{"graphs": {"agent": "./agent.py:graph"}}')
+    args = [command, "--port", str(free_port()), "--config", str(tmp_path / "langgraph.json")]
+    if command == "dev":
+        args.insert(1, "--no-reload")
+    proc, log = cli.start(*args)
+    code, output = wait_for_exit(proc, log)
+    assert code != 0
+    failures = [line for line in output.splitlines() if "startup_failed" in line]
+    assert len(failures) == 1, output
+    assert f"graph 'agent': file {(tmp_path / 'agent.py').resolve()} does not exist" in failures[0]
+    assert "Traceback" not in output
+    assert "Application startup complete" not in output
 
 
 @pytest.mark.parametrize("command", ["migrate", "serve"])
@@ -293,6 +312,7 @@ def test_no_migrate_on_an_empty_database_fails_saying_what_to_run(
     assert "without Runyard's tables" in output
     assert "runyard migrate" in output
     assert "does not exist" not in output
+    assert "Traceback" not in output
     assert "Application startup complete" not in output
 
 

@@ -6,12 +6,15 @@ import asyncio
 import io
 import json
 import logging
+import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
 
+from app.domain.errors import ConfigError
 from app.observability.logs import (
+    DropTraceback,
     JsonFormatter,
     RunContextFilter,
     TextFormatter,
@@ -171,3 +174,33 @@ def test_configured_handler_filters_child_loggers() -> None:
         for handler in list(root.handlers):
             if handler not in before:
                 root.removeHandler(handler)
+
+
+def _traceback_of(error: BaseException) -> str:
+    try:
+        raise error
+    except BaseException:
+        return traceback.format_exc()
+
+
+def test_drop_traceback_drops_the_errors_traceback_once_and_nothing_else() -> None:
+    logger = logging.getLogger("runyard.test.drop_traceback")
+    buffer = io.StringIO()
+    handler = logging.StreamHandler(buffer)
+    logger.addHandler(handler)
+    logger.propagate = False
+    logger.addFilter(DropTraceback(logger, ConfigError))
+    try:
+        logger.error(_traceback_of(ValueError("not a config error")))
+        logger.error("Application startup failed. Exiting.")
+        logger.error(_traceback_of(ConfigError("graph 'agent': file agent.py does not exist")))
+        logger.error(_traceback_of(ConfigError("a second one is shown")))
+    finally:
+        logger.removeHandler(handler)
+
+    text = buffer.getvalue()
+    assert "ValueError: not a config error" in text
+    assert "Application startup failed" in text
+    assert "agent.py" not in text
+    assert "ConfigError: a second one is shown" in text
+    assert logger.filters == []
