@@ -172,12 +172,6 @@ class _Body:
             return b""
         return (await self._reader.readexactly(size + 2))[:-2]
 
-    async def read_all(self) -> bytes:
-        parts = []
-        while part := await self.next_part():
-            parts.append(part)
-        return b"".join(parts)
-
 
 class Client:
     """Requests against one base URL, or round-robin over several; paths are relative."""
