@@ -370,7 +370,7 @@ class PostgresSaver(BaseCheckpointSaver[str]):
         checkpoint may hold the same channel versions)."""
         await self._execute(_DELETE_CHECKPOINTS, (thread_id, list(checkpoint_ids)))
 
-    # --- the rest: the library's saver ------------------------------------------------------
+    # --- listing on the statement pool; pruning and delta history: the library's saver ------
 
     async def alist(
         self,
