@@ -12,18 +12,12 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /app
 
-# Dependencies first, so a code change does not reinstall them: install the project against
-# a stub package, then copy the real code over it. The install is editable because the
-# migration scripts are found next to the `app` package (app/db/engine.py).
 COPY pyproject.toml README.md ./
-RUN mkdir app && echo '__version__ = "0"' > app/__init__.py \
-    && pip install -e . \
-    && rm -rf app
+COPY runyard ./runyard
+RUN pip install . && rm -rf runyard
 
-COPY alembic.ini langgraph.json ./
-COPY migrations ./migrations
+COPY langgraph.json ./
 COPY examples ./examples
-COPY app ./app
 
 RUN useradd --create-home --uid 10001 runyard \
     && mkdir -p /data \

@@ -42,7 +42,7 @@ PLUMBING = frozenset(
 # variables count exactly as they do for the servers.
 _SETTINGS_PROBE = """
 import json
-from app.settings import Settings
+from runyard.settings import Settings
 
 settings = Settings()
 changed = {}
@@ -88,7 +88,7 @@ class Deployment:
             list(pool.map(lambda server: server.start(), self.servers))
 
     def _migrate(self) -> None:
-        done = _python(["-m", "app.cli", "migrate"], {**os.environ, **self.env}, timeout=120)
+        done = _python(["-m", "runyard.cli", "migrate"], {**os.environ, **self.env}, timeout=120)
         if done.returncode != 0:
             raise RuntimeError(f"runyard migrate failed:\n{done.stdout}{done.stderr}")
 

@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from app.services.run_waits import SAFETY_RECHECK_SECONDS
+from runyard.services.run_waits import SAFETY_RECHECK_SECONDS
 from tests.chaos.cluster import Cluster, Instance, lines_of, submit, wait_until
 from tests.support.runs import SseEvent, id_key, parse_sse, read_events_until, run_id_from
 

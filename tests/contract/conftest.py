@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
-from app.queue.redis_queue import RedisRunQueue
-from app.queue.run_queue import InProcessRunQueue
-from app.streaming.broker import InMemoryEventBroker
-from app.streaming.redis_broker import CompletionSignals, RedisEventBroker
+from runyard.queue.redis_queue import RedisRunQueue
+from runyard.queue.run_queue import InProcessRunQueue
+from runyard.streaming.broker import InMemoryEventBroker
+from runyard.streaming.redis_broker import CompletionSignals, RedisEventBroker
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
 # How long a broker's subscription waits for an event before it asks whether the run ended.

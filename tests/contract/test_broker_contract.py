@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from app.domain.errors import StaleAttemptError
+from runyard.domain.errors import StaleAttemptError
 
 
 async def _collect(

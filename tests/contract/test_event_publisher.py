@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from app.domain.errors import StaleAttemptError
-from app.streaming.publisher import EventPublisher
+from runyard.domain.errors import StaleAttemptError
+from runyard.streaming.publisher import EventPublisher
 
 
 class CountingBroker:

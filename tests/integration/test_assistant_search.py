@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 from langgraph_sdk.client import LangGraphClient
 
-from app.graphs.registry import default_assistant_id
+from runyard.graphs.registry import default_assistant_id
 from tests.support.assistants import ASSISTANT_KEYS, http_error, new_tag
 
 

@@ -13,7 +13,7 @@ import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 
-from app.graphs.registry import default_assistant_id
+from runyard.graphs.registry import default_assistant_id
 from tests.support.assistants import (
     ASSISTANT_KEYS,
     VERSION_KEYS,

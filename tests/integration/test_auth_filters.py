@@ -9,9 +9,9 @@ import pytest
 from sqlalchemy import JSON, Column, MetaData, String, Table, insert, select
 from sqlalchemy.dialects import postgresql
 
-from app.auth.guards import metadata_matches
-from app.db.dialect import json_filter
-from app.db.engine import create_engine
+from runyard.auth.guards import metadata_matches
+from runyard.db.dialect import json_filter
+from runyard.db.engine import create_engine
 from tests.support.databases import create_database, drop_database, postgres_available
 
 ROWS = {

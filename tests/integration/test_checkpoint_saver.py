@@ -17,11 +17,11 @@ from langgraph.checkpoint.postgres.base import MIGRATIONS
 from langgraph.graph import StateGraph
 from sqlalchemy.exc import DBAPIError
 
-from app.db.driver import StatementPool
-from app.db.engine import create_engine
-from app.domain.errors import UNSTORABLE_TEXT_SQLSTATES
-from app.graphs.checkpointer import delete_run_checkpoints, open_checkpointer
-from app.graphs.pg_saver import PostgresSaver, library_migrations
+from runyard.db.driver import StatementPool
+from runyard.db.engine import create_engine
+from runyard.domain.errors import UNSTORABLE_TEXT_SQLSTATES
+from runyard.graphs.checkpointer import delete_run_checkpoints, open_checkpointer
+from runyard.graphs.pg_saver import PostgresSaver, library_migrations
 from tests.support.databases import fresh_database, open_statement_pool
 
 pytestmark = pytest.mark.postgres
@@ -253,7 +253,7 @@ async def test_a_nul_in_a_history_filter_is_the_clients_error(saver: Any) -> Non
     config: Any = {"configurable": {"thread_id": "t"}}
     with pytest.raises(DBAPIError) as refused:
         [item async for item in saver.alist(config, filter={"k": "a\x00b"})]
-    # What the API answers with 422 (app/api/errors.py).
+    # What the API answers with 422 (runyard/api/errors.py).
     assert getattr(refused.value.orig, "sqlstate", None) in UNSTORABLE_TEXT_SQLSTATES
     assert [item async for item in saver.alist(config)] == []
 

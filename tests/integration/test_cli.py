@@ -19,8 +19,8 @@ import psycopg
 import pytest
 from sqlalchemy import create_engine, inspect
 
-from app.db.tables import metadata
-from app.settings import Settings
+from runyard.db.tables import metadata
+from runyard.settings import Settings
 from tests.support.databases import fresh_database
 from tests.support.server import TEST_CONFIG, free_port
 
@@ -31,7 +31,7 @@ SCRUBBED = {str(f.alias) for f in Settings.model_fields.values() if f.alias}
 
 
 class Cli:
-    """Starts `python -m app.cli ...` processes and makes sure none outlives the test."""
+    """Starts `python -m runyard.cli ...` processes and makes sure none outlives the test."""
 
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
@@ -51,7 +51,7 @@ class Cli:
         log = self.workdir / f"cli-{len(self.processes)}.log"
         with log.open("wb") as out:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "app.cli", *args],
+                [sys.executable, "-m", "runyard.cli", *args],
                 cwd=self.workdir,  # away from the repo, so a developer's .env does not apply
                 env=self.env(env),
                 stdout=out,
@@ -154,7 +154,7 @@ def head_revisions() -> set[str]:
     """The newest migration ids shipped with the code."""
     from alembic.script import ScriptDirectory
 
-    from app.db.engine import alembic_config
+    from runyard.db.engine import alembic_config
 
     return set(ScriptDirectory.from_config(alembic_config()).get_heads())
 

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.graphs.registry import default_assistant_id
+from runyard.graphs.registry import default_assistant_id
 from tests.support.runs import new_tag, status_error
 
 Sdk = Any

@@ -12,10 +12,10 @@ from sqlalchemy import bindparam, func, insert, select, text
 from sqlalchemy.exc import DataError, IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.db import runs as runs_db
-from app.db.driver import DeferredConnection, StatementPool, fetch_all, fetch_one
-from app.db.engine import Sessions, create_engine, migrate, on_each_statement, session_factory
-from app.db.tables import assistants
+from runyard.db import runs as runs_db
+from runyard.db.driver import DeferredConnection, StatementPool, fetch_all, fetch_one
+from runyard.db.engine import Sessions, create_engine, migrate, on_each_statement, session_factory
+from runyard.db.tables import assistants
 from tests.support.databases import fresh_database, open_statement_pool, until_true
 
 pytestmark = pytest.mark.postgres

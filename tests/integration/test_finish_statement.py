@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.db import runs as runs_db
-from app.db import threads as threads_db
-from app.db.engine import Sessions, on_each_statement, session_factory
-from app.db.threads import ThreadState
-from app.domain.status import RunStatus
+from runyard.db import runs as runs_db
+from runyard.db import threads as threads_db
+from runyard.db.engine import Sessions, on_each_statement, session_factory
+from runyard.db.threads import ThreadState
+from runyard.domain.status import RunStatus
 from tests.support.databases import migrated_engine, until_true
 from tests.support.rows import run_row, thread_row
 

@@ -14,15 +14,15 @@ import pytest
 from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.db import runs as runs_db
-from app.db import threads as threads_db
-from app.db.engine import on_each_statement, session_factory
-from app.db.tables import runs
-from app.domain.status import RunStatus
-from app.observability.metrics import Metrics
-from app.settings import Settings
-from app.worker.lease import LeaseKeeper
-from app.worker.registry import RunningRuns
+from runyard.db import runs as runs_db
+from runyard.db import threads as threads_db
+from runyard.db.engine import on_each_statement, session_factory
+from runyard.db.tables import runs
+from runyard.domain.status import RunStatus
+from runyard.observability.metrics import Metrics
+from runyard.settings import Settings
+from runyard.worker.lease import LeaseKeeper
+from runyard.worker.registry import RunningRuns
 from tests.support.databases import migrated_engine
 from tests.support.metrics import scrape, value
 from tests.support.rows import run_row, thread_row

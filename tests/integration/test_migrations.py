@@ -12,8 +12,8 @@ import pytest
 from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, inspect, text
 
-from app.db.engine import SCHEMA_REVISION, alembic_config
-from app.db.tables import metadata
+from runyard.db.engine import SCHEMA_REVISION, alembic_config
+from runyard.db.tables import metadata
 from tests.support.databases import fresh_database
 
 ROOT = Path(__file__).resolve().parents[2]

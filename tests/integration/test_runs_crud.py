@@ -8,7 +8,7 @@ from datetime import datetime
 import httpx
 from langgraph_sdk.client import LangGraphClient
 
-from app.graphs.registry import default_assistant_id
+from runyard.graphs.registry import default_assistant_id
 from tests.support.runs import (
     RUN_KEYS,
     kwargs_of,

@@ -8,7 +8,7 @@ import uuid
 import httpx
 from langgraph_sdk.client import LangGraphClient
 
-from app.services.run_waits import SAFETY_RECHECK_SECONDS
+from runyard.services.run_waits import SAFETY_RECHECK_SECONDS
 from tests.support.runs import (
     collect,
     metadata_of,

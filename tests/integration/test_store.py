@@ -17,9 +17,9 @@ import psycopg
 import pytest
 from langgraph_sdk import get_client
 
-from app.domain.errors import ConfigError
-from app.graphs.config import load_config
-from app.graphs.store import store_options
+from runyard.domain.errors import ConfigError
+from runyard.graphs.config import load_config
+from runyard.graphs.store import store_options
 from tests.graphs.memory import toy_embed
 from tests.support.databases import create_database, drop_database
 from tests.support.runs import status_error

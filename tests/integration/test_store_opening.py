@@ -15,10 +15,10 @@ from langgraph.store.base import BaseStore, GetOp, PutOp
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.db.driver import StatementPool
-from app.db.engine import create_engine, on_each_statement
-from app.domain.errors import InvalidInputError
-from app.graphs.store import StoreOptions, open_store
+from runyard.db.driver import StatementPool
+from runyard.db.engine import create_engine, on_each_statement
+from runyard.domain.errors import InvalidInputError
+from runyard.graphs.store import StoreOptions, open_store
 from tests.support.databases import fresh_database, open_statement_pool, until_true
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(60)]

@@ -8,7 +8,7 @@ import uuid
 import asyncpg
 import pytest
 
-from app.db.engine import create_engine
+from runyard.db.engine import create_engine
 from tests.support.databases import postgres_available, until_true
 
 pytestmark = pytest.mark.postgres

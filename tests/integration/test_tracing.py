@@ -15,8 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
-from app.main import create_app
-from app.settings import Settings
+from runyard.main import create_app
+from runyard.settings import Settings
 from tests.support.server import TEST_CONFIG
 
 sdk = pytest.importorskip("opentelemetry.sdk.trace", reason="the `tracing` extra is not installed")

@@ -16,7 +16,7 @@ from sqlalchemy import text
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
 
-    from app.db.driver import StatementPool
+    from runyard.db.driver import StatementPool
 
 ADMIN_URL = os.environ.get("RUNYARD_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
 
@@ -66,7 +66,7 @@ def fresh_database(prefix: str = "runyard_test") -> Iterator[str]:
 @asynccontextmanager
 async def open_statement_pool(engine: AsyncEngine, size: int = 2) -> AsyncIterator[StatementPool]:
     """Runyard's statement pool on the engine's database, open for the block."""
-    from app.db.driver import StatementPool
+    from runyard.db.driver import StatementPool
 
     pool = StatementPool(engine, size)
     await pool.open()
@@ -79,8 +79,8 @@ async def open_statement_pool(engine: AsyncEngine, size: int = 2) -> AsyncIterat
 async def create_checkpoint_tables(url: str, data_dir: Path) -> None:
     """The checkpointer's tables on a PostgreSQL database, as a server makes them at start-up
     (the claim statement reads them)."""
-    from app.db.engine import create_engine
-    from app.graphs.checkpointer import open_checkpointer
+    from runyard.db.engine import create_engine
+    from runyard.graphs.checkpointer import open_checkpointer
 
     engine = create_engine("postgresql+asyncpg://" + url.split("://", 1)[1], pool_size=1)
     try:
@@ -99,7 +99,7 @@ async def migrated_engine(kind: str, data_dir: Path) -> AsyncIterator[AsyncEngin
     fresh PostgreSQL database (dropped afterwards) with the checkpointer's tables too."""
     import pytest  # here, not above: bench/ uses this module without the test extras
 
-    from app.db.engine import create_engine, migrate
+    from runyard.db.engine import create_engine, migrate
 
     url = None
     if kind == "sqlite":

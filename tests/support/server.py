@@ -47,7 +47,7 @@ class ServerProcess:
 
     def start(self, timeout: float = 60.0) -> ServerProcess:
         """Start the process and wait until /ok answers."""
-        args = [sys.executable, "-m", "app.cli", self.mode, "--port", str(self.port)]
+        args = [sys.executable, "-m", "runyard.cli", self.mode, "--port", str(self.port)]
         args += ["--config", str(self.config)]
         if self.mode == "dev":
             args.append("--no-reload")

@@ -9,8 +9,8 @@ from typing import Annotated, Any
 import pytest
 from langgraph.graph import END, START, StateGraph
 
-from app.domain.errors import InvalidInputError
-from app.graphs import introspection
+from runyard.domain.errors import InvalidInputError
+from runyard.graphs import introspection
 
 
 class LegacyState(typing.TypedDict, total=False):

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from langgraph_sdk import Auth
 
-from app.auth.handlers import load_auth
-from app.domain.errors import ConfigError
-from app.graphs.config import ProjectConfig
+from runyard.auth.handlers import load_auth
+from runyard.domain.errors import ConfigError
+from runyard.graphs.config import ProjectConfig
 
 
 def project(tmp_path: Path, auth: dict[str, str] | None) -> ProjectConfig:

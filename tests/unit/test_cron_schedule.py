@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from app.domain.cron_schedule import (
+from runyard.domain.cron_schedule import (
     first_run_date,
     latest_occurrence,
     next_occurrence,
@@ -14,7 +14,7 @@ from app.domain.cron_schedule import (
     plan_firing,
     validate_schedule,
 )
-from app.domain.errors import InvalidInputError
+from runyard.domain.errors import InvalidInputError
 
 T0 = datetime(2026, 3, 2, 12, 0, 0, tzinfo=UTC)  # a Monday
 EVERY_5_MIN = "*/5 * * * *"

@@ -10,15 +10,15 @@ from typing import Any
 
 import pytest
 
-from app.db import crons as crons_db
-from app.db import runs as runs_db
-from app.runtime import Runtime
-from app.schemas.crons import ThreadCronCreate
-from app.schemas.threads import ThreadCreate
-from app.services import crons as crons_service
-from app.services import threads as threads_service
-from app.settings import Settings
-from app.worker.cron_scheduler import CronScheduler, occurrence_key
+from runyard.db import crons as crons_db
+from runyard.db import runs as runs_db
+from runyard.runtime import Runtime
+from runyard.schemas.crons import ThreadCronCreate
+from runyard.schemas.threads import ThreadCreate
+from runyard.services import crons as crons_service
+from runyard.services import threads as threads_service
+from runyard.settings import Settings
+from runyard.worker.cron_scheduler import CronScheduler, occurrence_key
 from tests.support.databases import create_database, drop_database, postgres_available
 from tests.support.server import TEST_CONFIG
 

@@ -10,8 +10,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
-from app.domain.errors import StaleAttemptError
-from app.graphs.checkpointer import fenced
+from runyard.domain.errors import StaleAttemptError
+from runyard.graphs.checkpointer import fenced
 
 
 class CountingSaver(InMemorySaver):

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from langgraph.pregel import Pregel
 
-from app.domain.errors import ConfigError, NotFoundError
-from app.graphs.config import ProjectConfig, apply_environment, find_config, load_config
-from app.graphs.registry import GraphRegistry, LoadedGraph, default_assistant_id
+from runyard.domain.errors import ConfigError, NotFoundError
+from runyard.graphs.config import ProjectConfig, apply_environment, find_config, load_config
+from runyard.graphs.registry import GraphRegistry, LoadedGraph, default_assistant_id
 
 # A tiny graph file: `builder` is an uncompiled StateGraph, `graph` its compiled form.
 GRAPH_SOURCE = textwrap.dedent(

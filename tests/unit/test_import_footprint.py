@@ -23,8 +23,8 @@ DEFERRED = (
 def test_importing_the_server_loads_no_deferred_module() -> None:
     script = (
         "import sys\n"
-        "import app.main, app.cli\n"
-        "from app.graphs import checkpointer, pg_saver, setup_lock, store\n"
+        "import runyard.main, runyard.cli\n"
+        "from runyard.graphs import checkpointer, pg_saver, setup_lock, store\n"
         f"print(','.join(m for m in {DEFERRED!r} if m in sys.modules))\n"
     )
     result = subprocess.run(

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from app.db.engine import json_dumps, json_loads
+from runyard.db.engine import json_dumps, json_loads
 
 VALUES = [
     {"a": 1, "b": [1.5, None, True, "é"]},

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from app.domain.errors import ConfigError
-from app.graphs import pg_saver
+from runyard.domain.errors import ConfigError
+from runyard.graphs import pg_saver
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from app.domain.errors import ConfigError
-from app.observability.logs import (
+from runyard.domain.errors import ConfigError
+from runyard.observability.logs import (
     DropTraceback,
     JsonFormatter,
     RunContextFilter,
@@ -22,7 +22,7 @@ from app.observability.logs import (
     message_fields,
     run_log_context,
 )
-from app.settings import Settings
+from runyard.settings import Settings
 
 
 @dataclass

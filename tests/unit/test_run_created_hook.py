@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.runtime import Runtime
-from app.schemas.runs import RunCreate
-from app.services import runs
-from app.settings import Settings
+from runyard.runtime import Runtime
+from runyard.schemas.runs import RunCreate
+from runyard.services import runs
+from runyard.settings import Settings
 from tests.support.server import TEST_CONFIG
 
 

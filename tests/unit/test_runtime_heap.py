@@ -5,8 +5,8 @@ from __future__ import annotations
 import gc
 from pathlib import Path
 
-from app.runtime import GC_YOUNG_THRESHOLD, Runtime
-from app.settings import Settings
+from runyard.runtime import GC_YOUNG_THRESHOLD, Runtime
+from runyard.settings import Settings
 from tests.support.server import TEST_CONFIG
 
 

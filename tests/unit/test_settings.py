@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from app.settings import Settings
+from runyard.settings import Settings
 
 # Every alias Settings reads, so a developer's shell cannot leak into these tests.
 SETTING_NAMES = [

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from app.services.threads import extract_path
+from runyard.services.threads import extract_path
 
 THREAD: dict[str, Any] = {
     "thread_id": "t",

@@ -1,0 +1,75 @@
+"""Turns domain errors and validation failures into clear JSON 4xx responses."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+
+from runyard.domain.errors import UNSTORABLE_TEXT_MESSAGE, UNSTORABLE_TEXT_SQLSTATES, RunyardError
+
+log = logging.getLogger("runyard.api")
+
+BIG_INTEGER_MESSAGE = (
+    "the request holds an integer outside the 64-bit range; send such numbers as strings"
+)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Register the handlers that shape every error body as {"detail": ...}."""
+
+    @app.exception_handler(RunyardError)
+    async def runyard_error(_request: Request, exc: RunyardError) -> JSONResponse:
+        return JSONResponse({"detail": exc.message}, status_code=exc.status_code)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = []
+        for error in exc.errors():
+            where = ".".join(str(part) for part in error.get("loc", ()) if part != "body")
+            problems.append(f"{where or 'body'}: {error.get('msg')}")
+        return JSONResponse(
+            {"detail": "; ".join(problems), "errors": _jsonable(exc.errors())},
+            status_code=422,
+        )
+
+    @app.exception_handler(DBAPIError)
+    async def database_error(request: Request, exc: DBAPIError) -> JSONResponse:
+        if _is_unstorable_text(exc):
+            return JSONResponse({"detail": UNSTORABLE_TEXT_MESSAGE}, status_code=422)
+        if exc.connection_invalidated or isinstance(exc, OperationalError | InterfaceError):
+            log.warning(
+                "database_unavailable method=%s path=%s error=%s",
+                request.method,
+                request.url.path,
+                type(exc.orig).__name__,
+            )
+            return JSONResponse(
+                {"detail": "the database is unavailable or busy; retry shortly"},
+                status_code=503,
+                headers={"Retry-After": "1"},
+            )
+        raise exc  # a real server fault: the default 500, with its traceback logged
+
+    # orjson and msgpack (events, checkpoints, store values) stop at 64-bit integers.
+    @app.exception_handler(TypeError)
+    async def type_error(_request: Request, exc: TypeError) -> JSONResponse:
+        if str(exc) == "Integer exceeds 64-bit range":
+            return JSONResponse({"detail": BIG_INTEGER_MESSAGE}, status_code=422)
+        raise exc
+
+
+def _is_unstorable_text(exc: DBAPIError) -> bool:
+    if getattr(exc.orig, "sqlstate", None) in UNSTORABLE_TEXT_SQLSTATES:
+        return True
+    # SQLite cannot build a JSON path from a key holding NUL (metadata filters).
+    return "JSON path error" in str(exc.orig)
+
+
+def _jsonable(errors: object) -> object:
+    import json
+
+    return json.loads(json.dumps(errors, default=str))

@@ -1,0 +1,328 @@
+"""Run routes: create (background, stream, wait), read, list, cancel, join, delete."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Header, Query, Response
+from fastapi.responses import JSONResponse, StreamingResponse
+from sse_starlette import EventSourceResponse, ServerSentEvent
+
+from runyard.api.deps import CallerDep, RunId, RuntimeDep, ThreadId
+from runyard.auth.guards import require_assistant, require_thread
+from runyard.auth.handlers import Caller
+from runyard.domain.errors import ForbiddenError, InvalidInputError
+from runyard.domain.stream_modes import STREAM_MODES
+from runyard.runtime import Runtime
+from runyard.schemas.runs import CancelMany, Run, RunCreate
+from runyard.services import run_waits, runs
+from runyard.streaming.broker import StreamEvent
+
+router = APIRouter(tags=["Runs"])
+
+IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", max_length=255)]
+
+
+def _run_path(run: dict[str, Any]) -> str:
+    return f"/threads/{run['thread_id']}/runs/{run['run_id']}"
+
+
+def _sse(
+    runtime: Runtime, events: AsyncIterator[StreamEvent], run: dict[str, Any]
+) -> EventSourceResponse:
+    async def frames() -> AsyncIterator[ServerSentEvent]:
+        async for item in events:
+            yield ServerSentEvent(data=item.data, event=item.event, id=item.id)
+
+    return EventSourceResponse(
+        frames(),
+        ping=runtime.settings.stream_keepalive_seconds,
+        ping_message_factory=lambda: ServerSentEvent(comment="heartbeat"),
+        headers={
+            "Location": _run_path(run) + "/stream",
+            "Content-Location": _run_path(run),
+            "Cache-Control": "no-store",
+            "X-Accel-Buffering": "no",
+        },
+    )
+
+
+async def _authorize_new_run(
+    runtime: Runtime, caller: Caller, thread_id: str | None, body: RunCreate
+) -> dict[str, Any] | None:
+    """The caller must see the thread (when it exists) and the assistant of a new run.
+
+    Returns the metadata the create handler stamps on a thread the run may create.
+    """
+    if caller.auth is None:
+        return None
+    value = {
+        "thread_id": thread_id,
+        "assistant_id": body.assistant_id,
+        "metadata": body.metadata or {},
+        "kwargs": body.model_dump(mode="json"),
+    }
+    if thread_id is None:
+        await caller.authorize("threads", "create_run", value)
+    else:
+        missing_ok = body.if_not_exists == "create"
+        await require_thread(runtime, caller, thread_id, "create_run", value, missing_ok=missing_ok)
+    await require_assistant(runtime, caller, body.assistant_id, "read")
+    if thread_id is None or body.if_not_exists != "create":
+        return None
+    new_thread: dict[str, Any] = {"thread_id": thread_id, "metadata": {}, "if_exists": "do_nothing"}
+    await caller.authorize("threads", "create", new_thread)
+    return dict(new_thread["metadata"])
+
+
+async def _stream_new_run(
+    runtime: Runtime, caller: Caller, thread_id: str | None, body: RunCreate, key: str | None
+) -> EventSourceResponse:
+    owner = await _authorize_new_run(runtime, caller, thread_id, body)
+    run = await runs.create_run(
+        runtime, thread_id, body, idempotency_key=key, new_thread_metadata=owner
+    )
+    events = run_waits.run_events(
+        runtime, run, after=None, modes=None, cancel_on_disconnect=body.on_disconnect == "cancel"
+    )
+    return _sse(runtime, events, run)
+
+
+async def _wait_new_run(
+    runtime: Runtime, caller: Caller, thread_id: str | None, body: RunCreate, key: str | None
+) -> StreamingResponse:
+    owner = await _authorize_new_run(runtime, caller, thread_id, body)
+    modes = list(dict.fromkeys(["values", *body.stream_modes()]))
+    watch = run_waits.CompletionWatch(runtime)
+    try:
+        run = await runs.create_run(
+            runtime,
+            thread_id,
+            body,
+            stream_modes=modes,
+            idempotency_key=key,
+            new_thread_metadata=owner,
+            on_created=watch.register,
+        )
+    except BaseException:
+        await watch.close()
+        raise
+    cancel = body.on_disconnect == "cancel"
+    return _json_stream(run_waits.wait_body(runtime, run, cancel, watch), run)
+
+
+def _json_stream(body: AsyncIterator[bytes], run: dict[str, Any]) -> StreamingResponse:
+    """A JSON answer preceded by newline keep-alives, pointing at the run's join URL."""
+    return StreamingResponse(body, media_type="application/json", headers=_join_headers(run))
+
+
+def _join_headers(run: dict[str, Any]) -> dict[str, str]:
+    return {"Location": _run_path(run) + "/join", "Content-Location": _run_path(run)}
+
+
+@router.post("/threads/{thread_id}/runs", response_model=Run)
+async def create_run(
+    thread_id: ThreadId,
+    body: RunCreate,
+    runtime: RuntimeDep,
+    caller: CallerDep,
+    response: Response,
+    key: IdempotencyKey = None,
+) -> dict[str, Any]:
+    """Create a background run on a thread."""
+    owner = await _authorize_new_run(runtime, caller, str(thread_id), body)
+    run = await runs.create_run(
+        runtime, str(thread_id), body, idempotency_key=key, new_thread_metadata=owner
+    )
+    response.headers["Content-Location"] = _run_path(run)
+    return run
+
+
+@router.post("/threads/{thread_id}/runs/stream", response_class=EventSourceResponse)
+async def stream_run(
+    thread_id: ThreadId,
+    body: RunCreate,
+    runtime: RuntimeDep,
+    caller: CallerDep,
+    key: IdempotencyKey = None,
+) -> EventSourceResponse:
+    """Create a run on a thread and stream its events (SSE)."""
+    return await _stream_new_run(runtime, caller, str(thread_id), body, key)
+
+
+@router.post("/threads/{thread_id}/runs/wait")
+async def wait_run(
+    thread_id: ThreadId,
+    body: RunCreate,
+    runtime: RuntimeDep,
+    caller: CallerDep,
+    key: IdempotencyKey = None,
+) -> StreamingResponse:
+    """Create a run on a thread and return its final values."""
+    return await _wait_new_run(runtime, caller, str(thread_id), body, key)
+
+
+@router.post("/runs", response_model=Run)
+async def create_stateless_run(
+    body: RunCreate,
+    runtime: RuntimeDep,
+    caller: CallerDep,
+    response: Response,
+    key: IdempotencyKey = None,
+) -> dict[str, Any]:
+    """Create a background run on a temporary thread."""
+    await _authorize_new_run(runtime, caller, None, body)
+    run = await runs.create_run(runtime, None, body, idempotency_key=key)
+    response.headers["Content-Location"] = f"/runs/{run['run_id']}"
+    return run
+
+
+@router.post("/runs/stream", response_class=EventSourceResponse)
+async def stream_stateless_run(
+    body: RunCreate, runtime: RuntimeDep, caller: CallerDep, key: IdempotencyKey = None
+) -> EventSourceResponse:
+    """Create a run on a temporary thread and stream its events."""
+    return await _stream_new_run(runtime, caller, None, body, key)
+
+
+@router.post("/runs/wait")
+async def wait_stateless_run(
+    body: RunCreate, runtime: RuntimeDep, caller: CallerDep, key: IdempotencyKey = None
+) -> StreamingResponse:
+    """Create a run on a temporary thread and return its final values."""
+    return await _wait_new_run(runtime, caller, None, body, key)
+
+
+@router.post("/runs/cancel", status_code=204)
+async def cancel_runs(
+    body: CancelMany,
+    runtime: RuntimeDep,
+    caller: CallerDep,
+    action: Literal["interrupt", "rollback"] = "interrupt",
+) -> Response:
+    """Cancel several runs: by ids within a thread, or every run with a status."""
+    if not body.run_ids and not body.status:
+        raise InvalidInputError(
+            "give run_ids (with thread_id) or status to choose the runs to cancel"
+        )
+    if body.thread_id is not None:
+        await require_thread(runtime, caller, str(body.thread_id), "update")
+    elif await caller.authorize("threads", "update", {"status": body.status}) is not None:
+        raise ForbiddenError(
+            "cancelling by status across threads is not available to filtered users; "
+            "pass thread_id and run_ids"
+        )
+    await runs.cancel_many(runtime, body.thread_id, body.run_ids, body.status, action)
+    return Response(status_code=204)
+
+
+@router.get("/threads/{thread_id}/runs", response_model=list[Run])
+async def list_runs(
+    thread_id: ThreadId,
+    runtime: RuntimeDep,
+    caller: CallerDep,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 10,
+    offset: Annotated[int, Query(ge=0)] = 0,
+    status: Literal["pending", "running", "success", "error", "timeout", "interrupted"]
+    | None = None,
+) -> list[dict[str, Any]]:
+    """A thread's runs, newest first."""
+    await require_thread(runtime, caller, str(thread_id), "search")
+    return await runs.list_runs(runtime, str(thread_id), limit, offset, status)
+
+
+@router.get("/threads/{thread_id}/runs/{run_id}", response_model=Run)
+async def get_run(
+    thread_id: ThreadId, run_id: RunId, runtime: RuntimeDep, caller: CallerDep
+) -> dict[str, Any]:
+    """One run."""
+    await require_thread(runtime, caller, str(thread_id), "read")
+    return runs.to_wire(await runs.get_run(runtime, str(thread_id), str(run_id)))
+
+
+@router.delete("/threads/{thread_id}/runs/{run_id}", status_code=204)
+async def delete_run(
+    thread_id: ThreadId, run_id: RunId, runtime: RuntimeDep, caller: CallerDep
+) -> Response:
+    """Delete a run (stopping it first if it executes)."""
+    await require_thread(runtime, caller, str(thread_id), "delete")
+    await runs.delete_run(runtime, str(thread_id), str(run_id))
+    return Response(status_code=204)
+
+
+@router.post("/threads/{thread_id}/runs/{run_id}/cancel", response_model=None)
+async def cancel_run(
+    thread_id: ThreadId,
+    run_id: RunId,
+    runtime: RuntimeDep,
+    caller: CallerDep,
+    wait: bool = False,
+    action: Literal["interrupt", "rollback"] = "interrupt",
+) -> Response | dict[str, Any]:
+    """Cancel a run; with wait=true, answer only once it has stopped."""
+    await require_thread(runtime, caller, str(thread_id), "update")
+    receipt = await runs.cancel_run(runtime, str(thread_id), str(run_id), action)
+    if not wait:
+        return JSONResponse(receipt, status_code=202)
+    run = await run_waits.wait_until_done_or_gone(runtime, str(run_id))
+    return await run_waits.result_body(runtime, run) if run else {}
+
+
+@router.get("/threads/{thread_id}/runs/{run_id}/join")
+async def join_run(
+    thread_id: ThreadId, run_id: RunId, runtime: RuntimeDep, caller: CallerDep
+) -> Response:
+    """Wait for a run to finish and return the thread's final values (or its error)."""
+    await require_thread(runtime, caller, str(thread_id), "read")
+    grace = runtime.settings.stream_keepalive_seconds
+    run, waiting = await run_waits.open_join(runtime, str(thread_id), str(run_id), grace)
+    if waiting is None:
+        # Nothing to wait for: a plain response, without a streaming body's machinery.
+        body = json.dumps(await run_waits.result_body(runtime, run), ensure_ascii=False)
+        return Response(body, media_type="application/json", headers=_join_headers(run))
+    return _json_stream(waiting, run)
+
+
+@router.get("/threads/{thread_id}/runs/{run_id}/stream", response_class=EventSourceResponse)
+async def join_run_stream(
+    thread_id: ThreadId,
+    run_id: RunId,
+    runtime: RuntimeDep,
+    caller: CallerDep,
+    stream_mode: Annotated[list[str] | None, Query()] = None,
+    cancel_on_disconnect: bool = False,
+    last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
+) -> EventSourceResponse:
+    """Join a run's event stream; Last-Event-ID replays exactly what was missed."""
+    await require_thread(runtime, caller, str(thread_id), "read")
+    run = await runs.get_run(runtime, str(thread_id), str(run_id))
+    after = last_event_id or run_waits.LIVE_ONLY
+    modes = parse_stream_modes(stream_mode)
+    events = run_waits.run_events(runtime, run, after, modes, cancel_on_disconnect)
+    return _sse(runtime, events, run)
+
+
+def parse_stream_modes(raw: list[str] | None) -> list[str] | None:
+    """Modes from repeated params, comma lists or a JSON array; None (all) when empty."""
+    modes: list[str] = []
+    for value in raw or []:
+        value = value.strip()
+        if value.startswith("["):
+            try:
+                parsed = json.loads(value)
+            except ValueError:
+                raise InvalidInputError(
+                    f"stream_mode {value!r} is not a valid JSON array"
+                ) from None
+            modes.extend(str(item) for item in parsed)
+        else:
+            modes.extend(part.strip() for part in value.split(","))
+    modes = [m for m in modes if m]
+    unknown = [m for m in modes if m not in STREAM_MODES]
+    if unknown:
+        raise InvalidInputError(
+            f"unknown stream_mode {unknown}; choose from {', '.join(STREAM_MODES)}"
+        )
+    return modes or None

@@ -1,0 +1,197 @@
+"""Threads routes of the Agent Protocol: the thread resource, its state and its history."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Header, Query, Response
+
+from runyard.api.deps import CallerDep, RuntimeDep, ThreadId, set_page_headers
+from runyard.auth.guards import require_thread
+from runyard.schemas.threads import (
+    CheckpointConfig,
+    Thread,
+    ThreadCreate,
+    ThreadFilter,
+    ThreadHistorySearch,
+    ThreadPatch,
+    ThreadSearch,
+    ThreadStateAtCheckpoint,
+    ThreadStateUpdate,
+    ThreadUpdateStateResponse,
+)
+from runyard.services import thread_state
+from runyard.services import threads as service
+
+router = APIRouter(tags=["Threads"])
+
+Subgraphs = Annotated[bool, Query(description="Include the state of subgraphs.")]
+
+
+@router.post("/threads", response_model=Thread)
+async def create_thread(
+    runtime: RuntimeDep,
+    caller: CallerDep,
+    body: Annotated[ThreadCreate, Body()] = ThreadCreate(),
+) -> dict[str, Any]:
+    """Create a thread, optionally with state updates applied as supersteps."""
+    value = {
+        "thread_id": body.thread_id,
+        "metadata": dict(body.metadata or {}),
+        "if_exists": body.if_exists,
+    }
+    await caller.authorize("threads", "create", value)  # handlers may stamp metadata
+    body = body.model_copy(update={"metadata": value["metadata"]})
+    thread = await service.create_thread(runtime, body)
+    if body.if_exists == "do_nothing":  # the existing thread may be someone else's
+        await require_thread(runtime, caller, thread["thread_id"], "read")
+    return thread
+
+
+@router.post("/threads/search", response_model=list[dict[str, Any]])
+async def search_threads(
+    runtime: RuntimeDep,
+    caller: CallerDep,
+    response: Response,
+    body: Annotated[ThreadSearch, Body()] = ThreadSearch(),
+) -> list[dict[str, Any]]:
+    """List threads matching the filters, one page at a time."""
+    auth_filter = await caller.authorize("threads", "search", body.model_dump(mode="json"))
+    page, next_offset = await service.search_threads(runtime, body, auth_filter)
+    set_page_headers(response, body.offset, len(page), next_offset)
+    return page
+
+
+@router.post("/threads/count", response_model=int)
+async def count_threads(
+    runtime: RuntimeDep,
+    caller: CallerDep,
+    body: Annotated[ThreadFilter, Body()] = ThreadFilter(),
+) -> int:
+    """Count threads matching the filters."""
+    auth_filter = await caller.authorize("threads", "search", body.model_dump(mode="json"))
+    return await service.count_threads(runtime, body, auth_filter)
+
+
+@router.get("/threads/{thread_id}", response_model=Thread)
+async def get_thread(runtime: RuntimeDep, caller: CallerDep, thread_id: ThreadId) -> dict[str, Any]:
+    """Get a thread."""
+    await require_thread(runtime, caller, str(thread_id), "read")
+    return await service.get_thread(runtime, str(thread_id))
+
+
+@router.patch("/threads/{thread_id}", response_model=Thread)
+async def patch_thread(
+    runtime: RuntimeDep,
+    caller: CallerDep,
+    thread_id: ThreadId,
+    body: ThreadPatch,
+    prefer: Annotated[str | None, Header()] = None,
+) -> Any:
+    """Merge metadata into a thread's; `Prefer: return=minimal` answers 204 without a body."""
+    await require_thread(runtime, caller, str(thread_id), "update")
+    thread = await service.patch_thread(runtime, str(thread_id), body)
+    if prefer == "return=minimal":
+        return Response(status_code=204)
+    return thread
+
+
+@router.delete("/threads/{thread_id}", status_code=204)
+async def delete_thread(runtime: RuntimeDep, caller: CallerDep, thread_id: ThreadId) -> Response:
+    """Delete a thread with its runs and checkpoints."""
+    await require_thread(runtime, caller, str(thread_id), "delete")
+    await service.delete_thread(runtime, str(thread_id))
+    return Response(status_code=204)
+
+
+@router.post("/threads/{thread_id}/copy", response_model=Thread)
+async def copy_thread(
+    runtime: RuntimeDep, caller: CallerDep, thread_id: ThreadId
+) -> dict[str, Any]:
+    """Copy a thread: same metadata and checkpoints under a new id."""
+    await require_thread(runtime, caller, str(thread_id), "read")
+    return await service.copy_thread(runtime, str(thread_id))
+
+
+@router.get("/threads/{thread_id}/state", response_model=dict[str, Any])
+async def get_state(
+    runtime: RuntimeDep, caller: CallerDep, thread_id: ThreadId, subgraphs: Subgraphs = False
+) -> dict[str, Any]:
+    """The thread's latest state."""
+    await require_thread(runtime, caller, str(thread_id), "read")
+    return await thread_state.get_state(runtime, str(thread_id), subgraphs=subgraphs)
+
+
+@router.post("/threads/{thread_id}/state", response_model=ThreadUpdateStateResponse)
+async def update_state(
+    runtime: RuntimeDep, caller: CallerDep, thread_id: ThreadId, body: ThreadStateUpdate
+) -> dict[str, Any]:
+    """Write new state values as if `as_node` had produced them."""
+    await require_thread(runtime, caller, str(thread_id), "update")
+    return await thread_state.update_state(
+        runtime,
+        str(thread_id),
+        body.values,
+        as_node=body.as_node,
+        checkpoint=body.checkpoint,
+        checkpoint_id=body.checkpoint_id,
+    )
+
+
+@router.post("/threads/{thread_id}/state/checkpoint", response_model=dict[str, Any])
+async def get_state_at(
+    runtime: RuntimeDep, caller: CallerDep, thread_id: ThreadId, body: ThreadStateAtCheckpoint
+) -> dict[str, Any]:
+    """The thread's state at the checkpoint given in the body."""
+    await require_thread(runtime, caller, str(thread_id), "read")
+    return await thread_state.get_state(
+        runtime, str(thread_id), checkpoint=body.checkpoint, subgraphs=body.subgraphs
+    )
+
+
+@router.get("/threads/{thread_id}/state/{checkpoint_id}", response_model=dict[str, Any])
+async def get_state_at_id(
+    runtime: RuntimeDep,
+    caller: CallerDep,
+    thread_id: ThreadId,
+    checkpoint_id: str,
+    subgraphs: Subgraphs = False,
+) -> dict[str, Any]:
+    """The thread's state at a checkpoint id."""
+    await require_thread(runtime, caller, str(thread_id), "read")
+    checkpoint = CheckpointConfig(checkpoint_id=checkpoint_id)
+    return await thread_state.get_state(
+        runtime, str(thread_id), checkpoint=checkpoint, subgraphs=subgraphs
+    )
+
+
+@router.post("/threads/{thread_id}/history", response_model=list[dict[str, Any]])
+async def search_history(
+    runtime: RuntimeDep,
+    caller: CallerDep,
+    thread_id: ThreadId,
+    body: Annotated[ThreadHistorySearch, Body()] = ThreadHistorySearch(),
+) -> list[dict[str, Any]]:
+    """The thread's past states, newest first."""
+    await require_thread(runtime, caller, str(thread_id), "read")
+    return await thread_state.get_history(
+        runtime,
+        str(thread_id),
+        limit=body.limit,
+        before=body.before,
+        metadata=body.metadata,
+        checkpoint=body.checkpoint,
+    )
+
+
+@router.get("/threads/{thread_id}/history", response_model=list[dict[str, Any]])
+async def get_history(
+    runtime: RuntimeDep,
+    caller: CallerDep,
+    thread_id: ThreadId,
+    limit: Annotated[int, Query(ge=1, le=1000, description="Number of states.")] = 10,
+    before: Annotated[str | None, Query(description="A checkpoint id.")] = None,
+) -> list[dict[str, Any]]:
+    """The thread's past states, newest first."""
+    await require_thread(runtime, caller, str(thread_id), "read")
+    return await thread_state.get_history(runtime, str(thread_id), limit=limit, before=before)

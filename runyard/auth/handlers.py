@@ -1,0 +1,181 @@
+"""Loads the project's `Auth` object and calls its authenticate and authorization handlers."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from langgraph_sdk import Auth
+from starlette.requests import Request
+
+from runyard.domain.errors import ConfigError, ForbiddenError, RunyardError, UnauthorizedError
+from runyard.graphs.config import ProjectConfig
+from runyard.graphs.modules import import_attribute
+
+log = logging.getLogger("runyard.auth")
+
+Filter = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class AuthUser:
+    """The authenticated user, shaped like LangGraph's BaseUser for handlers to read."""
+
+    identity: str
+    display_name: str
+    permissions: Sequence[str] = ()
+    is_authenticated: bool = True
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.as_dict()[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.as_dict()
+
+    def as_dict(self) -> dict[str, Any]:
+        """The user as the dict a handler returned (plus the normalised fields)."""
+        return {
+            **self.extra,
+            "identity": self.identity,
+            "display_name": self.display_name,
+            "permissions": list(self.permissions),
+            "is_authenticated": self.is_authenticated,
+        }
+
+
+class AuthError(RunyardError):
+    """An error raised by a handler through `Auth.exceptions.HTTPException`."""
+
+    def __init__(self, message: str, status_code: int) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who sends a request and the handlers that decide what they may do."""
+
+    user: AuthUser | None
+    auth: Auth | None
+
+    async def authorize(self, resource: str, action: str, value: dict[str, Any]) -> Filter | None:
+        """Run the most specific handler: None allows, a dict filters, False → ForbiddenError.
+
+        Handlers may mutate `value` (stamp metadata, rewrite a store namespace).
+        """
+        if self.auth is None or self.user is None:
+            return None
+        handler = _handler_for(self.auth, resource, action)
+        if handler is None:
+            return None
+        ctx = Auth.types.AuthContext(
+            resource=resource,  # type: ignore[arg-type]
+            action=action,  # type: ignore[arg-type]
+            user=self.user,  # type: ignore[arg-type]
+            permissions=list(self.user.permissions),
+        )
+        try:
+            result = await handler(ctx=ctx, value=value)
+        except Auth.exceptions.HTTPException as exc:
+            raise AuthError(str(exc.detail), exc.status_code) from None
+        except AssertionError as exc:
+            raise ForbiddenError(str(exc) or "forbidden") from None
+        if result is None or result is True:
+            return None
+        if result is False:
+            raise ForbiddenError(f"{action} on {resource} is not allowed for this user")
+        if not isinstance(result, dict):
+            raise ConfigError(
+                f"the auth handler for {resource}.{action} returned a {type(result).__name__}; "
+                "expected None, True, False or a filter dict"
+            )
+        return result or None
+
+
+def load_auth(project: ProjectConfig) -> Auth | None:
+    """The `Auth` object named by `auth.path` in the config, or None (server open to anyone)."""
+    path = (project.auth or {}).get("path")
+    if not path:
+        log.warning("auth_disabled reason=no_auth_path the server answers anyone who can reach it")
+        return None
+    if not isinstance(path, str) or ":" not in path:
+        raise ConfigError(f"auth.path must be 'path/to/file.py:attribute', got {path!r}")
+    file_part, attribute = path.rsplit(":", 1)
+    base = project.path.parent if project.path else Path.cwd()
+    file = (base / file_part).resolve()
+    auth = import_attribute(file, attribute, "runyard_auth", "auth.path")
+    if not isinstance(auth, Auth):
+        raise ConfigError(
+            f"auth.path: {file}:{attribute} must be a langgraph_sdk.Auth instance, "
+            f"got {type(auth).__name__}"
+        )
+    log.info("auth_enabled path=%s", path)
+    return auth
+
+
+async def authenticate(auth: Auth | None, request: Request) -> Caller:
+    """Run the authenticate handler with the arguments it declares; UnauthorizedError if refused."""
+    handler = auth._authenticate_handler if auth is not None else None
+    if auth is None or handler is None:
+        return Caller(None, auth)
+    wanted = inspect.signature(handler).parameters
+    offered = _request_arguments(request)
+    try:
+        result = await handler(**{name: offered[name] for name in wanted if name in offered})
+    except Auth.exceptions.HTTPException as exc:
+        raise AuthError(str(exc.detail), exc.status_code) from None
+    user = _normalise_user(result)
+    if user is None:
+        raise UnauthorizedError("authentication failed: send valid credentials")
+    return Caller(user, auth)
+
+
+def _request_arguments(request: Request) -> dict[str, Any]:
+    authorization = request.headers.get("authorization")
+    return {
+        "request": request,
+        "path": request.url.path,
+        "method": request.method,
+        "path_params": dict(request.path_params),
+        "query_params": request.query_params,
+        "headers": dict(request.scope.get("headers", [])),
+        "authorization": authorization,
+        "scope": request.scope,
+    }
+
+
+def _normalise_user(result: Any) -> AuthUser | None:
+    if result is None:
+        return None
+    if isinstance(result, str):
+        return AuthUser(identity=result, display_name=result)
+    if isinstance(result, Mapping):
+        identity = result.get("identity")
+        extra = {k: v for k, v in result.items() if k != "identity"}
+    else:
+        identity = getattr(result, "identity", None)
+        extra = {}
+    if not identity:
+        return None
+    get = result.get if isinstance(result, Mapping) else lambda k, d: getattr(result, k, d)
+    return AuthUser(
+        identity=str(identity),
+        display_name=str(get("display_name", identity)),
+        permissions=tuple(get("permissions", ()) or ()),
+        is_authenticated=bool(get("is_authenticated", True)),
+        extra=extra,
+    )
+
+
+def _handler_for(auth: Auth, resource: str, action: str) -> Any:
+    handlers = auth._handlers
+    for key in ((resource, action), (resource, "*"), ("*", action)):
+        if key in handlers:
+            return handlers[key][-1]
+    globals_ = auth._global_handlers
+    return globals_[-1] if globals_ else None

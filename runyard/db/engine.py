@@ -1,0 +1,189 @@
+"""Builds the async SQLAlchemy engine for PostgreSQL or SQLite and applies migrations."""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+from sqlalchemy import event, inspect, text
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+from runyard.db.driver import STATEMENT_CALLBACK, DeferredConnection, StatementPool
+from runyard.domain.errors import ConfigError
+
+# What `session_factory` returns: each call opens a session (a pooled connection).
+Sessions = Callable[[], AsyncConnection]
+MIGRATIONS_DIR = Path(__file__).resolve().parents[1] / "migrations"
+MIGRATION_LOCK = 72_797_100
+# The newest migration of migrations/versions (a test keeps the two in step). Knowing it
+# here lets an instance whose database is current start without importing Alembic.
+SCHEMA_REVISION = "0002"
+
+
+def create_engine(url: str, pool_size: int = 10) -> AsyncEngine:
+    """An engine tuned for the backend: pooled asyncpg (at most `pool_size` connections),
+    or SQLite in WAL mode."""
+    if url.startswith("sqlite"):
+        db_path = url.split(":///", 1)[1]
+        if db_path and db_path != ":memory:":
+            Path(db_path).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_async_engine(
+            url,
+            connect_args={"timeout": 30},
+            json_serializer=json_dumps,
+            json_deserializer=json_loads,
+        )
+        event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+        return engine
+    # No pre-ping: it costs a round trip per checkout. A connection PostgreSQL dropped fails
+    # its statement once and the pool then replaces every connection of that age.
+    return create_async_engine(
+        url,
+        pool_size=pool_size,
+        max_overflow=0,
+        pool_timeout=30,
+        json_serializer=json_dumps,
+        json_deserializer=json_loads,
+    )
+
+
+# JSON columns are (de)serialized with orjson, several times faster than the json module, except
+# where orjson would differ: integers beyond 64 bits (it refuses to write them and reads them
+# as floats) and text it does not accept (NaN); the json module takes those.
+# A 19-digit run may not fit in 64 bits. Found by mapping ASCII digits to 1 and every other
+# byte to 0 and looking for 19 ones: several times faster than a regular expression, which
+# took longer than orjson's parse itself.
+_DIGIT_BYTES = bytes(1 if 0x30 <= byte <= 0x39 else 0 for byte in range(256))
+_LONG_DIGIT_RUN = b"\x01" * 19
+
+
+def json_dumps(value: Any) -> str:
+    """JSON text of a column value."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+    except TypeError:
+        return json.dumps(value)
+
+
+def json_loads(text: str | bytes) -> Any:
+    """A column value from its JSON text."""
+    data = text.encode() if isinstance(text, str) else text
+    if _LONG_DIGIT_RUN in data.translate(_DIGIT_BYTES):
+        return json.loads(text)
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
+
+
+def on_each_statement(engine: AsyncEngine, callback: Callable[[], None]) -> None:
+    """Call `callback` before each statement the engine sends (the statement counter).
+
+    Call it before deriving engines from this one (`session_factory`): statements sent
+    straight to the driver (runyard/db/driver.py) find the callback in the execution options,
+    which a derived engine copies when it is made.
+    """
+
+    def before(*_args: Any) -> None:
+        callback()
+
+    event.listen(engine.sync_engine, "before_cursor_execute", before)
+    engine.update_execution_options(**{STATEMENT_CALLBACK: callback})
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cursor = dbapi_conn.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.close()
+
+
+def session_factory(
+    engine: AsyncEngine, autocommit: bool = False, statements: StatementPool | None = None
+) -> Sessions:
+    """Opens database sessions: pooled connections used with SQLAlchemy Core (no ORM).
+
+    `async with sessions() as session, session.begin():` is a transaction; without
+    `begin()` the statements run in one that is rolled back at the end. `autocommit`
+    sessions run each statement on its own, outside any transaction: for reads and
+    single-statement writes, which then cost no BEGIN and COMMIT/ROLLBACK round trips (and
+    take no row locks beyond the statement). Given a PostgreSQL `statements` pool, an
+    autocommit session is a `DeferredConnection`: the statements of runyard/db/driver.py run
+    on that pool, and a SQLAlchemy connection is checked out only for the others.
+    """
+    if not autocommit:
+        return engine.connect
+    engine = engine.execution_options(isolation_level="AUTOCOMMIT")
+    if statements is None:
+        return engine.connect
+    return functools.partial(DeferredConnection, engine, statements)
+
+
+def alembic_config(url: str | None = None) -> Any:
+    """The Alembic configuration pointing at Runyard's migration scripts."""
+    from alembic.config import Config
+
+    if not (MIGRATIONS_DIR / "env.py").exists():
+        raise ConfigError(
+            f"migration scripts not found at {MIGRATIONS_DIR}; install Runyard from its "
+            "source tree (pip install -e .) so migrations/ is available"
+        )
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    if url:
+        config.set_main_option("sqlalchemy.url", url)
+    return config
+
+
+async def migrate(engine: AsyncEngine) -> None:
+    """Bring the schema to the newest migration (idempotent; free when it is current)."""
+    if await schema_is_current(engine):
+        return
+    from alembic import command
+
+    config = alembic_config()
+
+    def upgrade(connection: Connection) -> None:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "head")
+
+    async with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            # Instances starting together take turns; the later ones find nothing to do.
+            await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
+        await conn.run_sync(upgrade)
+
+
+async def schema_revisions(engine: AsyncEngine) -> set[str]:
+    """The migrations the database is at: empty when it has no Runyard schema."""
+    async with engine.connect() as conn:
+        if not await conn.run_sync(lambda sync: inspect(sync).has_table("alembic_version")):
+            return set()
+        rows = await conn.execute(text("SELECT version_num FROM alembic_version"))
+        return {row[0] for row in rows}
+
+
+async def schema_is_current(engine: AsyncEngine) -> bool:
+    """True when the database is at the newest migration (no Alembic import needed)."""
+    return await schema_revisions(engine) == {SCHEMA_REVISION}
+
+
+async def require_current_schema(engine: AsyncEngine) -> None:
+    """Refuse to start on a database that is not at the newest migration."""
+    found = await schema_revisions(engine)
+    if found == {SCHEMA_REVISION}:
+        return
+    where = engine.url.render_as_string(hide_password=True)
+    state = f"at migration {', '.join(sorted(found))}" if found else "without Runyard's tables"
+    raise ConfigError(
+        f"the database {where} is {state}, and this Runyard needs migration {SCHEMA_REVISION}. "
+        "Run `runyard migrate` first, or start without --no-migrate "
+        "(RUNYARD_MIGRATE_ON_START=true) to migrate at start-up."
+    )

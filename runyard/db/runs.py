@@ -1,0 +1,657 @@
+"""SQL statements for runs, including claims, fenced writes, leases and recovery."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from sqlalchemy import (
+    Insert,
+    Select,
+    Update,
+    and_,
+    bindparam,
+    case,
+    column,
+    delete,
+    exists,
+    func,
+    insert,
+    literal_column,
+    or_,
+    select,
+    table,
+    true,
+    update,
+)
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.engine import RowMapping
+from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.orm import aliased
+
+from runyard.db import threads as threads_db
+from runyard.db.dialect import (
+    clock,
+    clock_plus,
+    db_now,
+    dialect_name,
+    rowcount,
+    seconds_param,
+)
+from runyard.db.driver import fetch_one
+from runyard.db.tables import runs, threads
+from runyard.domain.status import ACTIVE_RUN_STATUSES, RunStatus
+
+_ACTIVE = [s.value for s in ACTIVE_RUN_STATUSES]
+
+# The statements every run executes are built once per dialect and reused with bound
+# parameters: building a statement costs more CPU than sending it.
+
+
+@cache
+def _insert_run_statement(dialect: str) -> Insert:
+    now = clock(dialect)
+    return insert(runs).values(created_at=now, updated_at=now).returning(*runs.c)
+
+
+@cache
+def _get_run_statement(dialect: str, in_thread: bool) -> Select[Any]:
+    stmt = select(runs).where(runs.c.run_id == bindparam("p_run_id"))
+    if in_thread:
+        stmt = stmt.where(runs.c.thread_id == bindparam("p_thread_id"))
+    return stmt
+
+
+async def insert_run(session: AsyncConnection, row: dict[str, Any]) -> dict[str, Any]:
+    """Insert a pending run and return it as stored."""
+    stored = await fetch_one(session, _insert_run_statement(dialect_name(session)), row)
+    assert stored is not None  # an INSERT … RETURNING without conflict handling
+    return stored
+
+
+async def insert_run_on_new_thread(
+    session: AsyncConnection, thread: dict[str, Any], run: dict[str, Any]
+) -> dict[str, Any] | None:
+    """Insert a thread (busy) and its first pending run; None, with nothing written, when
+    the thread already exists.
+
+    One statement on PostgreSQL (the thread insert is a data-modifying CTE that the run
+    insert selects from), two on SQLite: run it in `Runtime.atomic`.
+    """
+    dialect = dialect_name(session)
+    if dialect != "postgresql":
+        if await threads_db.insert_thread(session, thread) is None:
+            return None
+        return await insert_run(session, run)
+    statement = _insert_on_new_thread_statement(tuple(thread), tuple(run))
+    params = {f"t_{key}": value for key, value in thread.items()}
+    params.update({f"r_{key}": value for key, value in run.items() if key != "thread_id"})
+    return await fetch_one(session, statement, params)
+
+
+@cache
+def _insert_on_new_thread_statement(thread_keys: tuple[str, ...], run_keys: tuple[str, ...]) -> Any:
+    now = clock("postgresql")
+    thread_values: dict[str, Any] = {
+        key: bindparam(f"t_{key}", type_=threads.c[key].type) for key in thread_keys
+    }
+    new_thread = (
+        postgresql.insert(threads)
+        .values({**thread_values, "created_at": now, "updated_at": now})
+        .on_conflict_do_nothing()
+        .returning(threads.c.thread_id)
+        .cte("new_thread")
+    )
+    columns = [key for key in run_keys if key != "thread_id"]
+    source = select(
+        *(bindparam(f"r_{key}", type_=runs.c[key].type) for key in columns),
+        new_thread.c.thread_id,
+        now,
+        now,
+    )
+    return (
+        insert(runs)
+        .from_select([*columns, "thread_id", "created_at", "updated_at"], source)
+        .returning(*runs.c)
+        .add_cte(new_thread)
+    )
+
+
+async def get_run(
+    session: AsyncConnection, run_id: str, thread_id: str | None = None
+) -> dict[str, Any] | None:
+    """A run by id (within a thread when given)."""
+    stmt = _get_run_statement(dialect_name(session), thread_id is not None)
+    params = {"p_run_id": run_id}
+    if thread_id is not None:
+        params["p_thread_id"] = thread_id
+    return await fetch_one(session, stmt, params)
+
+
+async def get_run_by_idempotency_key(session: AsyncConnection, key: str) -> RowMapping | None:
+    """The run created under an Idempotency-Key."""
+    stmt = select(runs).where(runs.c.idempotency_key == key)
+    return (await session.execute(stmt)).mappings().one_or_none()
+
+
+async def list_runs(
+    session: AsyncConnection, thread_id: str, limit: int, offset: int, status: str | None
+) -> Sequence[RowMapping]:
+    """A thread's runs, newest first."""
+    stmt = select(runs).where(runs.c.thread_id == thread_id)
+    if status is not None:
+        stmt = stmt.where(runs.c.status == status)
+    stmt = stmt.order_by(runs.c.created_at.desc(), runs.c.run_id.desc()).limit(limit).offset(offset)
+    return (await session.execute(stmt)).mappings().all()
+
+
+@cache
+def _thread_for_new_run_statement(dialect: str) -> Select[Any]:
+    deleted_with_run = exists().where(
+        runs.c.thread_id == threads.c.thread_id,
+        runs.c.temporary.is_(True),
+        runs.c.on_completion == "delete",
+    )
+    statement = select(threads, deleted_with_run.label("deleted_with_run")).where(
+        threads.c.thread_id == bindparam("p_thread_id")
+    )
+    if dialect == "postgresql":
+        statement = statement.with_for_update(of=threads)
+    return statement
+
+
+async def lock_thread_for_new_run(
+    session: AsyncConnection, thread_id: str
+) -> dict[str, Any] | None:
+    """The thread a run is about to join, locked until the transaction ends (PostgreSQL),
+    with `deleted_with_run`: True when a stateless run deletes the thread once it ends.
+
+    The stateless run was committed with its thread, so any read that finds the thread
+    finds that run too, however it has ended meanwhile.
+    """
+    statement = _thread_for_new_run_statement(dialect_name(session))
+    row = (await session.execute(statement, {"p_thread_id": thread_id})).mappings().one_or_none()
+    return dict(row) if row is not None else None
+
+
+async def active_runs(session: AsyncConnection, thread_id: str) -> Sequence[RowMapping]:
+    """The thread's pending and running runs, oldest first."""
+    stmt = (
+        select(runs)
+        .where(runs.c.thread_id == thread_id, runs.c.status.in_(_ACTIVE))
+        .order_by(runs.c.created_at, runs.c.run_id)
+    )
+    return (await session.execute(stmt)).mappings().all()
+
+
+def _claimable(session: AsyncConnection) -> list[Any]:
+    """Conditions of a run that may start now: pending, due, first of its idle thread."""
+    return _claimable_in(dialect_name(session))
+
+
+def _claimable_in(dialect: str) -> list[Any]:
+    other = aliased(runs)
+    now = clock(dialect)
+    blocked = exists().where(
+        other.c.thread_id == runs.c.thread_id,
+        or_(
+            other.c.status == "running",
+            and_(
+                other.c.status == "pending",
+                or_(
+                    other.c.created_at < runs.c.created_at,
+                    and_(other.c.created_at == runs.c.created_at, other.c.run_id < runs.c.run_id),
+                ),
+            ),
+        ),
+    )
+    return [
+        runs.c.status == "pending",
+        or_(runs.c.scheduled_at.is_(None), runs.c.scheduled_at <= now),
+        ~blocked,
+    ]
+
+
+# The checkpointer's table (langgraph's PostgreSQL saver creates it at start-up). A claim on
+# PostgreSQL also says whether the thread has a checkpoint yet (key THREAD_HAS_CHECKPOINT):
+# while the run holds its thread nobody else writes one, so a run that finds none can skip
+# its first read (runyard/graphs/checkpointer.py, `fenced`).
+_CHECKPOINTS = table("checkpoints", column("thread_id"), column("checkpoint_ns"))
+THREAD_HAS_CHECKPOINT = "thread_has_checkpoint"
+
+
+@cache
+def _claim_statements(dialect: str) -> tuple[Any, Update | None]:
+    """The claim, and the thread update that goes with it.
+
+    On PostgreSQL both are one statement (the claim is a data-modifying CTE), so a claim
+    needs no explicit transaction there.
+    """
+    now = clock(dialect)
+    claim = (
+        update(runs)
+        .where(runs.c.run_id == bindparam("p_run_id"), *_claimable_in(dialect))
+        .values(
+            status="running",
+            owner=bindparam("p_owner"),
+            attempt=runs.c.attempt + 1,
+            lease_expires_at=clock_plus(dialect, "p_lease"),
+            started_at=func.coalesce(runs.c.started_at, now),
+            updated_at=now,
+        )
+        .returning(*runs.c)
+    )
+    if dialect == "postgresql":
+        claimed = claim.cte("claimed")
+        busy_thread = (
+            update(threads)
+            .where(threads.c.thread_id == claimed.c.thread_id)
+            .values(status="busy", updated_at=now)
+            .returning(threads.c.thread_id)
+            .cte("busy_thread")
+        )
+        has_checkpoint = exists().where(
+            _CHECKPOINTS.c.thread_id == claimed.c.thread_id, _CHECKPOINTS.c.checkpoint_ns == ""
+        )
+        claim_and_look = select(claimed, has_checkpoint.label(THREAD_HAS_CHECKPOINT))
+        return claim_and_look.add_cte(busy_thread), None
+    busy = (
+        update(threads)
+        .where(threads.c.thread_id == bindparam("p_thread_id"))
+        .values(status="busy", updated_at=now)
+    )
+    return claim, busy
+
+
+async def claim_run(
+    session: AsyncConnection, run_id: str, owner: str, lease_seconds: float
+) -> dict[str, Any] | None:
+    """Atomically take a pending run: owner, lease from the database clock, next attempt.
+
+    Only the thread's oldest pending run can be claimed, and only while no other run of
+    the thread is running, so a thread's runs execute one at a time in order. One
+    statement on PostgreSQL, two on SQLite: run it in `Runtime.atomic`. On PostgreSQL the
+    row also carries THREAD_HAS_CHECKPOINT.
+    """
+    dialect = dialect_name(session)
+    claim, busy = _claim_statements(dialect)
+    params = {
+        "p_run_id": run_id,
+        "p_owner": owner,
+        "p_lease": seconds_param(dialect, lease_seconds),
+    }
+    row = await fetch_one(session, claim, params)
+    if row is not None and busy is not None:
+        await session.execute(busy, {"p_thread_id": row["thread_id"]})
+    return row
+
+
+@cache
+def _finish_statement(dialect: str) -> Update:
+    now = clock(dialect)
+    return (
+        update(runs)
+        .where(
+            runs.c.run_id == bindparam("p_run_id"),
+            runs.c.attempt == bindparam("p_attempt"),
+            runs.c.status == "running",
+        )
+        .values(
+            status=bindparam("p_status"),
+            output=bindparam("p_output", type_=runs.c.output.type),
+            error=bindparam("p_error", type_=runs.c.error.type),
+            owner=None,
+            lease_expires_at=None,
+            ended_at=now,
+            updated_at=now,
+        )
+    )
+
+
+async def finish_run(
+    session: AsyncConnection,
+    run_id: str,
+    attempt: int,
+    status: RunStatus,
+    output: Any,
+    error: Any,
+) -> bool:
+    """Record a run's end, only if `attempt` still holds it (the fencing check)."""
+    params = _finish_params(run_id, attempt, status, output, error)
+    result = await session.execute(_finish_statement(dialect_name(session)), params)
+    return rowcount(result) > 0
+
+
+def _finish_params(
+    run_id: str, attempt: int, status: RunStatus, output: Any, error: Any
+) -> dict[str, Any]:
+    return {
+        "p_run_id": run_id,
+        "p_attempt": attempt,
+        "p_status": status.value,
+        "p_output": output,
+        "p_error": error,
+    }
+
+
+@dataclass(frozen=True)
+class Finished:
+    """What `finish_run_with_state` did.
+
+    `held`: the attempt still held the run, and its end is recorded. `thread_written`: the
+    thread's state was written too. `upcoming_known`: `upcoming` (the thread's oldest
+    pending run, or None) and `now` (the database clock) can be trusted for dispatch;
+    otherwise the caller writes the thread state itself if needed and looks again.
+    """
+
+    held: bool
+    thread_written: bool = False
+    upcoming_known: bool = False
+    upcoming: dict[str, Any] | None = None
+    now: Any = None
+
+
+@cache
+def _finish_with_state_statement(dialect: str) -> Any:
+    """End the run, write its thread's state, and read the thread's next run: one statement.
+
+    The statement reads with one snapshot, taken when it starts. A run committed on the
+    thread after that (its creator holds the thread row while it inserts, then marks the
+    thread busy) would be missing from it: so the thread is written only if its row is
+    still the version the snapshot saw (`xmin`, checked again on the newest version after
+    waiting for a creator's lock). Then no such run exists, and the next run read here is
+    exact; creators that come later wait for this statement's commit and dispatch their
+    own run. When the row moved, the run is still ended, and the caller finishes the rest
+    with fresh statements.
+    """
+    finished = _finish_statement(dialect).returning(runs.c.thread_id).cte("finished")
+    seen = threads.alias("seen")
+    seen_version = (
+        select(literal_column("seen.xmin"))
+        .select_from(seen)
+        .where(seen.c.thread_id == bindparam("p_thread_id"))
+        .scalar_subquery()
+    )
+    written = (
+        threads_db.state_statement(dialect, True)
+        .where(
+            threads.c.thread_id == finished.c.thread_id,
+            literal_column("threads.xmin") == seen_version,
+        )
+        .returning(threads.c.thread_id)
+        .cte("written")
+    )
+    upcoming = _NEXT_PENDING.subquery("upcoming")
+    return select(
+        finished.c.thread_id,
+        exists(select(written.c.thread_id)).label("thread_written"),
+        upcoming.c.run_id,
+        upcoming.c.scheduled_at,
+        clock(dialect).label("now"),
+    ).select_from(finished.outerjoin(upcoming, true()))
+
+
+async def finish_run_with_state(
+    session: AsyncConnection,
+    run_id: str,
+    attempt: int,
+    status: RunStatus,
+    output: Any,
+    error: Any,
+    thread: threads_db.ThreadState,
+) -> Finished:
+    """`finish_run`, and with it the thread's cached state (busy while a run is pending).
+
+    Nothing is written unless `attempt` still holds the run. On PostgreSQL one statement,
+    which also reads the thread's next run (see `_finish_with_state_statement`); on SQLite
+    two, in the transaction of `Runtime.atomic`.
+    """
+    dialect = dialect_name(session)
+    if dialect != "postgresql":
+        if not await finish_run(session, run_id, attempt, status, output, error):
+            return Finished(held=False)
+        await threads_db.set_state_fields(session, thread, busy_if_pending=True)
+        return Finished(held=True, thread_written=True)
+    params = {
+        **_finish_params(run_id, attempt, status, output, error),
+        **threads_db.state_params(thread),
+    }
+    row = await fetch_one(session, _finish_with_state_statement(dialect), params)
+    if row is None:
+        return Finished(held=False)
+    if not row["thread_written"]:
+        return Finished(held=True)
+    upcoming = None
+    if row["run_id"] is not None:
+        upcoming = {"run_id": row["run_id"], "scheduled_at": row["scheduled_at"]}
+    return Finished(True, True, True, upcoming, row["now"])
+
+
+async def release_run(session: AsyncConnection, run_id: str, attempt: int) -> bool:
+    """Hand a running run back to the queue (shutdown), only if `attempt` still holds it."""
+    result = await session.execute(
+        update(runs)
+        .where(runs.c.run_id == run_id, runs.c.attempt == attempt, runs.c.status == "running")
+        .values(status="pending", owner=None, lease_expires_at=None, updated_at=db_now(session))
+    )
+    return rowcount(result) > 0
+
+
+_STILL_HOLDS = select(runs.c.run_id).where(
+    runs.c.run_id == bindparam("p_run_id"),
+    runs.c.attempt == bindparam("p_attempt"),
+    runs.c.status == "running",
+)
+
+
+async def still_holds(session: AsyncConnection, run_id: str, attempt: int) -> bool:
+    """True while `attempt` is the current, running attempt of the run."""
+    params = {"p_run_id": run_id, "p_attempt": attempt}
+    return (await session.execute(_STILL_HOLDS, params)).first() is not None
+
+
+_NEXT_PENDING = (
+    select(runs.c.run_id, runs.c.scheduled_at)
+    .where(runs.c.thread_id == bindparam("p_thread_id"), runs.c.status == "pending")
+    .order_by(runs.c.created_at, runs.c.run_id)
+    .limit(1)
+)
+
+
+async def next_pending_run(session: AsyncConnection, thread_id: str) -> dict[str, Any] | None:
+    """The thread's oldest pending run."""
+    return await fetch_one(session, _NEXT_PENDING, {"p_thread_id": thread_id})
+
+
+async def interrupt_pending_run(session: AsyncConnection, run_id: str) -> bool:
+    """Cancel a run nobody executes yet: it ends `interrupted` at once."""
+    now = db_now(session)
+    result = await session.execute(
+        update(runs)
+        .where(runs.c.run_id == run_id, runs.c.status == "pending")
+        .values(status="interrupted", ended_at=now, updated_at=now, cancel_action="interrupt")
+    )
+    return rowcount(result) > 0
+
+
+async def request_cancel(session: AsyncConnection, run_id: str, action: str) -> bool:
+    """Durably flag a running run for cancellation (picked up by its executor)."""
+    result = await session.execute(
+        update(runs)
+        .where(runs.c.run_id == run_id, runs.c.status == "running")
+        .values(cancel_action=action, updated_at=db_now(session))
+    )
+    return rowcount(result) > 0
+
+
+async def delete_run(session: AsyncConnection, run_id: str) -> bool:
+    """Delete a run row."""
+    result = await session.execute(delete(runs).where(runs.c.run_id == run_id))
+    return rowcount(result) > 0
+
+
+async def extend_leases(
+    session: AsyncConnection, owner: str, lease_seconds: float
+) -> Sequence[RowMapping]:
+    """Renew every lease an instance holds in one statement; returns cancel flags too."""
+    dialect = dialect_name(session)
+    stmt = (
+        update(runs)
+        .where(runs.c.owner == owner, runs.c.status == "running")
+        .values(lease_expires_at=clock_plus(dialect, "p_lease"))
+        .returning(runs.c.run_id, runs.c.attempt, runs.c.cancel_action)
+    )
+    params = {"p_lease": seconds_param(dialect, lease_seconds)}
+    return (await session.execute(stmt, params)).mappings().all()
+
+
+async def requeue_expired(session: AsyncConnection, max_attempts: int) -> Sequence[RowMapping]:
+    """Runs whose lease expired go back to pending (or fail after too many attempts).
+
+    A run that was being cancelled ends `interrupted` instead of running again.
+    """
+    now = db_now(session)
+    expired = and_(runs.c.status == "running", runs.c.lease_expires_at < now)
+    # A cancelled run whose worker died is not run again: the cancel was acknowledged.
+    cancelled = (
+        (
+            await session.execute(
+                update(runs)
+                .where(expired, runs.c.cancel_action.is_not(None))
+                .values(
+                    status="interrupted",
+                    owner=None,
+                    lease_expires_at=None,
+                    ended_at=now,
+                    updated_at=now,
+                )
+                .returning(runs.c.run_id, runs.c.thread_id, runs.c.status, runs.c.cancel_action)
+            )
+        )
+        .mappings()
+        .all()
+    )
+    failed = (
+        (
+            await session.execute(
+                update(runs)
+                .where(expired, runs.c.attempt >= max_attempts)
+                .values(
+                    status="error",
+                    owner=None,
+                    lease_expires_at=None,
+                    ended_at=now,
+                    updated_at=now,
+                    error={
+                        "error": "RetryLimitExceeded",
+                        "message": f"the run was retried {max_attempts} times after its worker "
+                        "was lost (crash, kill or lease expiry) and was given up",
+                    },
+                )
+                .returning(runs.c.run_id, runs.c.thread_id, runs.c.status, runs.c.error)
+            )
+        )
+        .mappings()
+        .all()
+    )
+    requeued = (
+        (
+            await session.execute(
+                update(runs)
+                .where(expired)
+                .values(status="pending", owner=None, lease_expires_at=None, updated_at=now)
+                .returning(runs.c.run_id, runs.c.thread_id, runs.c.status)
+            )
+        )
+        .mappings()
+        .all()
+    )
+    waiting = exists().where(runs.c.thread_id == threads.c.thread_id, runs.c.status == "pending")
+    if cancelled:
+        await session.execute(
+            update(threads)
+            .where(threads.c.thread_id.in_({row["thread_id"] for row in cancelled}))
+            .values(status=case((waiting, "busy"), else_="interrupted"), updated_at=now)
+        )
+    if failed:
+        # A failed run leaves its thread in error (busy if another run waits), as finalize
+        # does; otherwise the thread would stay busy forever.
+        await session.execute(
+            update(threads)
+            .where(threads.c.thread_id.in_({row["thread_id"] for row in failed}))
+            .values(
+                status=case((waiting, "busy"), else_="error"),
+                error=failed[0]["error"],
+                updated_at=now,
+            )
+        )
+    return [*cancelled, *failed, *requeued]
+
+
+async def pending_run_ids(session: AsyncConnection, limit: int) -> Sequence[RowMapping]:
+    """Pending runs, oldest first, with their start time."""
+    stmt = (
+        select(runs.c.run_id, runs.c.scheduled_at)
+        .where(runs.c.status == "pending")
+        .order_by(runs.c.created_at)
+        .limit(limit)
+    )
+    return (await session.execute(stmt)).mappings().all()
+
+
+async def stranded_pending_runs(
+    session: AsyncConnection, older_than_seconds: float, limit: int
+) -> Sequence[RowMapping]:
+    """Pending runs due to start, waiting longer than the threshold, first of their thread."""
+    dialect = dialect_name(session)
+    stmt = (
+        select(runs.c.run_id)
+        .where(runs.c.updated_at < clock_plus(dialect, "p_age"), *_claimable_in(dialect))
+        .order_by(runs.c.created_at)
+        .limit(limit)
+    )
+    params = {"p_age": seconds_param(dialect, -older_than_seconds)}
+    return (await session.execute(stmt, params)).mappings().all()
+
+
+async def pending_among(session: AsyncConnection, run_ids: list[str]) -> set[str]:
+    """Which of these runs are still pending."""
+    stmt = select(runs.c.run_id).where(runs.c.run_id.in_(run_ids), runs.c.status == "pending")
+    return {str(run_id) for run_id in (await session.execute(stmt)).scalars()}
+
+
+async def expire_all_leases(session: AsyncConnection) -> int:
+    """Single-process mode start-up: runs left `running` by a dead process become pending."""
+    result = await session.execute(
+        update(runs)
+        .where(runs.c.status == "running")
+        .values(status="pending", owner=None, lease_expires_at=None, updated_at=db_now(session))
+    )
+    return rowcount(result)
+
+
+async def find_active_runs(
+    session: AsyncConnection,
+    thread_id: str | None,
+    run_ids: list[str] | None,
+    status: str | None,
+) -> Sequence[RowMapping]:
+    """Active runs chosen by thread, ids and/or status."""
+    stmt = select(runs.c.run_id, runs.c.thread_id).where(runs.c.status.in_(_ACTIVE))
+    if thread_id is not None:
+        stmt = stmt.where(runs.c.thread_id == thread_id)
+    if run_ids:
+        stmt = stmt.where(runs.c.run_id.in_(run_ids))
+    if status in ("pending", "running"):
+        stmt = stmt.where(runs.c.status == status)
+    return (await session.execute(stmt)).mappings().all()
+
+
+async def find_claimable_run(session: AsyncConnection) -> str | None:
+    """A pending run ready to claim, skipping rows other pollers hold (Redis-down fallback)."""
+    stmt = select(runs.c.run_id).where(*_claimable(session)).order_by(runs.c.created_at).limit(1)
+    if dialect_name(session) == "postgresql":
+        stmt = stmt.with_for_update(skip_locked=True, of=runs)
+    return (await session.execute(stmt)).scalar_one_or_none()

@@ -1,0 +1,276 @@
+"""SQL statements for threads: rows, filters, metadata and the state the thread row caches."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from sqlalchemy import (
+    ColumnElement,
+    Select,
+    Update,
+    bindparam,
+    case,
+    delete,
+    exists,
+    func,
+    select,
+    update,
+)
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from runyard.db.dialect import (
+    clock,
+    dialect_name,
+    insert_ignoring,
+    json_contains,
+    json_filter,
+    rowcount,
+)
+from runyard.db.driver import fetch_one
+from runyard.db.tables import runs, threads
+from runyard.domain.status import ACTIVE_RUN_STATUSES
+
+_ACTIVE = [s.value for s in ACTIVE_RUN_STATUSES]
+# LangGraph Platform keeps a separate state_updated_at; here every state change also moves
+# updated_at, so it is the closest column to sort by.
+_SORT_COLUMNS = {
+    "thread_id": threads.c.thread_id,
+    "status": threads.c.status,
+    "created_at": threads.c.created_at,
+    "updated_at": threads.c.updated_at,
+    "state_updated_at": threads.c.updated_at,
+}
+
+
+@dataclass(frozen=True)
+class ThreadQuery:
+    """The filters of a thread search or count; None means no filter."""
+
+    ids: Sequence[str] | None = None
+    metadata: dict[str, Any] | None = None
+    values: dict[str, Any] | None = None
+    status: str | None = None
+    auth_filter: dict[str, Any] | None = None
+
+
+def _stamp(session: AsyncConnection) -> ColumnElement[Any]:
+    return _stamp_in(dialect_name(session))
+
+
+def _stamp_in(dialect: str) -> ColumnElement[Any]:
+    # One value per statement, so created_at equals updated_at on a new row.
+    if dialect == "postgresql":
+        return func.statement_timestamp()
+    return clock(dialect)
+
+
+# Statements every run executes are built once per dialect (see db/runs.py).
+
+
+@cache
+def _insert_statement(dialect: str) -> Any:
+    now = _stamp_in(dialect)
+    return (
+        insert_ignoring(dialect, threads)
+        .values(created_at=now, updated_at=now)
+        .returning(*threads.c)
+    )
+
+
+@cache
+def _get_statement(dialect: str, lock: bool) -> Select[Any]:
+    statement = select(threads).where(threads.c.thread_id == bindparam("p_thread_id"))
+    if lock and dialect == "postgresql":
+        statement = statement.with_for_update()
+    return statement
+
+
+async def insert_thread(session: AsyncConnection, row: dict[str, Any]) -> dict[str, Any] | None:
+    """Insert a thread and return it as stored; None (nothing written) when its id exists."""
+    statement = _insert_statement(dialect_name(session))
+    inserted = (await session.execute(statement, row)).mappings().first()
+    return dict(inserted) if inserted is not None else None
+
+
+async def get_thread(
+    session: AsyncConnection, thread_id: str, *, lock: bool = False
+) -> dict[str, Any] | None:
+    """A thread row; with `lock`, held until the transaction ends (PostgreSQL)."""
+    statement = _get_statement(dialect_name(session), lock)
+    row = (await session.execute(statement, {"p_thread_id": thread_id})).mappings().one_or_none()
+    return dict(row) if row is not None else None
+
+
+async def touch_thread(session: AsyncConnection, thread_id: str) -> bool:
+    """Move updated_at to now; False when the thread does not exist.
+
+    Being an UPDATE, it also takes the row's write lock first on every backend, so a
+    read-modify-write that follows in the same transaction cannot lose a concurrent change.
+    """
+    result = await session.execute(
+        update(threads).where(threads.c.thread_id == thread_id).values(updated_at=_stamp(session))
+    )
+    return rowcount(result) > 0
+
+
+async def set_metadata(session: AsyncConnection, thread_id: str, metadata: dict[str, Any]) -> None:
+    """Replace a thread's metadata."""
+    await session.execute(
+        update(threads)
+        .where(threads.c.thread_id == thread_id)
+        .values(metadata=metadata, updated_at=_stamp(session))
+    )
+
+
+@cache
+def _mark_busy_statement(dialect: str) -> Update:
+    return (
+        update(threads)
+        .where(threads.c.thread_id == bindparam("p_thread_id"))
+        .values(
+            status="busy",
+            metadata=bindparam("p_metadata", type_=threads.c.metadata.type),
+            updated_at=_stamp_in(dialect),
+        )
+    )
+
+
+async def mark_busy(session: AsyncConnection, thread_id: str, metadata: dict[str, Any]) -> None:
+    """A run was queued on the thread: it is busy, and its metadata is replaced."""
+    params = {"p_thread_id": thread_id, "p_metadata": metadata}
+    await session.execute(_mark_busy_statement(dialect_name(session)), params)
+
+
+@cache
+def state_statement(dialect: str, busy_if_pending: bool) -> Update:
+    """The UPDATE of `set_state_fields`, built once; bind it with `state_params`."""
+    status: Any = bindparam("p_thread_status")
+    if busy_if_pending:
+        pending = exists().where(
+            runs.c.thread_id == threads.c.thread_id, runs.c.status == "pending"
+        )
+        status = case((pending, "busy"), else_=status)
+    return (
+        update(threads)
+        .where(threads.c.thread_id == bindparam("p_thread_id"))
+        .values(
+            status=status,
+            values=bindparam("p_values", type_=threads.c["values"].type),
+            interrupts=bindparam("p_interrupts", type_=threads.c.interrupts.type),
+            error=bindparam("p_thread_error", type_=threads.c.error.type),
+            updated_at=_stamp_in(dialect),
+        )
+    )
+
+
+@dataclass(frozen=True)
+class ThreadState:
+    """What the thread row caches of its state: status, values, interrupts, error."""
+
+    thread_id: str
+    status: str
+    values: Any
+    interrupts: dict[str, Any]
+    error: Any
+
+
+async def set_state_fields(
+    session: AsyncConnection, state: ThreadState, *, busy_if_pending: bool = False
+) -> None:
+    """Store what the thread row caches of its state.
+
+    With `busy_if_pending`, the status is `busy` instead while a run of the thread is
+    pending (decided by the same statement, so no run queued meanwhile is missed).
+    """
+    statement = state_statement(dialect_name(session), busy_if_pending)
+    await session.execute(statement, state_params(state))
+
+
+def state_params(state: ThreadState) -> dict[str, Any]:
+    """The bound values of `state_statement`."""
+    return {
+        "p_thread_id": state.thread_id,
+        "p_thread_status": state.status,
+        "p_values": state.values,
+        "p_interrupts": state.interrupts,
+        "p_thread_error": state.error,
+    }
+
+
+async def set_status(session: AsyncConnection, thread_id: str, status: str) -> None:
+    """Set only a thread's status (busy while runs are queued, idle when they are gone)."""
+    await session.execute(
+        update(threads)
+        .where(threads.c.thread_id == thread_id)
+        .values(status=status, updated_at=_stamp(session))
+    )
+
+
+_DELETE_THREAD = (
+    delete(threads)
+    .where(threads.c.thread_id == bindparam("p_thread_id"))
+    .returning(threads.c.thread_id)
+)
+
+
+async def delete_thread(session: AsyncConnection, thread_id: str) -> bool:
+    """Delete a thread (its runs go with it by foreign key); False when it does not exist."""
+    return await fetch_one(session, _DELETE_THREAD, {"p_thread_id": thread_id}) is not None
+
+
+async def has_active_runs(session: AsyncConnection, thread_id: str) -> bool:
+    """True while the thread has a pending or running run."""
+    statement = (
+        select(runs.c.run_id)
+        .where(runs.c.thread_id == thread_id, runs.c.status.in_(_ACTIVE))
+        .limit(1)
+    )
+    return (await session.execute(statement)).first() is not None
+
+
+async def search_threads(
+    session: AsyncConnection,
+    query: ThreadQuery,
+    *,
+    sort_by: str,
+    descending: bool,
+    limit: int,
+    offset: int,
+) -> list[dict[str, Any]]:
+    """One page of threads matching the query, in the given order (ties broken by id)."""
+    column = _SORT_COLUMNS[sort_by]
+    order = (
+        [column.desc(), threads.c.thread_id.desc()]
+        if descending
+        else [
+            column.asc(),
+            threads.c.thread_id.asc(),
+        ]
+    )
+    statement = _filtered(session, select(threads), query).order_by(*order)
+    rows = (await session.execute(statement.limit(limit).offset(offset))).mappings().all()
+    return [dict(row) for row in rows]
+
+
+async def count_threads(session: AsyncConnection, query: ThreadQuery) -> int:
+    """How many threads match the query."""
+    statement = _filtered(session, select(func.count()).select_from(threads), query)
+    return int((await session.execute(statement)).scalar_one())
+
+
+def _filtered(session: AsyncConnection, statement: Select[Any], query: ThreadQuery) -> Select[Any]:
+    conditions: list[Any] = []
+    if query.ids is not None:
+        conditions.append(threads.c.thread_id.in_(list(query.ids)))
+    if query.status is not None:
+        conditions.append(threads.c.status == query.status)
+    if query.metadata:
+        conditions += json_contains(session, threads.c.metadata, query.metadata)
+    if query.values:
+        conditions += json_contains(session, threads.c["values"], query.values)
+    if query.auth_filter:
+        conditions += json_filter(session, threads.c.metadata, query.auth_filter)
+    return statement.where(*conditions) if conditions else statement

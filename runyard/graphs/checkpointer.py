@@ -1,0 +1,172 @@
+"""LangGraph checkpoint savers per backend, and the thread-level operations they lack."""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from runyard.db.driver import StatementPool
+from runyard.domain.errors import StaleAttemptError
+from runyard.graphs.setup_lock import CHECKPOINTER_SETUP_LOCK, setup_alone
+
+
+@asynccontextmanager
+async def open_checkpointer(
+    database_url: str,
+    data_dir: Path,
+    on_statements: Callable[[int], None] | None = None,
+    pool_size: int = 10,
+    statements: StatementPool | None = None,
+) -> AsyncIterator[BaseCheckpointSaver]:
+    """The saver matching the database: PostgreSQL or a SQLite file.
+
+    The PostgreSQL saver (runyard/graphs/pg_saver.py) sends a run's statements through
+    Runyard's statement pool, `statements`, and opens the library's saver, with a psycopg
+    pool of at most `pool_size` connections, only when something else is asked of it.
+    `on_statements(n)` is told of the statements it sends.
+    """
+    if database_url.startswith("postgresql"):
+        from runyard.graphs.pg_saver import PostgresSaver
+
+        if statements is None:
+            raise ValueError("the PostgreSQL checkpointer needs Runyard's statement pool")
+        conninfo = "postgresql://" + database_url.split("://", 1)[1]
+        saver = PostgresSaver(statements, conninfo, pool_size, on_statements)
+        try:
+            await setup_alone(conninfo, CHECKPOINTER_SETUP_LOCK, saver.setup)
+            yield saver
+        finally:
+            await saver.close()
+    else:
+        import aiosqlite
+        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+        data_dir.mkdir(parents=True, exist_ok=True)
+        conn = await aiosqlite.connect(str(data_dir / "checkpoints.sqlite"))
+        try:
+            await conn.execute("PRAGMA journal_mode=WAL")
+            await conn.execute("PRAGMA busy_timeout=30000")
+            sqlite_saver = AsyncSqliteSaver(conn)
+            await sqlite_saver.setup()
+            yield sqlite_saver
+        finally:
+            await conn.close()
+
+
+async def copy_thread_checkpoints(
+    saver: BaseCheckpointSaver, source_thread_id: str, target_thread_id: str
+) -> None:
+    """Copy every checkpoint (and pending write) of one thread onto another, oldest first."""
+    tuples = [t async for t in saver.alist({"configurable": {"thread_id": source_thread_id}})]
+    for item in reversed(tuples):
+        conf = item.config["configurable"]
+        parent_id = (item.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+        target: dict[str, Any] = {
+            "configurable": {
+                "thread_id": target_thread_id,
+                "checkpoint_ns": conf.get("checkpoint_ns", ""),
+                **({"checkpoint_id": parent_id} if parent_id else {}),
+            }
+        }
+        stored = await saver.aput(
+            target,  # type: ignore[arg-type]
+            item.checkpoint,
+            item.metadata,
+            dict(item.checkpoint["channel_versions"]),
+        )
+        by_task: dict[str, list[tuple[str, Any]]] = {}
+        for task_id, channel, value in item.pending_writes or []:
+            by_task.setdefault(task_id, []).append((channel, value))
+        for task_id, writes in by_task.items():
+            await saver.aput_writes(stored, writes, task_id)
+
+
+async def delete_run_checkpoints(saver: BaseCheckpointSaver, thread_id: str, run_id: str) -> int:
+    """Delete the checkpoints (and their writes) a run created, to roll the thread back."""
+    ids = [
+        item.config["configurable"]["checkpoint_id"]
+        async for item in saver.alist(
+            {"configurable": {"thread_id": thread_id}}, filter={"run_id": run_id}
+        )
+    ]
+    if not ids:
+        return 0
+    delete_checkpoints = getattr(saver, "adelete_checkpoints", None)
+    if delete_checkpoints is not None:  # the PostgreSQL saver
+        await delete_checkpoints(thread_id, ids)
+        return len(ids)
+    conn: Any = getattr(saver, "conn", None)
+    lock: Any = getattr(saver, "lock", None)
+    marks = ",".join("?" for _ in ids)
+    async with lock:
+        for table in ("writes", "checkpoints"):
+            await conn.execute(
+                f"DELETE FROM {table} WHERE thread_id = ? AND checkpoint_id IN ({marks})",
+                (thread_id, *ids),
+            )
+        await conn.commit()
+    return len(ids)
+
+
+def fenced(
+    saver: BaseCheckpointSaver,
+    holds: Callable[[], Awaitable[bool]],
+    describe: str,
+    recheck_seconds: float = 1.0,
+    held_at: float = float("-inf"),
+    empty: bool = False,
+) -> BaseCheckpointSaver:
+    """A view of `saver` whose writes are refused once the run's attempt is no longer current.
+
+    The check costs one small query at most every `recheck_seconds`; a worker that was
+    paused past its lease always re-checks (its monotonic clock moved on while paused).
+    `held_at` is when the attempt was last known to hold the run (its claim, a moment
+    before the lease was granted): no check is needed within `recheck_seconds` of it.
+
+    `empty`: the thread had no checkpoint in its root namespace when the attempt took the
+    run, and nobody else writes one while the run holds the thread. The view then answers
+    its first read there (LangGraph's, before the run writes anything) without a query.
+    """
+    view = copy.copy(saver)
+    get_tuple, put, put_writes = saver.aget_tuple, saver.aput, saver.aput_writes
+    checked_at = held_at
+    known_empty = empty
+
+    async def aget_tuple(config: Any) -> Any:
+        nonlocal known_empty
+        if known_empty and not config["configurable"].get("checkpoint_ns"):
+            known_empty = False
+            return None
+        return await get_tuple(config)
+
+    async def ensure() -> None:
+        nonlocal checked_at
+        now = time.monotonic()
+        if now - checked_at < recheck_seconds:
+            return
+        if not await holds():
+            raise StaleAttemptError(f"{describe} is no longer current; checkpoint write refused")
+        checked_at = now
+
+    async def aput(config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        nonlocal known_empty
+        known_empty = False
+        await ensure()
+        return await put(config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
+        nonlocal known_empty
+        known_empty = False
+        await ensure()
+        await put_writes(config, writes, task_id, task_path)
+
+    view.aget_tuple = aget_tuple  # type: ignore[method-assign]
+    view.aput = aput  # type: ignore[method-assign]
+    view.aput_writes = aput_writes  # type: ignore[method-assign]
+    return view

@@ -1,0 +1,572 @@
+"""The PostgreSQL checkpoint saver: LangGraph's tables and formats, without psycopg at hand.
+
+`PostgresSaver` keeps its checkpoints in the tables of langgraph-checkpoint-postgres, in the
+library's formats (the same rows, serializer and channel versions), so either saver reads
+what the other wrote. What a run does goes as one statement each through Runyard's
+statement pool (asyncpg): read a checkpoint, write a checkpoint with its blobs (a
+data-modifying CTE inserts the blobs ahead of the checkpoint upsert), write a task's
+writes, delete a thread; listing (thread history) is one statement too. Serialization
+stays on the event loop: in a worker thread it would hold the GIL all the same, and the hop
+itself costs about 40 µs.
+
+The rest is handed to the library's own `AsyncPostgresSaver`, opened on first need with a
+psycopg pool of its own: pruning, delta-channel history, checkpoints in the format older
+than v4 (whose pending sends the library migrates) and checkpoints holding a delta-channel
+snapshot. psycopg and the library's saver cost an
+instance about 10 MiB of memory, which one that never needs them does not pay. The tables
+are set up without them too: the library's migrations are read from its source and run
+here, with the library's own bookkeeping (`checkpoint_migrations`).
+
+Imported only when the database is PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import copy
+import json
+import random
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
+from functools import cache
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as installed_version
+from importlib.util import find_spec
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    get_checkpoint_id,
+    get_serializable_checkpoint_metadata,
+    writes_sort_key,
+)
+
+from runyard.domain.errors import ConfigError
+from runyard.graphs.pg_errors import client_data_errors
+from runyard.graphs.psycopg_pools import open_psycopg_pool
+
+if TYPE_CHECKING:
+    from runyard.db.driver import StatementPool
+
+# One checkpoint with the blobs of its channel versions and its pending writes, each
+# aggregated into parallel arrays (an aggregate without GROUP BY always yields one row).
+_SELECT = """
+    SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,
+           c.checkpoint, c.metadata,
+           b.channels, b.types, b.blobs,
+           w.task_ids, w.task_paths, w.idxs,
+           w.channels AS write_channels, w.types AS write_types, w.blobs AS write_blobs
+    FROM checkpoints AS c
+    CROSS JOIN LATERAL (
+        SELECT array_agg(s.channel) AS channels, array_agg(s.type) AS types,
+               array_agg(s.blob) AS blobs
+        FROM jsonb_each_text(c.checkpoint -> 'channel_versions') AS v
+        JOIN checkpoint_blobs AS s
+          ON s.thread_id = c.thread_id AND s.checkpoint_ns = c.checkpoint_ns
+         AND s.channel = v.key AND s.version = v.value
+    ) AS b
+    CROSS JOIN LATERAL (
+        SELECT array_agg(x.task_id) AS task_ids, array_agg(x.task_path) AS task_paths,
+               array_agg(x.idx) AS idxs, array_agg(x.channel) AS channels,
+               array_agg(x.type) AS types, array_agg(x.blob) AS blobs
+        FROM checkpoint_writes AS x
+        WHERE x.thread_id = c.thread_id AND x.checkpoint_ns = c.checkpoint_ns
+          AND x.checkpoint_id = c.checkpoint_id
+    ) AS w
+"""
+_SELECT_ONE = _SELECT + " WHERE c.thread_id = $1 AND c.checkpoint_ns = $2 AND c.checkpoint_id = $3"
+_SELECT_LATEST = (
+    _SELECT
+    + " WHERE c.thread_id = $1 AND c.checkpoint_ns = $2 ORDER BY c.checkpoint_id DESC LIMIT 1"
+)
+
+_UPSERT_CHECKPOINT = """
+    INSERT INTO checkpoints
+        (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata)
+    VALUES ($1, $2, $3, $4, $5, $6)
+    ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id)
+    DO UPDATE SET checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata
+"""
+# A blob is keyed by its channel's version: one already stored is the same value.
+_UPSERT_CHECKPOINT_AND_BLOBS = (
+    """
+    WITH blobs AS (
+        INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
+        SELECT $1, $2, b.channel, b.version, b.type, b.blob
+        FROM unnest($7::text[], $8::text[], $9::text[], $10::bytea[])
+            AS b(channel, version, type, blob)
+        ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
+    )
+    """
+    + _UPSERT_CHECKPOINT
+)
+_INSERT_WRITES = """
+    INSERT INTO checkpoint_writes
+        (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+    ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
+"""
+# A task's ordinary writes are kept as first written; its special writes (errors,
+# interrupts, resume values: fixed negative indexes) replace the ones before them.
+_KEEP_WRITES = _INSERT_WRITES + " DO NOTHING"
+_REPLACE_WRITES = (
+    _INSERT_WRITES
+    + " DO UPDATE SET channel = EXCLUDED.channel, type = EXCLUDED.type, blob = EXCLUDED.blob"
+)
+_DELETE_THREAD = """
+    WITH writes AS (DELETE FROM checkpoint_writes WHERE thread_id = $1),
+         blobs AS (DELETE FROM checkpoint_blobs WHERE thread_id = $1)
+    DELETE FROM checkpoints WHERE thread_id = $1
+"""
+_DELETE_CHECKPOINTS = """
+    WITH writes AS (
+        DELETE FROM checkpoint_writes WHERE thread_id = $1 AND checkpoint_id = ANY($2::text[])
+    )
+    DELETE FROM checkpoints WHERE thread_id = $1 AND checkpoint_id = ANY($2::text[])
+"""
+# Channel values stored in the checkpoint row itself; anything else is a blob.
+_INLINE = (str, int, float, bool)
+
+
+@cache
+def library_migrations() -> tuple[str, ...]:
+    """langgraph-checkpoint-postgres's migrations, read from its source without importing it.
+
+    The position of a migration in the list is its version (the library's own rule), so
+    a database set up by either saver is current for both.
+    """
+    spec = find_spec("langgraph.checkpoint")
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        source = Path(folder) / "postgres" / "base.py"
+        if not source.is_file():
+            continue
+        for node in ast.parse(source.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "MIGRATIONS" for t in node.targets
+            ):
+                try:
+                    return tuple(ast.literal_eval(node.value))
+                except ValueError:
+                    break
+    raise ConfigError(
+        "cannot read the list of table migrations (MIGRATIONS, a list of SQL strings) of "
+        f"langgraph-checkpoint-postgres {_installed('langgraph-checkpoint-postgres')}: "
+        "install a release whose list is plain strings, such as 3.2.0"
+    )
+
+
+def _installed(distribution: str) -> str:
+    try:
+        return installed_version(distribution)
+    except PackageNotFoundError:
+        return "(not installed)"
+
+
+def _json(value: Any) -> str:
+    # What psycopg's Jsonb sends: the json module's text of the value.
+    return json.dumps(value)
+
+
+def _older_format(row: Any) -> bool:
+    """A checkpoint written before format v4, whose pending sends sit in its parent's writes."""
+    return bool(row["checkpoint"]["v"] < 4 and row["parent_checkpoint_id"])
+
+
+class _NoLock:
+    """Stands in for the library saver's instance-wide lock: each pooled connection is
+    used alone, so runs reach the database in parallel."""
+
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(self, *_exc: object) -> None:
+        return None
+
+
+class _Library:
+    """The library's saver, opened on first need and shared by every copy of the saver."""
+
+    def __init__(
+        self, conninfo: str, pool_size: int, on_statements: Callable[[int], None] | None
+    ) -> None:
+        self._conninfo = conninfo
+        self._pool_size = pool_size
+        self._on_statements = on_statements
+        self._opening = asyncio.Lock()
+        self._pool: Any = None
+        self._saver: Any = None
+        self._views: dict[int, tuple[Any, Any]] = {}
+
+    async def saver(self, serde: Any) -> Any:
+        """The library's saver, with `serde` (a copy of the saver may carry its own)."""
+        if self._saver is None:
+            async with self._opening:
+                if self._saver is None:
+                    self._saver = await self._open(serde)
+        if serde is self._saver.serde:
+            return self._saver
+        known = self._views.get(id(serde))
+        if known is None or known[0] is not serde:
+            view = copy.copy(self._saver)
+            view.serde = serde
+            known = self._views[id(serde)] = (serde, view)
+        return known[1]
+
+    async def _open(self, serde: Any) -> Any:
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+        pool = await open_psycopg_pool(self._conninfo, self._pool_size, self._on_statements)
+        self._pool = pool
+        saver = AsyncPostgresSaver(pool, serde=serde)
+        saver.lock = _NoLock()  # type: ignore[assignment]
+        return saver
+
+    @property
+    def opened(self) -> bool:
+        """Whether the library's saver (and psycopg) has been needed yet."""
+        return self._pool is not None
+
+    async def close(self) -> None:
+        """Close the psycopg pool, if it was ever opened."""
+        if self._pool is not None:
+            await self._pool.close()
+
+
+class PostgresSaver(BaseCheckpointSaver[str]):
+    """LangGraph's PostgreSQL checkpoints, a run's statements on asyncpg (see the module)."""
+
+    def __init__(
+        self,
+        statements: StatementPool,
+        conninfo: str,
+        pool_size: int = 10,
+        on_statements: Callable[[int], None] | None = None,
+        serde: Any = None,
+    ) -> None:
+        super().__init__(serde=serde)
+        self.statements = statements
+        self.on_statements = on_statements
+        self.loop = asyncio.get_running_loop()
+        self.library = _Library(conninfo, pool_size, on_statements)
+
+    # --- set-up -----------------------------------------------------------------------------
+
+    async def setup(self) -> None:
+        """Create or migrate the tables, as the library's `setup()` does."""
+        migrations = library_migrations()
+        await self._execute(migrations[0], ())
+        rows = await self._fetch("SELECT max(v) AS v FROM checkpoint_migrations", ())
+        done = rows[0]["v"] if rows and rows[0]["v"] is not None else -1
+        for version in range(done + 1, len(migrations)):
+            await self._execute(migrations[version], ())
+            await self._execute("INSERT INTO checkpoint_migrations (v) VALUES ($1)", (version,))
+
+    # --- what a run does: one statement each ------------------------------------------------
+
+    async def aget_tuple(self, config: Any) -> CheckpointTuple | None:
+        """The checkpoint the config names, or the thread's latest."""
+        conf = config["configurable"]
+        thread_id, checkpoint_ns = conf["thread_id"], conf.get("checkpoint_ns", "")
+        checkpoint_id = get_checkpoint_id(config)
+        if checkpoint_id:
+            rows = await self._fetch(_SELECT_ONE, (thread_id, checkpoint_ns, checkpoint_id))
+        else:
+            rows = await self._fetch(_SELECT_LATEST, (thread_id, checkpoint_ns))
+        if not rows:
+            return None
+        if _older_format(rows[0]):
+            # Written in an older format: the library migrates its pending sends.
+            library = await self.library.saver(self.serde)
+            return await self._cold(library.aget_tuple(config))
+        return self._tuple(rows[0])
+
+    async def aput(
+        self,
+        config: Any,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> Any:
+        """Save a checkpoint and its new blobs in one statement."""
+        values = checkpoint["channel_values"]
+        if any(isinstance(value, tuple) for value in values.values()):
+            # A NamedTuple is how the library marks a delta-channel snapshot, which it stores
+            # in a way of its own.
+            library = await self.library.saver(self.serde)
+            return await self._cold(library.aput(config, checkpoint, metadata, new_versions))
+        conf = config["configurable"]
+        thread_id, checkpoint_ns = conf["thread_id"], conf["checkpoint_ns"]
+        inline = {k: v for k, v in values.items() if v is None or isinstance(v, _INLINE)}
+        params: tuple[Any, ...] = (
+            thread_id,
+            checkpoint_ns,
+            checkpoint["id"],
+            conf.get("checkpoint_id"),
+            _json({**checkpoint, "channel_values": inline}),
+            _json(get_serializable_checkpoint_metadata(config, metadata)),
+        )
+        # A blob for each value that is not inline and has a new version.
+        blobs = [(k, v) for k, v in new_versions.items() if k in values and k not in inline]
+        if blobs:
+            dumps = self.serde.dumps_typed
+            typed = [dumps(values[k]) for k, _ in blobs]
+            # Versions may be integers; the column is text (asyncpg does not cast for us).
+            params += (
+                [k for k, _ in blobs],
+                [str(version) for _, version in blobs],
+                [kind for kind, _ in typed],
+                [blob for _, blob in typed],
+            )
+            await self._execute(_UPSERT_CHECKPOINT_AND_BLOBS, params)
+        else:
+            await self._execute(_UPSERT_CHECKPOINT, params)
+        return {
+            "configurable": {
+                "thread_id": thread_id,
+                "checkpoint_ns": checkpoint_ns,
+                "checkpoint_id": checkpoint["id"],
+            }
+        }
+
+    async def aput_writes(
+        self,
+        config: Any,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Store a task's writes: one statement for one write, several rows in one round
+        trip."""
+        if not writes:
+            return
+        conf = config["configurable"]
+        special = all(channel in WRITES_IDX_MAP for channel, _ in writes)
+        head = (conf["thread_id"], conf["checkpoint_ns"], conf["checkpoint_id"], task_id, task_path)
+        dumps = self.serde.dumps_typed
+        rows = [
+            (*head, WRITES_IDX_MAP.get(channel, idx), channel, *dumps(value))
+            for idx, (channel, value) in enumerate(writes)
+        ]
+        query = _REPLACE_WRITES if special else _KEEP_WRITES
+        if self.on_statements is not None:
+            self.on_statements(len(rows))
+        if len(rows) == 1:
+            await self.statements.execute(query, rows[0])
+        else:
+            await self.statements.execute_many(query, rows)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """Delete a thread's checkpoints, blobs and writes."""
+        await self._execute(_DELETE_THREAD, (str(thread_id),))
+
+    async def adelete_checkpoints(self, thread_id: str, checkpoint_ids: Sequence[str]) -> None:
+        """Delete these checkpoints of a thread and their writes (their blobs stay: another
+        checkpoint may hold the same channel versions)."""
+        await self._execute(_DELETE_CHECKPOINTS, (thread_id, list(checkpoint_ids)))
+
+    # --- listing on the statement pool; pruning and delta history: the library's saver ------
+
+    async def alist(
+        self,
+        config: Any,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: Any = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """Checkpoints matching the config, metadata filter and `before`, newest first."""
+        where: list[str] = []
+        args: list[Any] = []
+
+        def match(condition: str, value: Any) -> None:
+            args.append(value)
+            where.append(condition.replace("?", f"${len(args)}"))
+
+        if config:
+            conf = config["configurable"]
+            match("c.thread_id = ?", conf["thread_id"])
+            if conf.get("checkpoint_ns") is not None:
+                match("c.checkpoint_ns = ?", conf["checkpoint_ns"])
+            if checkpoint_id := get_checkpoint_id(config):
+                match("c.checkpoint_id = ?", checkpoint_id)
+        if filter:
+            match("c.metadata @> ?::jsonb", _json(filter))
+        if before is not None:
+            match("c.checkpoint_id < ?", get_checkpoint_id(before))
+        sql = _SELECT + (" WHERE " + " AND ".join(where) if where else "")
+        sql += " ORDER BY c.checkpoint_id DESC" + (f" LIMIT {int(limit)}" if limit else "")
+        rows = await self._fetch(sql, args)
+        if any(_older_format(row) for row in rows):
+            # The library migrates the pending sends of checkpoints in the older format.
+            library = await self.library.saver(self.serde)
+            with client_data_errors():
+                async for item in library.alist(config, filter=filter, before=before, limit=limit):
+                    yield item
+            return
+        for row in rows:
+            yield self._tuple(row)
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """Prune the threads' checkpoints (the library's saver)."""
+        library = await self.library.saver(self.serde)
+        await self._cold(library.aprune(thread_ids, strategy=strategy))
+
+    async def aget_delta_channel_history(
+        self, *, config: Any, channels: Sequence[str]
+    ) -> Mapping[str, Any]:
+        """Writes and seed of delta channels along the parent chain (the library's saver)."""
+        library = await self.library.saver(self.serde)
+        return await self._cold(
+            library.aget_delta_channel_history(config=config, channels=channels)
+        )
+
+    # --- from other threads, as the library's async saver allows ------------------------------
+
+    def get_tuple(self, config: Any) -> CheckpointTuple | None:
+        """`aget_tuple` from a thread other than the event loop's."""
+        return self._blocking(self.aget_tuple(config))
+
+    def list(
+        self,
+        config: Any,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: Any = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """`alist` from a thread other than the event loop's."""
+        found = self.alist(config, filter=filter, before=before, limit=limit)
+        while True:
+            try:
+                yield self._blocking(anext(found))  # type: ignore[arg-type]
+            except StopAsyncIteration:
+                return
+
+    def put(
+        self,
+        config: Any,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> Any:
+        """`aput` from a thread other than the event loop's."""
+        return self._blocking(self.aput(config, checkpoint, metadata, new_versions))
+
+    def put_writes(
+        self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
+    ) -> None:
+        """`aput_writes` from a thread other than the event loop's."""
+        self._blocking(self.aput_writes(config, writes, task_id, task_path))
+
+    def delete_thread(self, thread_id: str) -> None:
+        """`adelete_thread` from a thread other than the event loop's."""
+        self._blocking(self.adelete_thread(thread_id))
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """`aprune` from a thread other than the event loop's."""
+        self._blocking(self.aprune(thread_ids, strategy=strategy))
+
+    def get_delta_channel_history(
+        self, *, config: Any, channels: Sequence[str]
+    ) -> Mapping[str, Any]:
+        """`aget_delta_channel_history` from a thread other than the event loop's."""
+        return self._blocking(self.aget_delta_channel_history(config=config, channels=channels))
+
+    def get_next_version(self, current: str | None, channel: None) -> str:
+        """The library's version format: a zero-padded counter, then a random fraction."""
+        if current is None:
+            number = 0
+        elif isinstance(current, int):
+            number = current
+        else:
+            number = int(current.split(".")[0])
+        return f"{number + 1:032}.{random.random():016}"
+
+    # --- plumbing ---------------------------------------------------------------------------
+
+    def _tuple(self, row: Any) -> CheckpointTuple:
+        """A checkpoint row of `_SELECT` as LangGraph's tuple: values, metadata, parent and
+        pending writes (in the order the library returns them)."""
+        checkpoint = row["checkpoint"]
+        values = dict(checkpoint.get("channel_values") or {})
+        loads = self.serde.loads_typed
+        for channel, kind, blob in zip(
+            row["channels"] or (), row["types"] or (), row["blobs"] or (), strict=True
+        ):
+            if kind != "empty":
+                values[channel] = loads((kind, blob))
+        writes = sorted(
+            zip(
+                row["task_paths"] or (),
+                row["task_ids"] or (),
+                row["idxs"] or (),
+                row["write_channels"] or (),
+                row["write_types"] or (),
+                row["write_blobs"] or (),
+                strict=True,
+            ),
+            key=lambda w: writes_sort_key(w[0], w[1], w[2]),
+        )
+        thread_id, checkpoint_ns = row["thread_id"], row["checkpoint_ns"]
+        parent_id = row["parent_checkpoint_id"]
+        return CheckpointTuple(
+            {
+                "configurable": {
+                    "thread_id": thread_id,
+                    "checkpoint_ns": checkpoint_ns,
+                    "checkpoint_id": row["checkpoint_id"],
+                }
+            },
+            cast(Checkpoint, {**checkpoint, "channel_values": values}),
+            row["metadata"],
+            (
+                {
+                    "configurable": {
+                        "thread_id": thread_id,
+                        "checkpoint_ns": checkpoint_ns,
+                        "checkpoint_id": parent_id,
+                    }
+                }
+                if parent_id
+                else None
+            ),
+            [(task, channel, loads((kind, blob))) for _, task, _, channel, kind, blob in writes],
+        )
+
+    async def close(self) -> None:
+        """Close what the library's saver opened, if it was ever needed."""
+        await self.library.close()
+
+    async def _execute(self, sql: str, args: Sequence[Any]) -> None:
+        if self.on_statements is not None:
+            self.on_statements(1)
+        await self.statements.execute(sql, args)
+
+    async def _fetch(self, sql: str, args: Sequence[Any]) -> Sequence[Any]:
+        if self.on_statements is not None:
+            self.on_statements(1)
+        return await self.statements.fetch_sql(sql, args)
+
+    async def _cold(self, call: Coroutine[Any, Any, Any]) -> Any:
+        with client_data_errors():
+            return await call
+
+    def _blocking(self, call: Coroutine[Any, Any, Any]) -> Any:
+        try:
+            on_loop = asyncio.get_running_loop() is self.loop
+        except RuntimeError:
+            on_loop = False
+        if on_loop:
+            call.close()
+            raise asyncio.InvalidStateError(
+                "synchronous calls to the PostgreSQL checkpointer are only allowed from "
+                "another thread; on the event loop use its async methods (aget_tuple, "
+                "alist…) or `await graph.ainvoke(...)`"
+            )
+        return asyncio.run_coroutine_threadsafe(call, self.loop).result()

@@ -1,0 +1,186 @@
+"""Structured logging: readable lines in dev, JSON lines in production.
+
+Log calls follow one shape, `log.info("event_name key=%s other=%s", a, b)`. The JSON
+formatter turns that into `{"event": "event_name", "key": a, "other": b, ...}`, and every
+line written while a run executes also carries the run's context (run_id, thread_id,
+attempt, instance), set once by the executor through `run_log_context`.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import re
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+import orjson
+
+from runyard.settings import Settings
+
+# A context variable is a key, not state: each asyncio task sees its own value.
+_RUN_CONTEXT: ContextVar[dict[str, Any] | None] = ContextVar("runyard_run_context", default=None)
+
+RUN_FIELDS = ("run_id", "thread_id", "attempt", "instance")
+_FIELD = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=%[-#0 +]*\d*(?:\.\d+)?[sdrfigx]")
+_PLACEHOLDER = re.compile(r"%[-#0 +]*\d*(?:\.\d+)?[sdrfigx]")
+_EVENT = re.compile(r"^[a-z][a-z0-9_]*$")
+_RESERVED = frozenset({"ts", "level", "logger", "event", "message", "exc_info"})
+
+
+@contextmanager
+def run_log_context(run_id: str, thread_id: str, attempt: int, instance: str) -> Iterator[None]:
+    """Attach the run's identity to every log line written inside the block (this task)."""
+    token = _RUN_CONTEXT.set(
+        {"run_id": run_id, "thread_id": thread_id, "attempt": attempt, "instance": instance}
+    )
+    try:
+        yield
+    finally:
+        _RUN_CONTEXT.reset(token)
+
+
+class RunContextFilter(logging.Filter):
+    """Copies the current run's context onto each record (never drops a record)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Add run_id, thread_id, attempt and instance when a run is executing."""
+        context = _RUN_CONTEXT.get()
+        if context:
+            for key, value in context.items():
+                if not hasattr(record, key):
+                    setattr(record, key, value)
+        return True
+
+
+def message_fields(record: logging.LogRecord) -> dict[str, Any]:
+    """The `key=%s` pairs of a structured log call, with their argument values."""
+    if not isinstance(record.msg, str) or not isinstance(record.args, tuple):
+        return {}
+    keys = _field_names(record.msg)
+    if len(keys) != len(record.args):
+        return {}
+    return {key: _jsonable(value) for key, value in zip(keys, record.args, strict=True)}
+
+
+@functools.lru_cache(maxsize=1024)
+def _field_names(template: str) -> tuple[str, ...]:
+    """The names of a message template's placeholders; empty unless every one is named.
+
+    Templates are the constant first arguments of log calls, so each is parsed once.
+    """
+    keys = tuple(_FIELD.findall(template))
+    if len(_PLACEHOLDER.findall(template)) != len(keys):
+        return ()
+    return keys
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return str(value)
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: ts, level, logger, event, the call's fields, run context."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        """Render the record as a single JSON line."""
+        message = record.getMessage()
+        payload: dict[str, Any] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+        }
+        head = message.split(" ", 1)[0]
+        if _EVENT.match(head):
+            payload["event"] = head
+        for key, value in message_fields(record).items():
+            if key not in _RESERVED:
+                payload[key] = value
+        for key in RUN_FIELDS:
+            value = getattr(record, key, None)
+            if value is not None:
+                payload.setdefault(key, value)
+        payload["message"] = message
+        if record.exc_info:
+            payload["exc_info"] = self.formatException(record.exc_info)
+        try:
+            return orjson.dumps(payload, default=str).decode()
+        except TypeError:  # an integer beyond 64 bits: the json module writes it
+            return json.dumps(payload, ensure_ascii=False, default=str)
+
+
+class TextFormatter(logging.Formatter):
+    """Readable lines; a run's context is appended when the message does not carry it."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        """The classic line, plus `run_id=… attempt=…` missing from the message."""
+        line = super().format(record)
+        message = record.getMessage()
+        extra = [
+            f"{key}={getattr(record, key)}"
+            for key in ("run_id", "thread_id", "attempt")
+            if getattr(record, key, None) is not None and f"{key}=" not in message
+        ]
+        if not extra:
+            return line
+        first, newline, rest = line.partition("\n")
+        return f"{first} {' '.join(extra)}{newline}{rest}"
+
+
+class DropTraceback(logging.Filter):
+    """Drops the next logged traceback that ends in an exception of one type, then retires.
+
+    The ASGI server logs the whole traceback of an exception that fails the application's
+    start-up. For errors whose message already says what to fix (ConfigError), that traceback
+    only buries the message: the lifespan logs the message itself and installs this filter.
+    """
+
+    def __init__(self, logger: logging.Logger, error: type[BaseException]) -> None:
+        super().__init__()
+        self._logger = logger
+        self._last_line = f"{error.__module__}.{error.__qualname__}: "
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """False (drop) for the traceback of the error, once; True for everything else."""
+        message = record.getMessage()
+        if not message.startswith("Traceback"):
+            return True
+        if not message.rstrip().rsplit("\n", 1)[-1].startswith(self._last_line):
+            return True
+        self._logger.removeFilter(self)
+        return False
+
+
+def drop_startup_traceback(error: type[BaseException]) -> None:
+    """Keep the ASGI server from printing the traceback of `error` failing the start-up."""
+    logger = logging.getLogger("uvicorn.error")
+    logger.addFilter(DropTraceback(logger, error))
+
+
+def configure_logging(settings: Settings) -> None:
+    """Route the `runyard` loggers to stderr in the configured format (idempotent)."""
+    logger = logging.getLogger("runyard")
+    logger.setLevel(settings.log_level.upper())
+    if any(getattr(h, "_runyard", False) for h in logger.handlers):
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    if settings.resolved_log_format == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(TextFormatter())
+    # On the handler, not the logger: a logger's filters skip records of its children.
+    handler.addFilter(RunContextFilter())
+    handler._runyard = True  # type: ignore[attr-defined]
+    logger.addHandler(handler)
+    logger.propagate = False

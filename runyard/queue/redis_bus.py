@@ -1,0 +1,100 @@
+"""Cross-instance notifications over Redis pub/sub: cancels and run completions."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from runyard.queue.cancel_bus import CancelHandler
+from runyard.streaming.redis_broker import CompletionSignals
+
+log = logging.getLogger("runyard.bus")
+
+
+class RedisCancelBus:
+    """PUBLISH a cancel to every instance; the executing one stops the run."""
+
+    def __init__(self, redis: Redis, channel: str, local: CancelHandler) -> None:
+        self._redis = redis
+        self.channel = channel
+        self._local = local
+
+    async def publish(self, run_id: str, action: str) -> bool:
+        """Stop the run here if it executes here, else tell every instance."""
+        if self._local(run_id, action):
+            return True
+        try:
+            receivers = await self._redis.publish(self.channel, f"{run_id} {action}")
+        except (RedisError, OSError) as exc:
+            # The cancel flag is already in the database: the lease renewal applies it.
+            log.warning("cancel_publish_failed run_id=%s error=%s", run_id, exc)
+            return False
+        return bool(receivers)
+
+    async def close(self) -> None:
+        """Nothing owned here."""
+
+
+class NotificationListener:
+    """One pub/sub connection per instance, dispatching cancels and completion signals."""
+
+    def __init__(
+        self,
+        redis: Redis,
+        cancel_channel: str,
+        local_cancel: CancelHandler,
+        signals: CompletionSignals,
+    ) -> None:
+        self._redis = redis
+        self._cancel_channel = cancel_channel
+        self._local_cancel = local_cancel
+        self._signals = signals
+        self.connected = asyncio.Event()
+
+    async def run_forever(self, stop: asyncio.Event) -> None:
+        """Listen until `stop`; reconnect with backoff, waking waiters after a gap."""
+        delay = 0.2
+        while not stop.is_set():
+            try:
+                await self._listen(stop)
+                delay = 0.2
+            except (RedisError, OSError) as exc:
+                self.connected.clear()
+                log.warning("notifications_disconnected error=%s retry_in=%.1fs", exc, delay)
+                try:
+                    await asyncio.wait_for(stop.wait(), delay)
+                except TimeoutError:
+                    pass
+                delay = min(delay * 2, 5.0)
+
+    async def _listen(self, stop: asyncio.Event) -> None:
+        pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
+        try:
+            await pubsub.subscribe(self._cancel_channel, self._signals.channel)
+            self.connected.set()
+            # Messages may have been missed while disconnected: let waiters re-check.
+            self._signals.resolve_all()
+            while not stop.is_set():
+                message = await pubsub.get_message(timeout=1.0)
+                if message is None:
+                    continue
+                channel = _text(message["channel"])
+                data = _text(message["data"])
+                if channel == self._cancel_channel:
+                    run_id, _, action = data.partition(" ")
+                    self._local_cancel(run_id, action or "interrupt")
+                else:
+                    self._signals.resolve(data)
+        finally:
+            self.connected.clear()
+            try:
+                await pubsub.aclose()
+            except (RedisError, OSError):
+                pass
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

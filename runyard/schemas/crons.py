@@ -1,0 +1,149 @@
+"""Wire models of crons, as langgraph-sdk's `client.crons` sends and expects them."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from runyard.schemas.common import IsoDatetime, Limit, Metadata, Offset, SortOrder
+from runyard.schemas.runs import StreamModeName
+
+CronSortBy = Literal[
+    "cron_id", "assistant_id", "thread_id", "next_run_date", "end_time", "created_at", "updated_at"
+]
+CronField = Literal[
+    "cron_id",
+    "assistant_id",
+    "thread_id",
+    "on_run_completed",
+    "end_time",
+    "schedule",
+    "timezone",
+    "created_at",
+    "updated_at",
+    "user_id",
+    "payload",
+    "next_run_date",
+    "metadata",
+    "enabled",
+    # langgraph-sdk lists it among the selectable fields; it is the server's clock.
+    "now",
+]
+Interrupts = Literal["*"] | list[str] | None
+
+# Fields of a cron body that become the body of each run it creates.
+RUN_FIELDS = (
+    "assistant_id",
+    "input",
+    "config",
+    "context",
+    "interrupt_before",
+    "interrupt_after",
+    "webhook",
+    "multitask_strategy",
+    "stream_mode",
+    "stream_subgraphs",
+    "stream_resumable",
+    "durability",
+)
+
+
+class CronRunFields(BaseModel):
+    """What every run of the cron is created with."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    input: Any = None
+    config: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
+    interrupt_before: Interrupts = None
+    interrupt_after: Interrupts = None
+    webhook: str | None = Field(default=None, max_length=2048)
+    stream_mode: StreamModeName | list[StreamModeName] | None = None
+    stream_subgraphs: bool | None = None
+    stream_resumable: bool | None = None
+    durability: Literal["sync", "async", "exit"] | None = None
+    checkpoint_during: bool | None = None
+
+    @field_validator("webhook")
+    @classmethod
+    def _webhook_is_http(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("webhook must be an http:// or https:// URL")
+        return value
+
+
+class ThreadCronCreate(CronRunFields):
+    """Body of POST /threads/{thread_id}/runs/crons."""
+
+    assistant_id: str = Field(min_length=1, max_length=255)
+    schedule: str = Field(min_length=1, max_length=255)
+    timezone: str | None = Field(default=None, max_length=64)
+    end_time: datetime | None = None
+    metadata: Metadata | None = None
+    enabled: bool = True
+    multitask_strategy: Literal["reject", "enqueue", "interrupt", "rollback"] = "enqueue"
+
+
+class CronCreate(ThreadCronCreate):
+    """Body of POST /runs/crons (stateless: each run gets a new thread)."""
+
+    on_run_completed: Literal["delete", "keep"] = "delete"
+
+
+class CronPatch(CronRunFields):
+    """Body of PATCH /runs/crons/{cron_id}: only the fields sent change."""
+
+    schedule: str | None = Field(default=None, min_length=1, max_length=255)
+    timezone: str | None = Field(default=None, max_length=64)
+    end_time: datetime | None = None
+    metadata: Metadata | None = None
+    enabled: bool | None = None
+    on_run_completed: Literal["delete", "keep"] | None = None
+
+
+class CronSearch(BaseModel):
+    """Body of POST /runs/crons/search."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    assistant_id: str | None = None
+    thread_id: str | None = None
+    enabled: bool | None = None
+    metadata: Metadata | None = None
+    limit: Limit = 10
+    offset: Offset = 0
+    sort_by: CronSortBy = "created_at"
+    sort_order: SortOrder = "desc"
+    select: list[CronField] | None = None
+
+
+class CronCount(BaseModel):
+    """Body of POST /runs/crons/count."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    assistant_id: str | None = None
+    thread_id: str | None = None
+    metadata: Metadata | None = None
+
+
+class Cron(BaseModel):
+    """A cron as the Agent Protocol returns it."""
+
+    cron_id: str
+    assistant_id: str
+    thread_id: str | None
+    on_run_completed: Literal["delete", "keep"] | None
+    end_time: IsoDatetime | None
+    schedule: str
+    timezone: str | None
+    created_at: IsoDatetime
+    updated_at: IsoDatetime
+    payload: dict[str, Any]
+    user_id: str | None
+    next_run_date: IsoDatetime | None
+    metadata: Metadata
+    enabled: bool

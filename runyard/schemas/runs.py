@@ -1,0 +1,88 @@
+"""Wire models of runs, as langgraph-sdk sends and expects them."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from runyard.domain.stream_modes import StreamModeName
+from runyard.schemas.common import IsoDatetime, MetadataIn
+
+
+class CommandBody(BaseModel):
+    """A LangGraph Command: resume an interrupt, update state, or go to nodes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    resume: Any = None
+    update: Any = None
+    goto: Any = None
+
+
+class RunCreate(BaseModel):
+    """Body of every run-creating call (stateful and stateless)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    assistant_id: str = Field(min_length=1, max_length=255)
+    input: Any = None
+    command: CommandBody | None = None
+    metadata: MetadataIn | None = None
+    config: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
+    checkpoint: dict[str, Any] | None = None
+    checkpoint_id: str | None = None
+    interrupt_before: Literal["*"] | list[str] | None = None
+    interrupt_after: Literal["*"] | list[str] | None = None
+    stream_mode: StreamModeName | list[StreamModeName] | None = None
+    stream_subgraphs: bool = False
+    stream_resumable: bool = False
+    webhook: str | None = Field(default=None, max_length=2048)
+    multitask_strategy: Literal["reject", "enqueue", "interrupt", "rollback"] = "enqueue"
+    if_not_exists: Literal["create", "reject"] = "reject"
+    on_disconnect: Literal["cancel", "continue"] = "continue"
+    on_completion: Literal["delete", "keep"] | None = None
+    after_seconds: float | None = Field(default=None, ge=0, le=30 * 24 * 3600)
+    durability: Literal["sync", "async", "exit"] | None = None
+    feedback_keys: list[str] | None = None
+    checkpoint_during: bool | None = None
+
+    @field_validator("webhook")
+    @classmethod
+    def _webhook_is_http(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("webhook must be an http:// or https:// URL")
+        return value
+
+    def stream_modes(self) -> list[str]:
+        """The requested stream modes as a list (default: values)."""
+        if self.stream_mode is None:
+            return ["values"]
+        if isinstance(self.stream_mode, str):
+            return [self.stream_mode]
+        return list(dict.fromkeys(self.stream_mode)) or ["values"]
+
+
+class Run(BaseModel):
+    """A run as the Agent Protocol returns it."""
+
+    run_id: str
+    thread_id: str
+    assistant_id: str
+    created_at: IsoDatetime
+    updated_at: IsoDatetime
+    status: str
+    metadata: dict[str, Any]
+    kwargs: dict[str, Any]
+    multitask_strategy: str
+
+
+class CancelMany(BaseModel):
+    """Body of POST /runs/cancel."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    thread_id: str | None = None
+    run_ids: list[str] | None = None
+    status: Literal["pending", "running", "all"] | None = None

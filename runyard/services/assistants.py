@@ -1,0 +1,324 @@
+"""Assistant use cases: versioned configurations of a graph, and what their graph looks like."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from langgraph.pregel import Pregel
+
+from runyard.db import assistants as assistants_db
+from runyard.db.dialect import database_now
+from runyard.domain.errors import ConflictError, InvalidInputError, NotFoundError
+from runyard.graphs import introspection
+from runyard.graphs.registry import default_assistant_id
+from runyard.schemas.assistants import (
+    AssistantConfig,
+    AssistantCreate,
+    AssistantFilter,
+    AssistantPatch,
+    AssistantSearch,
+    AssistantVersionsSearch,
+)
+
+if TYPE_CHECKING:
+    from runyard.runtime import Runtime
+
+log = logging.getLogger("runyard.assistants")
+
+# The fields a version carries; the assistant row mirrors them for its current version.
+VERSIONED_FIELDS = ("graph_id", "config", "context", "metadata", "name", "description")
+
+
+async def ensure_default_assistants(runtime: Runtime) -> None:
+    """Give every graph its default assistant (stable id derived from the graph id)."""
+    async with runtime.sessions() as session, session.begin():
+        now = await database_now(session)
+        for graph_id in runtime.graphs.ids():
+            await assistants_db.insert_assistant_if_missing(
+                session,
+                {
+                    "assistant_id": default_assistant_id(graph_id),
+                    "graph_id": graph_id,
+                    "name": graph_id,
+                    "description": None,
+                    "config": {},
+                    "context": {},
+                    "metadata": {"created_by": "system"},
+                    "version": 1,
+                    "created_at": now,
+                    "updated_at": now,
+                },
+            )
+
+
+def resolve_assistant_id(runtime: Runtime, assistant_id: str) -> str:
+    """The assistant id meant by `assistant_id`: a graph id names its default assistant."""
+    if runtime.graphs.has(assistant_id):
+        return default_assistant_id(assistant_id)
+    try:
+        return str(uuid.UUID(assistant_id))
+    except ValueError:
+        raise NotFoundError(_not_found_message(runtime, assistant_id)) from None
+
+
+async def get_assistant(runtime: Runtime, assistant_id: str) -> dict[str, Any]:
+    """The assistant row for an assistant id or a graph id, or NotFoundError."""
+    resolved = resolve_assistant_id(runtime, assistant_id)
+    async with runtime.autocommit() as session:
+        row = await assistants_db.get_assistant(session, resolved)
+    if row is None:
+        raise NotFoundError(_not_found_message(runtime, assistant_id))
+    return row
+
+
+async def create_assistant(runtime: Runtime, body: AssistantCreate) -> dict[str, Any]:
+    """Create an assistant at version 1, or return the existing one when asked to."""
+    _require_graph(runtime, body.graph_id)
+    assistant_id = _new_assistant_id(body.assistant_id)
+    config, context = _config_and_context(body.config, body.context)
+    fields = {
+        "graph_id": body.graph_id,
+        "config": _with_context(config or {}, context),
+        "context": context or {},
+        "metadata": body.metadata or {},
+        "name": body.name or "Untitled",
+        "description": body.description,
+    }
+    async with runtime.sessions() as session, session.begin():
+        now = await database_now(session)
+        row = {"assistant_id": assistant_id, **fields, "created_at": now}
+        created = await assistants_db.insert_assistant(
+            session, {**row, "version": 1, "updated_at": now}
+        )
+        if created is not None:
+            await assistants_db.insert_version(session, {**row, "version": 1})
+    if created is None:
+        if body.if_exists == "do_nothing":
+            return await get_assistant(runtime, assistant_id)
+        raise ConflictError(
+            f"assistant {assistant_id} already exists; pass if_exists='do_nothing' to get it "
+            "back instead, or PATCH it to change it"
+        )
+    log.info("assistant_created assistant_id=%s graph_id=%s", assistant_id, body.graph_id)
+    return created
+
+
+async def patch_assistant(
+    runtime: Runtime, assistant_id: str, body: AssistantPatch
+) -> dict[str, Any]:
+    """Record a new version from the current one and the given fields, and make it current."""
+    resolved = resolve_assistant_id(runtime, assistant_id)
+    if body.graph_id is not None:
+        _require_graph(runtime, body.graph_id)
+    config, context = _config_and_context(body.config, body.context)
+    async with runtime.sessions() as session, session.begin():
+        now = await database_now(session)
+        if not await assistants_db.touch_assistant(session, resolved, now):
+            raise NotFoundError(_not_found_message(runtime, assistant_id))
+        current = await assistants_db.get_assistant(session, resolved)
+        assert current is not None
+        fields = {
+            "graph_id": body.graph_id or current["graph_id"],
+            "config": _with_context(config or current["config"], context),
+            "context": context if context is not None else current["context"],
+            "metadata": {**current["metadata"], **(body.metadata or {})},
+            "name": body.name if body.name is not None else current["name"],
+            "description": body.description
+            if body.description is not None
+            else current["description"],
+        }
+        version = await assistants_db.next_version(session, resolved)
+        await assistants_db.insert_version(
+            session, {"assistant_id": resolved, "version": version, "created_at": now, **fields}
+        )
+        updated = await assistants_db.update_assistant(
+            session, resolved, {**fields, "version": version, "updated_at": now}
+        )
+    log.info("assistant_patched assistant_id=%s version=%s", resolved, version)
+    return updated
+
+
+async def set_latest_version(runtime: Runtime, assistant_id: str, version: int) -> dict[str, Any]:
+    """Make a stored version the assistant's current one (later versions are kept)."""
+    resolved = resolve_assistant_id(runtime, assistant_id)
+    async with runtime.sessions() as session, session.begin():
+        now = await database_now(session)
+        if not await assistants_db.touch_assistant(session, resolved, now):
+            raise NotFoundError(_not_found_message(runtime, assistant_id))
+        stored = await assistants_db.get_version(session, resolved, version)
+        if stored is None:
+            raise NotFoundError(
+                f"version {version} of assistant {resolved} not found; list its versions "
+                "with POST /assistants/{assistant_id}/versions"
+            )
+        fields = {key: stored[key] for key in VERSIONED_FIELDS}
+        updated = await assistants_db.update_assistant(
+            session, resolved, {**fields, "version": version, "updated_at": now}
+        )
+    log.info("assistant_version_set assistant_id=%s version=%s", resolved, version)
+    return updated
+
+
+async def delete_assistant(
+    runtime: Runtime, assistant_id: str, *, delete_threads: bool = False
+) -> None:
+    """Delete an assistant and its versions; a graph's default one returns at next start."""
+    if delete_threads:
+        # Deleting threads means cancelling their runs and dropping their checkpoints: that
+        # belongs to the threads service, which does not offer a bulk delete yet.
+        raise InvalidInputError(
+            "delete_threads=true is not supported yet; delete the assistant's threads with "
+            "DELETE /threads/{thread_id}, then delete the assistant"
+        )
+    resolved = resolve_assistant_id(runtime, assistant_id)
+    async with runtime.sessions() as session, session.begin():
+        deleted = await assistants_db.delete_assistant(session, resolved)
+    if not deleted:
+        raise NotFoundError(_not_found_message(runtime, assistant_id))
+    log.info("assistant_deleted assistant_id=%s", resolved)
+
+
+async def search_assistants(
+    runtime: Runtime, body: AssistantSearch, auth_filter: dict[str, Any] | None = None
+) -> tuple[list[dict[str, Any]], int]:
+    """One page of matching assistants (only the selected fields) and the total match count."""
+    if body.graph_id:
+        _require_graph(runtime, body.graph_id)
+    columns = list(dict.fromkeys(body.select)) if body.select else None
+    async with runtime.autocommit() as session:
+        rows = await assistants_db.search_assistants(
+            session,
+            graph_id=body.graph_id,
+            name=body.name,
+            metadata=body.metadata,
+            auth_filter=auth_filter,
+            limit=body.limit,
+            offset=body.offset,
+            sort_by=body.sort_by or "created_at",
+            # Newest first unless told otherwise, as LangGraph Platform lists them.
+            descending=body.sort_order != "asc",
+            columns=columns or assistants_db.ASSISTANT_COLUMNS,
+        )
+        total = await assistants_db.count_assistants(
+            session,
+            graph_id=body.graph_id,
+            name=body.name,
+            metadata=body.metadata,
+            auth_filter=auth_filter,
+        )
+    return rows, total
+
+
+async def count_assistants(
+    runtime: Runtime, body: AssistantFilter, auth_filter: dict[str, Any] | None = None
+) -> int:
+    """How many assistants match the filters (and the caller's auth filter)."""
+    if body.graph_id:
+        _require_graph(runtime, body.graph_id)
+    async with runtime.autocommit() as session:
+        return await assistants_db.count_assistants(
+            session,
+            graph_id=body.graph_id,
+            name=body.name,
+            metadata=body.metadata,
+            auth_filter=auth_filter,
+        )
+
+
+async def list_versions(
+    runtime: Runtime, assistant_id: str, body: AssistantVersionsSearch
+) -> list[dict[str, Any]]:
+    """The assistant's versions, newest first, filtered on their metadata."""
+    resolved = resolve_assistant_id(runtime, assistant_id)
+    async with runtime.autocommit() as session:
+        if await assistants_db.get_assistant(session, resolved) is None:
+            raise NotFoundError(_not_found_message(runtime, assistant_id))
+        return await assistants_db.list_versions(
+            session, resolved, metadata=body.metadata, limit=body.limit, offset=body.offset
+        )
+
+
+async def get_schemas(runtime: Runtime, assistant_id: str) -> dict[str, Any]:
+    """The graph id and JSON schemas of the assistant's graph."""
+    assistant, graph = await _assistant_graph(runtime, assistant_id)
+    return {"graph_id": assistant["graph_id"], **introspection.graph_schemas(graph)}
+
+
+async def get_drawable_graph(
+    runtime: Runtime, assistant_id: str, xray: str | None
+) -> dict[str, Any]:
+    """The nodes and edges of the assistant's graph, subgraphs expanded to `xray` depth."""
+    depth = introspection.parse_xray(xray)
+    _, graph = await _assistant_graph(runtime, assistant_id)
+    return await introspection.drawable_graph(graph, depth)
+
+
+async def get_subgraphs(
+    runtime: Runtime, assistant_id: str, namespace: str | None, recurse: bool
+) -> dict[str, dict[str, Any]]:
+    """The schemas of the assistant graph's subgraphs, keyed by namespace."""
+    _, graph = await _assistant_graph(runtime, assistant_id)
+    return await introspection.subgraph_schemas(graph, namespace, recurse)
+
+
+def to_wire(row: dict[str, Any]) -> dict[str, Any]:
+    """A (possibly partial) assistant row as JSON values, timestamps in ISO 8601."""
+    return {k: v.isoformat() if isinstance(v, datetime) else v for k, v in row.items()}
+
+
+async def _assistant_graph(runtime: Runtime, assistant_id: str) -> tuple[dict[str, Any], Pregel]:
+    assistant = await get_assistant(runtime, assistant_id)
+    loaded = runtime.graphs.get(assistant["graph_id"])
+    config = {**assistant["config"]}
+    config["configurable"] = {**config.get("configurable", {}), **assistant["context"]}
+    return assistant, await loaded.build(config)
+
+
+def _require_graph(runtime: Runtime, graph_id: str) -> None:
+    # Raises NotFoundError naming the known graphs.
+    runtime.graphs.get(graph_id)
+
+
+def _new_assistant_id(given: str | None) -> str:
+    if not given:
+        return str(uuid.uuid4())
+    try:
+        return str(uuid.UUID(given))
+    except ValueError:
+        raise InvalidInputError(
+            f"assistant_id {given!r} is not a UUID; omit it to get a random one"
+        ) from None
+
+
+def _config_and_context(
+    config_model: AssistantConfig | None, context: dict[str, Any] | None
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """The given config, and the context it implies: `configurable` when context is absent."""
+    config = config_model.model_dump(exclude_unset=True) if config_model is not None else None
+    configurable = (config or {}).get("configurable")
+    if configurable and context:
+        raise InvalidInputError(
+            "give either config.configurable or context, not both; context (LangGraph >= 0.6) "
+            "replaces configurable"
+        )
+    if configurable:
+        return config, dict(configurable)
+    return config, context
+
+
+def _with_context(config: dict[str, Any], context: dict[str, Any] | None) -> dict[str, Any]:
+    # Context and `configurable` are two views of the same values since LangGraph 0.6; keep
+    # them equal so graphs reading either one see the assistant's settings.
+    if context is None:
+        return config
+    return {**config, "configurable": context}
+
+
+def _not_found_message(runtime: Runtime, assistant_id: str) -> str:
+    known = ", ".join(runtime.graphs.ids()) or "none"
+    return (
+        f"assistant {assistant_id!r} not found; pass an assistant id (UUID) or a graph id ({known})"
+    )

@@ -1,0 +1,265 @@
+"""Cron use cases: create (stateful or stateless), read, patch, delete, search, count."""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy.exc import IntegrityError
+
+from runyard.db import crons as crons_db
+from runyard.db import threads as threads_db
+from runyard.db.dialect import database_now
+from runyard.domain.cron_schedule import first_run_date, parse_timezone, validate_schedule
+from runyard.domain.errors import InvalidInputError, NotFoundError
+from runyard.schemas.crons import (
+    RUN_FIELDS,
+    CronCount,
+    CronCreate,
+    CronPatch,
+    CronSearch,
+    ThreadCronCreate,
+)
+from runyard.services.assistants import get_assistant, resolve_assistant_id
+from runyard.services.runs import new_id
+
+if TYPE_CHECKING:
+    from runyard.runtime import Runtime
+
+log = logging.getLogger("runyard.crons")
+
+WIRE_FIELDS = (
+    "cron_id",
+    "assistant_id",
+    "thread_id",
+    "on_run_completed",
+    "end_time",
+    "schedule",
+    "timezone",
+    "created_at",
+    "updated_at",
+    "payload",
+    "user_id",
+    "next_run_date",
+    "metadata",
+    "enabled",
+)
+_STAMPS = ("end_time", "created_at", "updated_at", "next_run_date")
+# Changing any of these (or enabling the cron) moves the next run date to the first
+# occurrence after now: a re-enabled cron does not fire for the time it was off.
+_RESCHEDULING = ("schedule", "timezone", "end_time")
+
+
+def to_wire(row: dict[str, Any]) -> dict[str, Any]:
+    """The cron as clients receive it (timestamps as ISO 8601 strings)."""
+    wire = {field: row.get(field) for field in WIRE_FIELDS}
+    for stamp in _STAMPS:
+        value = wire[stamp]
+        if value is not None:
+            wire[stamp] = value.isoformat()
+    wire["payload"] = wire["payload"] or {}
+    wire["metadata"] = wire["metadata"] or {}
+    return wire
+
+
+def cron_not_found(cron_id: str) -> NotFoundError:
+    """The error for a cron id nobody knows."""
+    return NotFoundError(f"cron {cron_id} not found; list crons with POST /runs/crons/search")
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    if value is None:
+        return None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _wake_scheduler(runtime: Runtime) -> None:
+    if runtime.cron_scheduler is not None:
+        runtime.cron_scheduler.wake()
+
+
+async def create_cron(
+    runtime: Runtime, thread_id: str | None, body: ThreadCronCreate | CronCreate
+) -> dict[str, Any]:
+    """Validate the schedule and timezone, then store the cron with its first run date."""
+    zone = parse_timezone(body.timezone)
+    validate_schedule(body.schedule)
+    assistant = await get_assistant(runtime, body.assistant_id)
+    payload = body.model_dump(include=set(RUN_FIELDS), exclude_none=True)
+    payload["assistant_id"] = assistant["assistant_id"]
+    end_time = _utc(body.end_time)
+    cron_id = new_id()
+    try:
+        async with runtime.sessions() as session, session.begin():
+            if thread_id is not None and await threads_db.get_thread(session, thread_id) is None:
+                raise _thread_not_found(thread_id)
+            now = await database_now(session)
+            row = await crons_db.insert_cron(
+                session,
+                {
+                    "cron_id": cron_id,
+                    "assistant_id": assistant["assistant_id"],
+                    "thread_id": thread_id,
+                    "user_id": None,
+                    "schedule": body.schedule,
+                    "timezone": body.timezone,
+                    "payload": payload,
+                    "metadata": body.metadata or {},
+                    "on_run_completed": (
+                        body.on_run_completed if isinstance(body, CronCreate) else None
+                    ),
+                    "enabled": body.enabled,
+                    "end_time": end_time,
+                    "next_run_date": first_run_date(body.schedule, zone, end_time, now),
+                    "created_at": now,
+                    "updated_at": now,
+                },
+            )
+    except IntegrityError:
+        # The thread or assistant was deleted while the cron was being created.
+        if thread_id is not None:
+            raise _thread_not_found(thread_id) from None
+        raise NotFoundError(f"assistant {body.assistant_id} was deleted meanwhile") from None
+    _wake_scheduler(runtime)
+    log.info("cron_created cron_id=%s thread_id=%s schedule=%s", cron_id, thread_id, body.schedule)
+    return to_wire(row)
+
+
+def _thread_not_found(thread_id: str) -> NotFoundError:
+    return NotFoundError(f"thread {thread_id} not found; create it first with POST /threads")
+
+
+async def get_cron(runtime: Runtime, cron_id: str) -> dict[str, Any]:
+    """The cron, or NotFoundError."""
+    async with runtime.autocommit() as session:
+        row = await crons_db.get_cron(session, cron_id)
+    if row is None:
+        raise cron_not_found(cron_id)
+    return to_wire(row)
+
+
+async def patch_cron(runtime: Runtime, cron_id: str, body: CronPatch) -> dict[str, Any]:
+    """Change the fields sent; a new schedule, timezone, end time or enabling reschedules."""
+    sent = set(body.model_fields_set)
+    if not sent:
+        raise InvalidInputError(
+            "nothing to update: send at least one of schedule, timezone, end_time, enabled, "
+            "metadata, on_run_completed, input, config, context, webhook"
+        )
+    if body.schedule is not None:
+        validate_schedule(body.schedule)
+    if body.timezone is not None:
+        parse_timezone(body.timezone)
+    async with runtime.sessions() as session, session.begin():
+        # Writing updated_at first locks the row, so concurrent merges are not lost.
+        now = await database_now(session)
+        current = await crons_db.update_cron(session, cron_id, {"updated_at": now})
+        if current is None:
+            raise cron_not_found(cron_id)
+        values = _patched_values(current, body, sent)
+        enabling = body.enabled is True and not current["enabled"]
+        if enabling or any(field in sent for field in _RESCHEDULING):
+            merged = {**current, **values}
+            zone = parse_timezone(merged["timezone"])
+            values["next_run_date"] = first_run_date(
+                merged["schedule"], zone, merged["end_time"], now
+            )
+        row = await crons_db.update_cron(session, cron_id, values) if values else current
+        assert row is not None
+    _wake_scheduler(runtime)
+    log.info("cron_updated cron_id=%s fields=%s", cron_id, ",".join(sorted(sent)))
+    return to_wire(row)
+
+
+def _patched_values(current: dict[str, Any], body: CronPatch, sent: set[str]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    if body.schedule is not None:
+        values["schedule"] = body.schedule
+    if "timezone" in sent:
+        values["timezone"] = body.timezone
+    if "end_time" in sent:  # an explicit null clears the end time
+        values["end_time"] = _utc(body.end_time)
+    if body.enabled is not None:
+        values["enabled"] = body.enabled
+    if body.on_run_completed is not None:
+        if current["thread_id"] is not None:
+            raise InvalidInputError(
+                "on_run_completed applies to stateless crons only (created with POST "
+                "/runs/crons); this cron runs on thread " + str(current["thread_id"])
+            )
+        values["on_run_completed"] = body.on_run_completed
+    if body.metadata is not None:
+        values["metadata"] = {**(current["metadata"] or {}), **body.metadata}
+    run_fields = [f for f in sent if f in RUN_FIELDS]
+    if run_fields:
+        payload = dict(current["payload"] or {})
+        for field in run_fields:
+            value = getattr(body, field)
+            if value is None:
+                payload.pop(field, None)
+            else:
+                payload[field] = body.model_dump(include={field})[field]
+        values["payload"] = payload
+    return values
+
+
+async def delete_cron(runtime: Runtime, cron_id: str) -> None:
+    """Delete a cron; runs it already created are left alone."""
+    async with runtime.sessions() as session, session.begin():
+        if not await crons_db.delete_cron(session, cron_id):
+            raise cron_not_found(cron_id)
+    log.info("cron_deleted cron_id=%s", cron_id)
+
+
+def _query(
+    runtime: Runtime, body: CronSearch | CronCount, auth_filter: dict[str, Any] | None
+) -> crons_db.CronQuery:
+    assistant_id = body.assistant_id
+    if assistant_id is not None:
+        try:
+            assistant_id = resolve_assistant_id(runtime, assistant_id)
+        except NotFoundError:
+            raise InvalidInputError(
+                f"assistant_id {assistant_id!r} is neither a UUID nor a graph id"
+            ) from None
+    return crons_db.CronQuery(
+        assistant_id=assistant_id,
+        thread_id=body.thread_id,
+        enabled=getattr(body, "enabled", None),
+        metadata=body.metadata,
+        auth_filter=auth_filter,
+    )
+
+
+async def search_crons(
+    runtime: Runtime, body: CronSearch, auth_filter: dict[str, Any] | None = None
+) -> tuple[list[dict[str, Any]], int | None]:
+    """One page of crons, and the offset of the next page when there is one."""
+    query = _query(runtime, body, auth_filter)
+    async with runtime.autocommit() as session:
+        rows = await crons_db.search_crons(
+            session,
+            query,
+            sort_by=body.sort_by,
+            descending=body.sort_order == "desc",
+            limit=body.limit + 1,
+            offset=body.offset,
+        )
+        now = await database_now(session) if body.select else None
+    next_offset = body.offset + body.limit if len(rows) > body.limit else None
+    page = [to_wire(row) for row in rows[: body.limit]]
+    if body.select:
+        fields = list(dict.fromkeys(body.select))
+        stamp = now.isoformat() if now is not None else None
+        page = [{f: (stamp if f == "now" else cron[f]) for f in fields} for cron in page]
+    return page, next_offset
+
+
+async def count_crons(
+    runtime: Runtime, body: CronCount, auth_filter: dict[str, Any] | None = None
+) -> int:
+    """How many crons match the filters (and the caller's auth filter)."""
+    query = _query(runtime, body, auth_filter)
+    async with runtime.autocommit() as session:
+        return await crons_db.count_crons(session, query)

@@ -1,0 +1,71 @@
+"""Liveness and readiness checks: background loops, database, Redis, migrations, draining."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import text
+
+from runyard.db.engine import schema_is_current
+
+if TYPE_CHECKING:
+    from runyard.runtime import Runtime
+
+CHECK_TIMEOUT = 2.0
+OK = "ok"
+
+
+def liveness(runtime: Runtime) -> dict[str, Any]:
+    """`status` ok, or failing with the background parts that died named in `dead`."""
+    dead = runtime.dead_parts()
+    if not dead:
+        return {"status": OK, "loops_alive": True}
+    return {
+        "status": "failing",
+        "loops_alive": False,
+        "dead": dead,
+        "detail": f"background part(s) stopped: {', '.join(dead)}; restart this instance",
+    }
+
+
+async def readiness(runtime: Runtime) -> dict[str, str]:
+    """Each dependency's state: "ok", or what failed in words a person can act on."""
+    report: dict[str, str] = {}
+    try:
+        async with asyncio.timeout(CHECK_TIMEOUT):
+            async with runtime.engine.connect() as conn:
+                await conn.execute(text("SELECT 1"))
+        report["database"] = OK
+    except Exception as exc:
+        report["database"] = _unreachable(exc)
+    if report["database"] == OK:
+        try:
+            async with asyncio.timeout(CHECK_TIMEOUT):
+                current = await schema_is_current(runtime.engine)
+            report["migrations"] = OK if current else "schema is behind; run `runyard migrate`"
+        except Exception as exc:
+            report["migrations"] = f"unknown: {_unreachable(exc)}"
+    else:
+        report["migrations"] = "unknown: database unreachable"
+    if runtime.redis is not None:
+        try:
+            async with asyncio.timeout(CHECK_TIMEOUT):
+                await runtime.redis.ping()
+            report["redis"] = OK
+        except Exception as exc:
+            report["redis"] = _unreachable(exc)
+    report["draining"] = "draining: not accepting new work" if runtime.draining else OK
+    return report
+
+
+def is_ready(report: dict[str, str]) -> bool:
+    """True when every check of a readiness report passed."""
+    return all(value == OK for value in report.values())
+
+
+def _unreachable(exc: BaseException) -> str:
+    if isinstance(exc, TimeoutError):
+        return f"unreachable: no answer within {CHECK_TIMEOUT:g} s"
+    reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+    return f"unreachable: {type(exc).__name__}" + (f": {reason}" if reason else "")

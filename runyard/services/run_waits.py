@@ -1,0 +1,301 @@
+"""Waiting for runs: join, the /wait result body, and event streams for SSE."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, suppress
+from typing import TYPE_CHECKING, Any
+
+from runyard.db import threads as threads_db
+from runyard.domain.errors import NotFoundError
+from runyard.domain.status import TERMINAL_RUN_STATUSES, RunStatus
+from runyard.services.runs import cancel_run, get_run
+from runyard.streaming.broker import IDLE_CHECK_SECONDS, CompletionWaiter, StreamEvent
+
+if TYPE_CHECKING:
+    from runyard.runtime import Runtime
+
+log = logging.getLogger("runyard.runs")
+
+LIVE_ONLY = "$"
+SAFETY_RECHECK_SECONDS = 15.0
+
+
+async def wait_until_done(runtime: Runtime, thread_id: str | None, run_id: str) -> dict[str, Any]:
+    """Block until the run reaches a terminal status, woken by its completion signal."""
+    while True:
+        async with runtime.broker.done_waiter(run_id) as waiter:
+            run = await get_run(runtime, thread_id, run_id)
+            if RunStatus(run["status"]) in TERMINAL_RUN_STATUSES:
+                return run
+            # The signal wakes us at once; the timeout only guards against a lost signal.
+            await waiter.wait(timeout=SAFETY_RECHECK_SECONDS)
+
+
+async def wait_until_done_or_gone(runtime: Runtime, run_id: str) -> dict[str, Any] | None:
+    """Like wait_until_done, but a run deleted meanwhile (rollback) counts as done: None."""
+    try:
+        return await wait_until_done(runtime, None, run_id)
+    except NotFoundError:
+        return None
+
+
+class CompletionWatch:
+    """A registration for a run's completion, made before its status can change unseen.
+
+    A join registers before it reads the run. A /wait passes `register` as `create_run`'s
+    `on_created`, which runs between the commit and the dispatch; its body then sleeps
+    until the run ends and reads all its events at once, instead of one blocking read per
+    event.
+    """
+
+    def __init__(self, runtime: Runtime) -> None:
+        self._runtime = runtime
+        self._registration = AsyncExitStack()
+        self.waiter: CompletionWaiter | None = None
+
+    async def register(self, run_id: str) -> CompletionWaiter:
+        """Register for the run's completion (no I/O: the signal listener is shared)."""
+        self.waiter = await self._registration.enter_async_context(
+            self._runtime.broker.done_waiter(run_id)
+        )
+        return self.waiter
+
+    async def close(self) -> None:
+        """Release the registration (idempotent)."""
+        await self._registration.aclose()
+
+
+async def open_join(
+    runtime: Runtime, thread_id: str, run_id: str, grace: float = 0.0
+) -> tuple[dict[str, Any], AsyncIterator[bytes] | None]:
+    """The run, and unless it has finished, the streamed /join body that waits for it.
+
+    The completion signal is registered for before the run is read, so one read is enough
+    to know whether to wait. A run that ends within `grace` seconds is waited for here, so
+    its answer needs no streamed body (most runs end within moments; a streamed body sends
+    nothing but keep-alives before then anyway). The body closes the registration; one that
+    never starts leaves it to the run's completion (and to garbage collection) to release.
+    """
+    watch = CompletionWatch(runtime)
+    try:
+        waiter = await watch.register(run_id)
+        run = await get_run(runtime, thread_id, run_id)
+        ended = RunStatus(run["status"]) in TERMINAL_RUN_STATUSES
+        if not ended and grace > 0 and await waiter.wait(timeout=grace):
+            # Deleted meanwhile (rolled back): the streamed body answers that at once.
+            with suppress(NotFoundError):
+                run = await get_run(runtime, thread_id, run_id)
+    except BaseException:
+        await watch.close()
+        raise
+    if RunStatus(run["status"]) in TERMINAL_RUN_STATUSES:
+        await watch.close()
+        return run, None
+    return run, _join_body(runtime, run, watch, waiter, waited=grace > 0)
+
+
+async def _finished(
+    runtime: Runtime, run_id: str, watch: CompletionWatch, waiter: CompletionWaiter
+) -> dict[str, Any] | None:
+    """The run once ended (None if deleted meanwhile), woken by its completion signal."""
+    try:
+        # The timeout only guards against a lost signal: the full wait re-checks then.
+        await waiter.wait(timeout=SAFETY_RECHECK_SECONDS)
+    finally:
+        await watch.close()
+    return await wait_until_done_or_gone(runtime, run_id)
+
+
+async def _join_body(
+    runtime: Runtime,
+    run: dict[str, Any],
+    watch: CompletionWatch,
+    waiter: CompletionWaiter,
+    waited: bool,
+) -> AsyncIterator[bytes]:
+    """The streamed /join response: newlines while the run executes, then its result.
+
+    `waited`: the request already waited a keep-alive interval, so a newline goes first.
+    """
+    task = asyncio.create_task(
+        _finished(runtime, run["run_id"], watch, waiter), name=f"join:{run['run_id']}"
+    )
+    try:
+        if waited:
+            yield b"\n"
+        async for newline in _keepalive(task, runtime.settings.stream_keepalive_seconds):
+            yield newline
+        done = task.result()
+        body = await result_body(runtime, done) if done else {}
+        yield json.dumps(body, ensure_ascii=False).encode()
+    finally:
+        if not task.done():
+            task.cancel()
+        await watch.close()  # already closed unless the task was cut short
+
+
+async def _keepalive(task: asyncio.Task[Any], interval: float) -> AsyncIterator[bytes]:
+    """Newlines every `interval` until the task ends (JSON parsers skip leading whitespace)."""
+    while True:
+        done, _ = await asyncio.wait({task}, timeout=interval)
+        if done:
+            return
+        yield b"\n"
+
+
+async def result_body(runtime: Runtime, run: dict[str, Any]) -> dict[str, Any]:
+    """What /join and /wait return: the error, the pending interrupts, or the final values.
+
+    A successful run stored that answer when it finished; other runs (interrupted by a
+    cancel) answer with the thread's state.
+    """
+    if run["status"] in (RunStatus.ERROR.value, RunStatus.TIMEOUT.value):
+        return {"__error__": run["error"] or {"error": "Error", "message": run["status"]}}
+    output = run.get("output")
+    if output is not None:
+        return dict(output) if isinstance(output, dict) else {"values": output}
+    async with runtime.autocommit() as session:
+        thread = await threads_db.get_thread(session, run["thread_id"])
+    if thread is None:
+        return {}
+    if thread["status"] == "interrupted" and thread["interrupts"]:
+        flat = [i for items in thread["interrupts"].values() for i in items]
+        if flat:
+            return {"__interrupt__": flat}
+    return dict(thread["values"]) if thread["values"] else {}
+
+
+class RunResult:
+    """Folds a run's events into the /wait body, as LangGraph Platform computes it."""
+
+    def __init__(self) -> None:
+        self.latest: Any = None
+        self.interrupts: list[Any] = []
+        self.error: Any = None
+
+    def absorb(self, event: StreamEvent) -> None:
+        """Take one event into account."""
+        if event.event == "error":
+            self.error = json.loads(event.data)
+        elif event.event in ("values", "updates"):
+            data = json.loads(event.data)
+            if isinstance(data, dict) and data.get("__interrupt__"):
+                self.interrupts.extend(data["__interrupt__"])
+            elif event.event == "values":
+                self.latest = data
+
+    def body(self) -> Any:
+        """The result, or None when the events said nothing (use the stored result)."""
+        if self.error is not None:
+            return {"__error__": self.error}
+        if self.interrupts:
+            return {"__interrupt__": self.interrupts}
+        return self.latest
+
+
+async def wait_body(
+    runtime: Runtime,
+    run: dict[str, Any],
+    cancel_on_disconnect: bool,
+    watch: CompletionWatch | None = None,
+) -> AsyncIterator[bytes]:
+    """The streamed /wait response: newlines while the run executes, then its JSON result.
+
+    With a `watch` registered as the run was created, the events are read once the run has
+    ended; without one (a run that already existed), they are followed as they come.
+    """
+    result = RunResult()
+    ended = _ended(runtime, run)
+
+    async def consume() -> Any:
+        if watch is not None and watch.waiter is not None:
+            # The timeout only guards against a lost signal, as a quiet subscription does.
+            while not await watch.waiter.wait(timeout=IDLE_CHECK_SECONDS):
+                if await ended():
+                    break
+            await watch.close()
+        async for event in runtime.broker.subscribe(run["run_id"], ended=ended):
+            result.absorb(event)
+        body = result.body()
+        if body is None:
+            try:
+                finished = await get_run(runtime, None, run["run_id"])
+            except Exception:
+                return {}
+            body = await result_body(runtime, finished)
+        return body
+
+    task = asyncio.create_task(consume(), name=f"wait:{run['run_id']}")
+    finished = False
+    try:
+        async for newline in _keepalive(task, runtime.settings.stream_keepalive_seconds):
+            yield newline
+        payload = task.result()
+        finished = True
+        yield json.dumps(payload, ensure_ascii=False).encode()
+    finally:
+        if not task.done():
+            task.cancel()
+        if watch is not None:
+            await watch.close()
+        if not finished and cancel_on_disconnect:
+            runtime.spawn(
+                _cancel_quietly(runtime, run["run_id"]), f"cancel-on-disconnect:{run['run_id']}"
+            )
+
+
+async def run_events(
+    runtime: Runtime,
+    run: dict[str, Any],
+    after: str | None,
+    modes: list[str] | None,
+    cancel_on_disconnect: bool,
+) -> AsyncIterator[StreamEvent]:
+    """A run's events for SSE: replay after `after` (or live only), filtered by mode."""
+    follow = RunStatus(run["status"]) not in TERMINAL_RUN_STATUSES
+    finished = False
+    try:
+        async for event in runtime.broker.subscribe(
+            run["run_id"], after, follow=follow, ended=_ended(runtime, run)
+        ):
+            if modes is None or _wanted(event.event, modes):
+                yield event
+        finished = True
+    finally:
+        if not finished and cancel_on_disconnect:
+            runtime.spawn(
+                _cancel_quietly(runtime, run["run_id"]), f"cancel-on-disconnect:{run['run_id']}"
+            )
+
+
+def _ended(runtime: Runtime, run: dict[str, Any]) -> Callable[[], Awaitable[bool]]:
+    """Whether the run has ended (or is gone), for a subscription that heard nothing."""
+
+    async def ended() -> bool:
+        try:
+            current = await get_run(runtime, None, run["run_id"])
+        except NotFoundError:
+            return True
+        return RunStatus(current["status"]) in TERMINAL_RUN_STATUSES
+
+    return ended
+
+
+def _wanted(event: str, modes: list[str]) -> bool:
+    if event in ("error", "end"):
+        return True
+    base = event.split("|", 1)[0]
+    family = base.split("/", 1)[0]
+    return base in modes or family in modes or (family == "messages" and "messages-tuple" in modes)
+
+
+async def _cancel_quietly(runtime: Runtime, run_id: str) -> None:
+    try:
+        await cancel_run(runtime, None, run_id, "interrupt")
+        log.info("run_cancelled_on_disconnect run_id=%s", run_id)
+    except Exception as exc:
+        log.info("run_cancel_on_disconnect_skipped run_id=%s reason=%s", run_id, exc)

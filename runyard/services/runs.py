@@ -1,0 +1,460 @@
+"""Run use cases: create (with multitask strategies), read, list, delete, cancel."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from langgraph.checkpoint.base.id import uuid6
+from sqlalchemy.exc import IntegrityError
+
+from runyard.db import runs as runs_db
+from runyard.db import threads as threads_db
+from runyard.db.dialect import database_now
+from runyard.domain.errors import ConflictError, InvalidInputError, NotFoundError
+from runyard.domain.status import TERMINAL_RUN_STATUSES, RunStatus
+from runyard.graphs.serialize import to_jsonable
+from runyard.schemas.runs import RunCreate
+from runyard.services.assistants import get_assistant
+
+if TYPE_CHECKING:
+    from runyard.runtime import Runtime
+
+log = logging.getLogger("runyard.runs")
+
+
+@dataclass
+class _Effects:
+    """What to do once the creating transaction has committed."""
+
+    cancel_running: list[tuple[str, str]] = field(default_factory=list)
+    ended: list[str] = field(default_factory=list)
+
+
+def new_id() -> str:
+    """A time-ordered UUID, as LangGraph Platform issues for runs and threads."""
+    return str(uuid6())
+
+
+async def create_run(
+    runtime: Runtime,
+    thread_id: str | None,
+    body: RunCreate,
+    *,
+    stream_modes: list[str] | None = None,
+    idempotency_key: str | None = None,
+    new_thread_metadata: dict[str, Any] | None = None,
+    on_created: Callable[[str], Awaitable[object]] | None = None,
+) -> dict[str, Any]:
+    """Validate, apply the thread's multitask strategy, commit a pending run, then dispatch it.
+
+    `new_thread_metadata` goes on a thread the run creates (`if_not_exists="create"`).
+    `on_created(run_id)` is awaited between the commit and the dispatch of a new run (not
+    for an existing run answered instead): nothing can have executed it yet.
+    """
+    assistant = await get_assistant(runtime, body.assistant_id)
+    stateless = thread_id is None
+    if stateless and body.command is not None and body.command.resume is not None:
+        raise InvalidInputError("you must provide a thread_id when resuming an interrupted run")
+    if stateless and (body.checkpoint or body.checkpoint_id):
+        raise InvalidInputError("checkpoint and checkpoint_id need a thread_id (stateful run)")
+    target_thread = thread_id or new_id()
+    # Only an Idempotency-Key ever compares requests: hash the body only then.
+    request_hash = _request_hash(thread_id, body) if idempotency_key else None
+    if idempotency_key:
+        existing = await _idempotent_replay(runtime, idempotency_key, request_hash)
+        if existing is not None:
+            return existing
+    try:
+        row, effects, created = await _insert_run(
+            runtime,
+            target_thread,
+            stateless,
+            body,
+            assistant,
+            stream_modes,
+            idempotency_key,
+            request_hash,
+            new_thread_metadata or {},
+        )
+    except IntegrityError:
+        # Another instance committed the same Idempotency-Key first: answer with its run.
+        replay = await _idempotent_replay(runtime, idempotency_key, request_hash)
+        if replay is None:
+            raise
+        return replay
+    if not created:
+        return to_wire(row)
+    if on_created is not None:
+        await on_created(row["run_id"])
+    await _after_commit(runtime, effects)
+    await runtime.queue.push(row["run_id"], body.after_seconds or 0.0)
+    log.info("run_created run_id=%s thread_id=%s", row["run_id"], target_thread)
+    return to_wire(row)
+
+
+async def _idempotent_replay(
+    runtime: Runtime, key: str | None, request_hash: str | None
+) -> dict[str, Any] | None:
+    if not key:
+        return None
+    async with runtime.autocommit() as session:
+        existing = await runs_db.get_run_by_idempotency_key(session, key)
+    if existing is None:
+        return None
+    if existing["request_hash"] != request_hash:
+        raise ConflictError(
+            "this Idempotency-Key was already used with a different request; "
+            "use a new key for a new run"
+        )
+    return to_wire(existing)
+
+
+async def _insert_run(
+    runtime: Runtime,
+    target_thread: str,
+    stateless: bool,
+    body: RunCreate,
+    assistant: dict[str, Any],
+    stream_modes: list[str] | None,
+    idempotency_key: str | None,
+    request_hash: str | None,
+    new_thread_metadata: dict[str, Any],
+) -> tuple[Any, _Effects, bool]:
+    effects = _Effects()
+    thread_metadata = _graph_metadata(assistant)
+    creating = stateless or body.if_not_exists == "create"
+    # A new thread is created busy, with its run: it has no other run, so there is nothing
+    # to lock, merge or apply a multitask strategy to.
+    new_thread = {
+        "thread_id": target_thread,
+        "metadata": {**new_thread_metadata, **thread_metadata},
+        "config": {},
+        "status": "busy",
+        "values": None,
+        "interrupts": {},
+    }
+
+    def run_row(thread: dict[str, Any], scheduled_at: Any) -> dict[str, Any]:
+        return _run_row(
+            runtime,
+            body,
+            assistant,
+            thread,
+            stateless,
+            stream_modes,
+            scheduled_at,
+            idempotency_key,
+            request_hash,
+        )
+
+    if creating and not idempotency_key and not body.after_seconds:
+        # The common case (every stateless run) in one statement on PostgreSQL.
+        async with runtime.atomic() as session:
+            row = await runs_db.insert_run_on_new_thread(
+                session, new_thread, run_row(new_thread, None)
+            )
+        if row is not None:
+            return row, effects, True
+        creating = False  # the thread exists: read and lock it below
+    async with runtime.sessions() as session, session.begin():
+        created = await threads_db.insert_thread(session, new_thread) if creating else None
+        thread = created or await runs_db.lock_thread_for_new_run(session, target_thread)
+        if thread is None:
+            raise NotFoundError(
+                f"thread {target_thread} not found; create it first or pass if_not_exists='create'"
+            )
+        if thread.pop("deleted_with_run", False):
+            # Deleting the thread would take this run with it: accepted, then lost.
+            raise ConflictError(
+                f"thread {target_thread} is the temporary thread of a stateless run and is "
+                "deleted when that run ends; create a thread of your own for this run"
+            )
+        if idempotency_key:
+            # Checked again in the transaction: a concurrent retry committed meanwhile.
+            existing = await runs_db.get_run_by_idempotency_key(session, idempotency_key)
+            if existing is not None:
+                if existing["request_hash"] != request_hash:
+                    raise ConflictError(
+                        "this Idempotency-Key was already used with a different request; "
+                        "use a new key for a new run"
+                    )
+                return existing, effects, False
+        if created is None:
+            await _apply_multitask(session, target_thread, body.multitask_strategy, effects)
+        scheduled_at = await _scheduled_at(session, body.after_seconds)
+        row = await runs_db.insert_run(session, run_row(thread, scheduled_at))
+        if created is None:
+            await threads_db.mark_busy(
+                session, target_thread, {**(thread["metadata"] or {}), **thread_metadata}
+            )
+    return row, effects, True
+
+
+def _graph_metadata(assistant: dict[str, Any]) -> dict[str, Any]:
+    """What a run and its thread record of the graph and assistant they belong to."""
+    return {"graph_id": assistant["graph_id"], "assistant_id": assistant["assistant_id"]}
+
+
+def _run_row(
+    runtime: Runtime,
+    body: RunCreate,
+    assistant: dict[str, Any],
+    thread: dict[str, Any],
+    stateless: bool,
+    stream_modes: list[str] | None,
+    scheduled_at: Any,
+    idempotency_key: str | None,
+    request_hash: str | None,
+) -> dict[str, Any]:
+    """The row of a new pending run on `thread`."""
+    return {
+        "run_id": new_id(),
+        "thread_id": thread["thread_id"],
+        "assistant_id": assistant["assistant_id"],
+        "status": RunStatus.PENDING.value,
+        "metadata": {
+            **(assistant.get("metadata") or {}),
+            **(thread["metadata"] or {}),
+            **_graph_metadata(assistant),
+            **(body.metadata or {}),
+            "assistant_id": assistant["assistant_id"],
+        },
+        "kwargs": {
+            **_kwargs(body, assistant, stream_modes, stateless),
+            **runtime.tracing.run_kwargs(),
+        },
+        "multitask_strategy": body.multitask_strategy,
+        "scheduled_at": scheduled_at,
+        "attempt": 0,
+        "idempotency_key": idempotency_key,
+        "request_hash": request_hash,
+        "webhook": body.webhook,
+        "on_completion": (body.on_completion or "delete") if stateless else None,
+        "temporary": stateless,
+    }
+
+
+async def _scheduled_at(session: Any, after_seconds: float | None) -> Any:
+    if not after_seconds:
+        return None
+    return await database_now(session) + timedelta(seconds=after_seconds)
+
+
+async def _apply_multitask(session: Any, thread_id: str, strategy: str, effects: _Effects) -> None:
+    active = await runs_db.active_runs(session, thread_id)
+    if not active or strategy == "enqueue":
+        return
+    if strategy == "reject":
+        raise ConflictError(
+            f"thread {thread_id} is busy with run {active[0]['run_id']} "
+            f"({active[0]['status']}); wait for it to finish, cancel it, or create the run "
+            "with multitask_strategy 'enqueue', 'interrupt' or 'rollback'"
+        )
+    action = "rollback" if strategy == "rollback" else "interrupt"
+    for run in active:
+        if run["status"] == RunStatus.PENDING.value:
+            if action == "rollback":
+                await runs_db.delete_run(session, run["run_id"])
+            else:
+                await runs_db.interrupt_pending_run(session, run["run_id"])
+            effects.ended.append(run["run_id"])
+        else:
+            await runs_db.request_cancel(session, run["run_id"], action)
+            effects.cancel_running.append((run["run_id"], action))
+
+
+async def _after_commit(runtime: Runtime, effects: _Effects) -> None:
+    for run_id in effects.ended:
+        await runtime.broker.finish(run_id)
+        await runtime.broker.signal_done(run_id)
+    for run_id, action in effects.cancel_running:
+        await runtime.cancel_bus.publish(run_id, action)
+
+
+def _kwargs(
+    body: RunCreate,
+    assistant: dict[str, Any],
+    stream_modes: list[str] | None,
+    stateless: bool,
+) -> dict[str, Any]:
+    config = _merge_config(assistant.get("config") or {}, body.config or {})
+    context = {**(assistant.get("context") or {}), **(body.context or {})}
+    return to_jsonable(
+        {
+            "input": body.input,
+            "command": body.command.model_dump(exclude_none=True) if body.command else None,
+            "config": config,
+            "context": context,
+            "stream_mode": stream_modes or body.stream_modes(),
+            "stream_subgraphs": body.stream_subgraphs,
+            "stream_resumable": body.stream_resumable,
+            "interrupt_before": body.interrupt_before,
+            "interrupt_after": body.interrupt_after,
+            "checkpoint": body.checkpoint,
+            "checkpoint_id": body.checkpoint_id,
+            "durability": body.durability,
+            "webhook": body.webhook,
+            "feedback_keys": body.feedback_keys,
+            "graph_id": assistant["graph_id"],
+            "temporary": stateless,
+            "subgraphs": body.stream_subgraphs,
+            "resumable": body.stream_resumable,
+        }
+    )
+
+
+def _merge_config(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    merged = copy.deepcopy(base)
+    for key, value in override.items():
+        if key == "configurable" and isinstance(value, dict):
+            merged["configurable"] = {**(merged.get("configurable") or {}), **value}
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def _request_hash(thread_id: str | None, body: RunCreate) -> str:
+    canonical = json.dumps(
+        {"thread_id": thread_id, "body": body.model_dump(mode="json")}, sort_keys=True
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def to_wire(row: Any) -> dict[str, Any]:
+    """The Agent Protocol view of a run row."""
+    return {
+        "run_id": row["run_id"],
+        "thread_id": row["thread_id"],
+        "assistant_id": row["assistant_id"],
+        "created_at": row["created_at"].isoformat(),
+        "updated_at": row["updated_at"].isoformat(),
+        "status": row["status"],
+        "metadata": row["metadata"] or {},
+        "kwargs": row["kwargs"] or {},
+        "multitask_strategy": row["multitask_strategy"],
+    }
+
+
+async def get_run(runtime: Runtime, thread_id: str | None, run_id: str) -> dict[str, Any]:
+    """A run by id, or NotFoundError."""
+    async with runtime.autocommit() as session:
+        row = await runs_db.get_run(session, run_id, thread_id)
+    if row is None:
+        raise NotFoundError(
+            f"run {run_id} not found" + (f" in thread {thread_id}" if thread_id else "")
+        )
+    return dict(row)
+
+
+async def list_runs(
+    runtime: Runtime, thread_id: str, limit: int, offset: int, status: str | None
+) -> list[dict[str, Any]]:
+    """A thread's runs, newest first."""
+    async with runtime.autocommit() as session:
+        if await threads_db.get_thread(session, thread_id) is None:
+            raise NotFoundError(f"thread {thread_id} not found")
+        rows = await runs_db.list_runs(session, thread_id, limit, offset, status)
+    return [to_wire(r) for r in rows]
+
+
+async def delete_run(runtime: Runtime, thread_id: str, run_id: str) -> None:
+    """Delete a run; one still executing is stopped first and records nothing more."""
+    run = await get_run(runtime, thread_id, run_id)
+    async with runtime.sessions() as session, session.begin():
+        await runs_db.delete_run(session, run_id)
+        if run["status"] in (RunStatus.PENDING.value, RunStatus.RUNNING.value):
+            upcoming = await runs_db.next_pending_run(session, thread_id)
+            if upcoming is None:
+                await threads_db.set_status(session, thread_id, "idle")
+    if run["status"] == RunStatus.RUNNING.value:
+        await runtime.cancel_bus.publish(run_id, "interrupt")
+    await runtime.broker.forget(run_id)
+    await runtime.broker.signal_done(run_id)
+
+
+async def cancel_run(
+    runtime: Runtime, thread_id: str | None, run_id: str, action: str
+) -> dict[str, Any]:
+    """Record a cancel durably, then deliver it to the executing instance.
+
+    Returns what happened: `delivered` is False when no executor acknowledged the message
+    at once; the recorded flag then stops the run at its next lease renewal.
+    """
+    run = await get_run(runtime, thread_id, run_id)
+    status = RunStatus(run["status"])
+    if status in TERMINAL_RUN_STATUSES:
+        raise ConflictError(
+            f"run {run_id} already finished with status '{status.value}'; nothing to cancel"
+        )
+    async with runtime.sessions() as session, session.begin():
+        if await runs_db.interrupt_pending_run(session, run_id):
+            if action == "rollback":
+                await runs_db.delete_run(session, run_id)
+            upcoming = await runs_db.next_pending_run(session, run["thread_id"])
+            if upcoming is None:
+                await threads_db.set_status(session, run["thread_id"], "idle")
+            pending = True
+        elif await runs_db.request_cancel(session, run_id, action):
+            pending = False
+        else:
+            raise ConflictError(f"run {run_id} finished before it could be cancelled")
+    delivered = True
+    if pending:
+        await runtime.broker.finish(run_id)
+        await runtime.broker.signal_done(run_id)
+        upcoming_id = await _next_for_thread(runtime, run["thread_id"])
+        if upcoming_id:
+            await runtime.queue.push(upcoming_id)
+    else:
+        delivered = await runtime.cancel_bus.publish(run_id, action)
+    log.info("run_cancel_requested run_id=%s action=%s delivered=%s", run_id, action, delivered)
+    heartbeat = runtime.settings.heartbeat_interval_seconds
+    return {
+        "run_id": run_id,
+        "thread_id": run["thread_id"],
+        "action": action,
+        "was": status.value,
+        "delivered": delivered,
+        "detail": "the run had not started; it ends interrupted"
+        if pending
+        else "the executing instance received the cancel; the run stops now"
+        if delivered
+        else "the cancel is recorded but no instance acknowledged it yet; it stops the run at "
+        f"the executor's next lease renewal (every {heartbeat:g} s) or, if that instance "
+        "is gone, when its lease expires",
+    }
+
+
+async def _next_for_thread(runtime: Runtime, thread_id: str) -> str | None:
+    async with runtime.autocommit() as session:
+        upcoming = await runs_db.next_pending_run(session, thread_id)
+    return upcoming["run_id"] if upcoming else None
+
+
+async def cancel_many(
+    runtime: Runtime,
+    thread_id: str | None,
+    run_ids: list[str] | None,
+    status: str | None,
+    action: str,
+) -> int:
+    """Cancel the chosen active runs; returns how many were cancelled."""
+    async with runtime.autocommit() as session:
+        rows = await runs_db.find_active_runs(session, thread_id, run_ids, status)
+    cancelled = 0
+    for row in rows:
+        try:
+            await cancel_run(runtime, row["thread_id"], row["run_id"], action)
+            cancelled += 1
+        except (ConflictError, NotFoundError):
+            continue  # finished meanwhile
+    if run_ids and not cancelled and not rows:
+        raise NotFoundError("no matching active runs to cancel; check the thread and run ids")
+    return cancelled

@@ -1,0 +1,126 @@
+"""Long-term store use cases: items by namespace and key, search, namespaces, TTLs."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from langgraph.store.base import NOT_PROVIDED, InvalidNamespaceError, Item, SearchItem
+
+from runyard.domain.errors import InvalidInputError
+from runyard.graphs.store import INDEX_EXAMPLE
+from runyard.schemas.store import StoreDelete, StoreNamespaces, StorePut, StoreSearch
+
+if TYPE_CHECKING:
+    from runyard.runtime import Runtime
+
+log = logging.getLogger("runyard.store")
+
+
+def namespace_labels(
+    labels: Sequence[str] | None, what: str = "namespace", *, allow_empty: bool = False
+) -> tuple[str, ...]:
+    """A namespace as a tuple, or InvalidInputError saying which label is wrong."""
+    labels = tuple(labels or ())
+    if not labels and not allow_empty:
+        raise InvalidInputError(f"{what} must have at least one label, e.g. ['users', 'u-123']")
+    for label in labels:
+        if not label or "." in label or "\x00" in label:
+            raise InvalidInputError(
+                f"{what} label {label!r} must be a non-empty string without periods"
+            )
+    return labels
+
+
+def parse_namespace_param(values: list[str] | None) -> tuple[str, ...]:
+    """The `namespace` query parameter: one dotted string (as langgraph-sdk sends it) or a list."""
+    values = values or []
+    if len(values) == 1:
+        values = values[0].split(".")
+    return namespace_labels(values)
+
+
+def _stamp(value: datetime) -> str:
+    # The SQLite store hands back naive UTC timestamps.
+    return (value.replace(tzinfo=UTC) if value.tzinfo is None else value).isoformat()
+
+
+def to_wire(item: Item) -> dict[str, Any]:
+    """An item as clients receive it; search results also carry their score."""
+    wire: dict[str, Any] = {
+        "namespace": list(item.namespace),
+        "key": item.key,
+        "value": item.value,
+        "created_at": _stamp(item.created_at),
+        "updated_at": _stamp(item.updated_at),
+    }
+    if isinstance(item, SearchItem):
+        wire["score"] = item.score
+    return wire
+
+
+async def put_item(runtime: Runtime, body: StorePut) -> None:
+    """Create or replace an item; without `ttl` the configured default TTL applies."""
+    namespace = namespace_labels(body.namespace)
+    try:
+        await runtime.store.aput(
+            namespace,
+            body.key,
+            body.value,
+            index=body.index,
+            ttl=NOT_PROVIDED if body.ttl is None else body.ttl,
+        )
+    except InvalidNamespaceError as exc:
+        raise InvalidInputError(str(exc)) from None
+
+
+async def get_item(
+    runtime: Runtime, namespace: tuple[str, ...], key: str, refresh_ttl: bool | None
+) -> dict[str, Any] | None:
+    """The item, or None; reading refreshes its TTL unless told otherwise."""
+    item = await runtime.store.aget(namespace, key, refresh_ttl=refresh_ttl)
+    return to_wire(item) if item is not None else None
+
+
+async def delete_item(runtime: Runtime, body: StoreDelete) -> None:
+    """Delete an item (nothing happens when it does not exist)."""
+    await runtime.store.adelete(namespace_labels(body.namespace), body.key)
+
+
+async def search_items(runtime: Runtime, body: StoreSearch) -> list[dict[str, Any]]:
+    """Items under a namespace prefix: by filter, newest first, or by meaning with `query`."""
+    prefix = namespace_labels(body.namespace_prefix, "namespace_prefix", allow_empty=True)
+    if body.query is not None and not runtime.store_options.semantic:
+        raise InvalidInputError(
+            "semantic search is not configured, so `query` cannot be used: add an embedding "
+            f"function under store.index in langgraph.json, e.g. {INDEX_EXAMPLE}, and restart "
+            "the server; or search without `query` (filter, limit, offset)"
+        )
+    try:
+        items = await runtime.store.asearch(
+            prefix,
+            query=body.query,
+            filter=body.filter,
+            limit=body.limit,
+            offset=body.offset,
+            refresh_ttl=body.refresh_ttl,
+        )
+    except ValueError as exc:  # the stores reject unknown filter operators this way
+        raise InvalidInputError(f"cannot search the store: {exc}") from None
+    return [to_wire(item) for item in items]
+
+
+async def list_namespaces(runtime: Runtime, body: StoreNamespaces) -> list[list[str]]:
+    """Namespaces matching a prefix and suffix, cut at `max_depth` labels."""
+    prefix = namespace_labels(body.prefix, "prefix", allow_empty=True) or None
+    suffix = namespace_labels(body.suffix, "suffix", allow_empty=True) or None
+    found = await runtime.store.alist_namespaces(
+        prefix=prefix,
+        suffix=suffix,
+        max_depth=body.max_depth,
+        limit=body.limit,
+        offset=body.offset,
+    )
+    return [list(namespace) for namespace in found]

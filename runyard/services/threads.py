@@ -1,0 +1,277 @@
+"""Thread use cases: create (with supersteps), read, patch, delete, search, count, copy."""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import TYPE_CHECKING, Any
+
+from langgraph.checkpoint.base.id import uuid6
+
+from runyard.db import runs as runs_db
+from runyard.db import threads as threads_db
+from runyard.domain.errors import ConflictError, InvalidInputError
+from runyard.domain.status import ThreadStatus
+from runyard.graphs.checkpointer import copy_thread_checkpoints
+from runyard.schemas.threads import ThreadCreate, ThreadFilter, ThreadPatch, ThreadSearch
+from runyard.services.thread_state import (
+    apply_supersteps,
+    bound_graph,
+    refresh_thread_from_checkpoint,
+    thread_not_found,
+)
+
+if TYPE_CHECKING:
+    from runyard.runtime import Runtime
+
+log = logging.getLogger("runyard.threads")
+
+WIRE_FIELDS = (
+    "thread_id",
+    "created_at",
+    "updated_at",
+    "metadata",
+    "status",
+    "config",
+    "values",
+    "interrupts",
+    "error",
+)
+EXTRACTABLE_ROOTS = frozenset({"values", "metadata", "config", "interrupts"})
+_ALIAS = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_PATH_SPLIT = re.compile(r"\.|\[")
+
+
+def new_thread_id() -> str:
+    """A time-ordered UUID, as LangGraph Platform issues for threads."""
+    return str(uuid6())
+
+
+def to_wire(row: dict[str, Any]) -> dict[str, Any]:
+    """The thread as clients receive it (timestamps as ISO 8601 strings)."""
+    wire = {field: row.get(field) for field in WIRE_FIELDS}
+    for stamp in ("created_at", "updated_at"):
+        wire[stamp] = row[stamp].isoformat()
+    wire["metadata"] = wire["metadata"] or {}
+    wire["config"] = wire["config"] or {}
+    wire["interrupts"] = wire["interrupts"] or {}
+    return wire
+
+
+async def create_thread(runtime: Runtime, body: ThreadCreate) -> dict[str, Any]:
+    """Create a thread (and apply its supersteps), or return the existing one when asked to."""
+    thread_id = str(body.thread_id) if body.thread_id else new_thread_id()
+    metadata = dict(body.metadata or {})
+    if body.graph_id:
+        metadata["graph_id"] = body.graph_id
+    graph_id = metadata.get("graph_id")
+    if body.supersteps:
+        _require_graph(runtime, graph_id)
+    row = {
+        "thread_id": thread_id,
+        "metadata": metadata,
+        "config": {},
+        "status": ThreadStatus.IDLE.value,
+        "values": None,
+        "interrupts": {},
+        "error": None,
+    }
+    async with runtime.sessions() as session, session.begin():
+        created = await threads_db.insert_thread(session, row)
+        if created is None:
+            if body.if_exists == "raise":
+                raise ConflictError(
+                    f"thread {thread_id} already exists; pass if_exists='do_nothing' to get it "
+                    "back instead"
+                )
+            existing = await threads_db.get_thread(session, thread_id)
+            if existing is None:  # deleted between the two statements
+                raise thread_not_found(thread_id)
+            return to_wire(existing)
+        if body.supersteps:
+            try:
+                await apply_supersteps(runtime, session, thread_id, str(graph_id), body.supersteps)
+            except BaseException:
+                # The row is rolled back with the transaction; the checkpoints are not.
+                await runtime.checkpointer.adelete_thread(thread_id)
+                raise
+            created = await threads_db.get_thread(session, thread_id)
+            assert created is not None
+    log.info("thread_created thread_id=%s graph_id=%s", thread_id, graph_id)
+    return to_wire(created)
+
+
+async def get_thread(runtime: Runtime, thread_id: str) -> dict[str, Any]:
+    """The thread, or NotFoundError."""
+    async with runtime.autocommit() as session:
+        row = await threads_db.get_thread(session, thread_id)
+    if row is None:
+        raise thread_not_found(thread_id)
+    return to_wire(row)
+
+
+async def patch_thread(runtime: Runtime, thread_id: str, body: ThreadPatch) -> dict[str, Any]:
+    """Merge the given metadata into the thread's (top-level keys replaced)."""
+    async with runtime.sessions() as session, session.begin():
+        # The touch locks the row first, so a concurrent merge is never lost.
+        if not await threads_db.touch_thread(session, thread_id):
+            raise thread_not_found(thread_id)
+        current = await threads_db.get_thread(session, thread_id)
+        assert current is not None
+        merged = {**(current["metadata"] or {}), **body.metadata}
+        await threads_db.set_metadata(session, thread_id, merged)
+        row = await threads_db.get_thread(session, thread_id)
+        assert row is not None
+    return to_wire(row)
+
+
+async def delete_thread(runtime: Runtime, thread_id: str) -> None:
+    """Delete the thread, its runs and its checkpoints."""
+    async with runtime.sessions() as session, session.begin():
+        active = await runs_db.active_runs(session, thread_id)
+        if not await threads_db.delete_thread(session, thread_id):
+            raise thread_not_found(thread_id)
+        # Inside the transaction: if the checkpoints cannot go, the thread stays.
+        await runtime.checkpointer.adelete_thread(thread_id)
+    # Runs of the thread stop wherever they execute; their fenced writes now find no row.
+    for run in active:
+        if run["status"] == "running":
+            await runtime.cancel_bus.publish(run["run_id"], "interrupt")
+        await runtime.broker.finish(run["run_id"])
+        await runtime.broker.signal_done(run["run_id"])
+    log.info("thread_deleted thread_id=%s stopped_runs=%s", thread_id, len(active))
+
+
+async def search_threads(
+    runtime: Runtime, body: ThreadSearch, auth_filter: dict[str, Any] | None = None
+) -> tuple[list[dict[str, Any]], int | None]:
+    """One page of matching threads, and the offset of the next page (None on the last)."""
+    extract = _validated_extract(body.extract)
+    ids = [str(thread_id) for thread_id in body.ids] if body.ids else None
+    async with runtime.autocommit() as session:
+        rows = await threads_db.search_threads(
+            session,
+            _query(body, ids, auth_filter),
+            sort_by=body.sort_by or "created_at",
+            descending=body.sort_order != "asc",
+            limit=body.limit + 1,
+            offset=body.offset,
+        )
+    more = len(rows) > body.limit
+    page = []
+    for row in rows[: body.limit]:
+        wire = to_wire(row)
+        selected: set[str] = set(body.select or ())
+        out = {k: v for k, v in wire.items() if k in selected} if selected else wire
+        if extract:
+            out["extracted"] = {alias: extract_path(wire, path) for alias, path in extract.items()}
+        page.append(out)
+    return page, (body.offset + body.limit if more else None)
+
+
+async def count_threads(
+    runtime: Runtime, body: ThreadFilter, auth_filter: dict[str, Any] | None = None
+) -> int:
+    """How many threads match the filters (and the caller's auth filter)."""
+    async with runtime.autocommit() as session:
+        return await threads_db.count_threads(session, _query(body, None, auth_filter))
+
+
+async def copy_thread(runtime: Runtime, thread_id: str) -> dict[str, Any]:
+    """A new thread with the same metadata, config and checkpoints (so the same state)."""
+    new_id = new_thread_id()
+    async with runtime.sessions() as session, session.begin():
+        source = await threads_db.get_thread(session, thread_id)
+        if source is None:
+            raise thread_not_found(thread_id)
+        failed = source["status"] == ThreadStatus.ERROR.value
+        row = {
+            "thread_id": new_id,
+            "metadata": source["metadata"] or {},
+            "config": source["config"] or {},
+            # A copy has no runs, so it is never busy.
+            "status": ThreadStatus.ERROR.value if failed else ThreadStatus.IDLE.value,
+            "values": source["values"],
+            "interrupts": source["interrupts"] or {},
+            "error": source["error"],
+        }
+        created = await threads_db.insert_thread(session, row)
+        assert created is not None
+        graph_id = (source["metadata"] or {}).get("graph_id")
+        try:
+            await copy_thread_checkpoints(runtime.checkpointer, thread_id, new_id)
+            if graph_id:
+                graph = await bound_graph(runtime, graph_id, new_id, source["config"])
+                await refresh_thread_from_checkpoint(
+                    runtime,
+                    session,
+                    new_id,
+                    graph,
+                    status=ThreadStatus.ERROR if failed else None,
+                    error=source["error"],
+                )
+                created = await threads_db.get_thread(session, new_id)
+                assert created is not None
+        except BaseException:
+            await runtime.checkpointer.adelete_thread(new_id)
+            raise
+    log.info("thread_copied thread_id=%s copy=%s", thread_id, new_id)
+    return to_wire(created)
+
+
+def extract_path(data: dict[str, Any], path: str) -> Any:
+    """The value at a path such as `values.messages[-1].content`; None when it does not resolve."""
+    parts = _PATH_SPLIT.split(path)
+    current: Any = data.get(parts[0])
+    for part in parts[1:]:
+        if current is None:
+            return None
+        if part.endswith("]"):
+            try:
+                index = int(part[:-1])
+                current = current[index] if isinstance(current, list) else None
+            except (ValueError, IndexError):
+                return None
+        elif part:
+            current = current.get(part) if isinstance(current, dict) else None
+    return current
+
+
+def _validated_extract(extract: dict[str, str] | None) -> dict[str, str] | None:
+    if not extract:
+        return None
+    for alias, path in extract.items():
+        if not _ALIAS.match(alias) or alias in WIRE_FIELDS:
+            raise InvalidInputError(
+                f"extract alias {alias!r} must be an identifier (letters, digits, _) and not "
+                "a thread field name"
+            )
+        root = path.split(".")[0].split("[")[0]
+        if root not in EXTRACTABLE_ROOTS:
+            raise InvalidInputError(
+                f"extract path {path!r} must start with one of: "
+                + ", ".join(sorted(EXTRACTABLE_ROOTS))
+            )
+    return extract
+
+
+def _query(
+    body: ThreadFilter, ids: list[str] | None, auth_filter: dict[str, Any] | None
+) -> threads_db.ThreadQuery:
+    return threads_db.ThreadQuery(
+        ids=ids,
+        metadata=body.metadata,
+        values=body.values,
+        status=body.status,
+        auth_filter=auth_filter,
+    )
+
+
+def _require_graph(runtime: Runtime, graph_id: Any) -> None:
+    if not graph_id:
+        raise InvalidInputError(
+            "supersteps need a graph to apply them with: pass graph_id (or metadata.graph_id)"
+        )
+    if not runtime.graphs.has(str(graph_id)):
+        known = ", ".join(runtime.graphs.ids()) or "none"
+        raise InvalidInputError(f"graph {graph_id!r} not found; known graphs: {known}")

@@ -1,0 +1,277 @@
+"""The one execution path of a run: claim, execute the graph, publish events, finalize."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+import time
+import uuid
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from langgraph.pregel import Pregel
+from langgraph.types import Command, Send
+
+from runyard.db import runs as runs_db
+from runyard.domain.errors import StaleAttemptError
+from runyard.domain.status import RunStatus
+from runyard.graphs.checkpointer import fenced
+from runyard.graphs.serialize import dumps, to_jsonable
+from runyard.graphs.streaming import FinalState, stream_graph
+from runyard.observability.logs import run_log_context
+from runyard.streaming.publisher import EventPublisher
+from runyard.worker.finalize import Outcome, ThreadSnapshot, finalize_run
+from runyard.worker.registry import RunningRun
+
+if TYPE_CHECKING:
+    from runyard.runtime import Runtime
+
+log = logging.getLogger("runyard.worker")
+
+
+class RunExecutor:
+    """Executes claimed runs; every run in every mode goes through `execute`."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self._rt = runtime
+
+    async def execute(self, run_id: str) -> None:
+        """Claim the run and, if this instance won it, execute and finalize it."""
+        rt = self._rt
+        # Before the claim: the lease it grants runs from a later moment than this.
+        claim_started = time.monotonic()
+        with rt.metrics.claim_seconds.time():
+            async with rt.atomic() as session:
+                run = await runs_db.claim_run(
+                    session, run_id, rt.instance_id, rt.settings.lease_duration_seconds
+                )
+        if run is None:
+            return
+        attempt = int(run["attempt"])
+        claimed = dict(run)
+        # A first attempt on a thread without checkpoints has nothing to read back.
+        thread_empty = claimed.pop(runs_db.THREAD_HAS_CHECKPOINT, None) is False and attempt == 1
+        # Every log line of this run carries its identity; its span joins the creator's trace.
+        with (
+            run_log_context(run_id, run["thread_id"], attempt, rt.instance_id),
+            rt.tracing.run_span(claimed),
+        ):
+            await self._execute_and_finalize(claimed, attempt, claim_started, thread_empty)
+
+    async def _execute_and_finalize(
+        self, run: dict[str, Any], attempt: int, claim_started: float, thread_empty: bool
+    ) -> None:
+        rt = self._rt
+        run_id = run["run_id"]
+        task = asyncio.current_task()
+        assert task is not None
+        entry = rt.running.add(
+            run_id, attempt, task, held_at=claim_started, thread_empty=thread_empty
+        )
+        log.info("run_claimed run_id=%s thread_id=%s attempt=%s", run_id, run["thread_id"], attempt)
+        try:
+            # The metadata event opens every attempt's events, in the same round trip.
+            metadata = dumps({"run_id": run_id, "attempt": attempt})
+            await rt.broker.begin_attempt(run_id, attempt, [("metadata", metadata)])
+        except Exception:
+            # Events of this attempt will still be fenced by the database writes.
+            log.warning("begin_attempt_failed run_id=%s attempt=%s", run_id, attempt, exc_info=True)
+        try:
+            with rt.metrics.run_seconds.time():
+                outcome = await self._execute_claimed(dict(run), entry)
+        finally:
+            rt.running.remove(run_id)
+        if outcome is not None:
+            with rt.metrics.finalize_seconds.time(), rt.tracing.step_span("finalize"):
+                await finalize_run(rt, dict(run), attempt, outcome)
+
+    async def _execute_claimed(self, run: dict[str, Any], entry: RunningRun) -> Outcome | None:
+        events = EventPublisher(self._rt.broker, run["run_id"], entry.attempt)
+        outcome = await self._run_graph(run, entry, events)
+        try:
+            # Every event is stored before the outcome is: a client that sees the run
+            # finished and replays its stream gets all of it.
+            await events.flush()
+        except StaleAttemptError:
+            log.warning(
+                "run_stood_down run_id=%s attempt=%s reason=stale", run["run_id"], entry.attempt
+            )
+            return None
+        return outcome
+
+    async def _run_graph(
+        self, run: dict[str, Any], entry: RunningRun, events: EventPublisher
+    ) -> Outcome | None:
+        rt = self._rt
+        run_id = run["run_id"]
+        kwargs = run["kwargs"]
+        attempt = entry.attempt
+        graph: Pregel | None = None
+        final = FinalState()
+        try:
+            graph = await self._graph(kwargs, entry)
+            config = self._config(run)
+            graph_input = await self._input(graph, run, config)
+            async with asyncio.timeout(rt.settings.bg_job_timeout_secs):
+                async for name, data in stream_graph(
+                    graph,
+                    graph_input,
+                    config,
+                    kwargs.get("stream_mode") or ["values"],
+                    subgraphs=bool(kwargs.get("stream_subgraphs")),
+                    context=kwargs.get("context") or None,
+                    interrupt_before=kwargs.get("interrupt_before"),
+                    interrupt_after=kwargs.get("interrupt_after"),
+                    durability=kwargs.get("durability"),
+                    final=final,
+                ):
+                    await events.send(name, dumps(data))
+        except asyncio.CancelledError:
+            reason = entry.stop_reason
+            task = asyncio.current_task()
+            if reason is None or task is None:
+                raise
+            task.uncancel()
+            return await self._stopped(run, entry, reason, graph)
+        except StaleAttemptError:
+            log.warning("run_stood_down run_id=%s attempt=%s reason=stale", run_id, attempt)
+            return None
+        except TimeoutError:
+            limit = rt.settings.bg_job_timeout_secs
+            return Outcome(
+                RunStatus.TIMEOUT,
+                error={
+                    "error": "TimeoutError",
+                    "message": f"the run exceeded BG_JOB_TIMEOUT_SECS ({limit:g} s) "
+                    "and was stopped",
+                },
+                graph=graph,
+            )
+        except Exception as exc:
+            log.warning("run_failed run_id=%s error=%s", run_id, type(exc).__name__, exc_info=True)
+            return Outcome(
+                RunStatus.ERROR,
+                error={"error": type(exc).__name__, "message": str(exc)},
+                graph=graph,
+            )
+        return Outcome(RunStatus.SUCCESS, graph=graph, snapshot=_clean_end(final))
+
+    async def _stopped(
+        self, run: dict[str, Any], entry: RunningRun, reason: str, graph: Pregel | None
+    ) -> Outcome | None:
+        if reason == "interrupt":
+            return Outcome(RunStatus.INTERRUPTED, graph=graph)
+        if reason == "rollback":
+            return Outcome(RunStatus.INTERRUPTED, rollback=True, graph=graph)
+        if reason == "release":
+            async with self._rt.sessions() as session, session.begin():
+                released = await runs_db.release_run(session, run["run_id"], entry.attempt)
+            log.info(
+                "run_released run_id=%s attempt=%s released=%s",
+                run["run_id"],
+                entry.attempt,
+                released,
+            )
+            if released:
+                await self._rt.queue.push(run["run_id"])
+        else:
+            log.warning(
+                "run_stood_down run_id=%s attempt=%s reason=%s",
+                run["run_id"],
+                entry.attempt,
+                reason,
+            )
+        return None
+
+    async def _graph(self, kwargs: Mapping[str, Any], entry: RunningRun) -> Pregel:
+        rt = self._rt
+        run_id, attempt = entry.run_id, entry.attempt
+        loaded = rt.graphs.get(kwargs["graph_id"])
+        graph = await loaded.build(kwargs.get("config") or {})
+
+        async def holds() -> bool:
+            async with rt.autocommit() as session:
+                return await runs_db.still_holds(session, run_id, attempt)
+
+        saver = fenced(
+            rt.checkpointer,
+            holds,
+            f"attempt {attempt} of run {run_id}",
+            held_at=entry.held_at,
+            empty=entry.thread_empty,
+        )
+        return graph.copy(update={"checkpointer": saver, "store": rt.store})
+
+    def _config(self, run: Mapping[str, Any]) -> dict[str, Any]:
+        kwargs = run["kwargs"]
+        config: dict[str, Any] = copy.deepcopy(kwargs.get("config") or {})
+        configurable = config.setdefault("configurable", {})
+        configurable.update(
+            thread_id=run["thread_id"],
+            run_id=run["run_id"],
+            assistant_id=run["assistant_id"],
+            graph_id=kwargs["graph_id"],
+        )
+        checkpoint = kwargs.get("checkpoint") or {}
+        checkpoint_id = kwargs.get("checkpoint_id") or checkpoint.get("checkpoint_id")
+        if checkpoint_id:
+            configurable["checkpoint_id"] = checkpoint_id
+        if checkpoint.get("checkpoint_ns"):
+            configurable["checkpoint_ns"] = checkpoint["checkpoint_ns"]
+        config["metadata"] = {
+            **(config.get("metadata") or {}),
+            **(run["metadata"] or {}),
+            "run_id": run["run_id"],
+            "thread_id": run["thread_id"],
+            "assistant_id": run["assistant_id"],
+            "graph_id": kwargs["graph_id"],
+            "run_attempt": run["attempt"],
+        }
+        if run["attempt"] == 1:
+            config["run_id"] = uuid.UUID(run["run_id"])
+        return config
+
+    async def _input(self, graph: Pregel, run: Mapping[str, Any], config: dict[str, Any]) -> Any:
+        """The graph input; a retried run resumes from its own last checkpoint instead."""
+        kwargs = run["kwargs"]
+        if run["attempt"] > 1:
+            latest = await self._rt.checkpointer.aget_tuple(
+                {"configurable": {"thread_id": run["thread_id"], "checkpoint_ns": ""}}
+            )
+            if latest is not None and (latest.metadata or {}).get("run_id") == run["run_id"]:
+                config["configurable"].pop("checkpoint_id", None)
+                log.info("run_resumed run_id=%s attempt=%s", run["run_id"], run["attempt"])
+                return None
+        command = kwargs.get("command")
+        if command:
+            return _command(command)
+        return kwargs.get("input")
+
+
+def _clean_end(final: FinalState) -> ThreadSnapshot | None:
+    """The thread's state after a run that ended without interrupt, from its last values.
+
+    None when the stream cannot tell (no values, or an interrupt): finalize reads the
+    checkpoint instead.
+    """
+    if not final.seen or final.interrupted:
+        return None
+    return ThreadSnapshot(to_jsonable(final.values), {}, False)
+
+
+def _command(raw: Mapping[str, Any]) -> Command[Any]:
+    goto = raw.get("goto")
+    if isinstance(goto, dict):
+        goto = Send(goto["node"], goto.get("input"))
+    elif isinstance(goto, list):
+        goto = [Send(g["node"], g.get("input")) if isinstance(g, dict) else g for g in goto]
+    args: dict[str, Any] = {}
+    if "resume" in raw:
+        args["resume"] = raw["resume"]
+    if raw.get("update") is not None:
+        update = raw["update"]
+        args["update"] = [tuple(u) for u in update] if isinstance(update, list) else update
+    if goto is not None:
+        args["goto"] = goto
+    return Command(**args)

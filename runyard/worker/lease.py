@@ -1,0 +1,140 @@
+"""Lease renewal for this instance's runs, and the reaper that recovers everyone else's."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from runyard.db import runs as runs_db
+from runyard.graphs.checkpointer import delete_run_checkpoints
+from runyard.graphs.serialize import dumps
+
+if TYPE_CHECKING:
+    from runyard.runtime import Runtime
+
+log = logging.getLogger("runyard.lease")
+
+
+class LeaseKeeper:
+    """Renews every lease this instance holds in one statement per heartbeat.
+
+    The renewal also returns cancel flags, so a cancel whose message was missed still
+    stops the run; and a run whose lease could not be renewed in time is stopped rather
+    than left running unfenced.
+    """
+
+    def __init__(self, runtime: Runtime) -> None:
+        self._rt = runtime
+        self._last_renewal = time.monotonic()
+
+    async def run_forever(self, stop: asyncio.Event) -> None:
+        """Loop until `stop` is set."""
+        interval = self._rt.settings.heartbeat_interval_seconds
+        while not stop.is_set():
+            try:
+                await asyncio.wait_for(stop.wait(), interval)
+                return
+            except TimeoutError:
+                pass
+            await self.renew_once()
+
+    async def renew_once(self) -> None:
+        """One renewal round."""
+        rt = self._rt
+        # Only runs registered before the UPDATE can be judged by its answer: one claimed
+        # while the statement is in flight would look stale when it is not.
+        entries = rt.running.all()
+        if not entries:
+            self._last_renewal = time.monotonic()
+            return
+        try:
+            async with rt.sessions() as session, session.begin():
+                rows = await runs_db.extend_leases(
+                    session, rt.instance_id, rt.settings.lease_duration_seconds
+                )
+        except Exception:
+            log.exception("lease_renewal_failed instance=%s", rt.instance_id)
+            rt.metrics.lease_renewal_failures.inc()
+            if time.monotonic() - self._last_renewal > rt.settings.lease_duration_seconds:
+                for entry in entries:
+                    rt.running.stop(entry.run_id, "stale")
+            return
+        self._last_renewal = time.monotonic()
+        rt.metrics.lease_renewals.inc(len(rows))
+        held = {row["run_id"]: row for row in rows}
+        for entry in entries:
+            row = held.get(entry.run_id)
+            if row is None or row["attempt"] != entry.attempt:
+                # Someone else holds the run now (or it was deleted): stand down.
+                rt.running.stop(entry.run_id, "stale")
+            elif row["cancel_action"]:
+                rt.running.stop(entry.run_id, row["cancel_action"])
+
+
+class Reaper:
+    """Recovers runs whose lease expired and re-pushes pending runs nobody queued."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self._rt = runtime
+
+    async def run_forever(self, stop: asyncio.Event) -> None:
+        """Loop until `stop` is set."""
+        interval = self._rt.settings.reaper_interval_seconds
+        while not stop.is_set():
+            await self.reap_once()
+            try:
+                await asyncio.wait_for(stop.wait(), interval)
+                return
+            except TimeoutError:
+                pass
+
+    async def reap_once(self) -> None:
+        """One round: expired leases back to pending (or failed), stranded runs re-pushed."""
+        rt = self._rt
+        try:
+            async with rt.sessions() as session, session.begin():
+                recovered = await runs_db.requeue_expired(session, rt.settings.bg_job_max_retries)
+            for row in recovered:
+                log.warning("run_lease_expired run_id=%s now=%s", row["run_id"], row["status"])
+                rt.metrics.runs_reaped.labels(row["status"]).inc()
+                if row["status"] == "pending":
+                    await rt.queue.push(row["run_id"])
+                if row["status"] == "interrupted":
+                    await self._end_cancelled(row["run_id"], row["thread_id"], row["cancel_action"])
+                if row["status"] == "error":
+                    rt.metrics.runs_finished.labels("error").inc()
+                    # The same reason the run row records, so streams and /join agree.
+                    await rt.broker.publish(row["run_id"], "error", dumps(row["error"]))
+                    await rt.broker.finish(row["run_id"])
+                    await rt.broker.signal_done(row["run_id"])
+            async with rt.autocommit() as session:
+                stale_after = rt.settings.stuck_pending_threshold_seconds
+                pending = await runs_db.stranded_pending_runs(session, stale_after, limit=1000)
+            ids = [row["run_id"] for row in pending]
+            queued = await rt.queue.queued(ids)
+            missing = [run_id for run_id in ids if run_id not in queued]
+            if missing:
+                # A run popped and claimed between the select and the queue check is not
+                # stranded: re-read, or a busy backlog re-pushes every run it just started.
+                async with rt.autocommit() as session:
+                    still = await runs_db.pending_among(session, missing)
+                for run_id in missing:
+                    if run_id in still:
+                        await rt.queue.push(run_id)
+        except Exception:
+            log.exception("reaper_round_failed")
+
+    async def _end_cancelled(self, run_id: str, thread_id: str, action: str | None) -> None:
+        rt = self._rt
+        if action == "rollback":
+            await delete_run_checkpoints(rt.checkpointer, thread_id, run_id)
+            async with rt.sessions() as session, session.begin():
+                await runs_db.delete_run(session, run_id)
+        await rt.broker.finish(run_id)
+        await rt.broker.signal_done(run_id)
+        async with rt.autocommit() as session:
+            upcoming = await runs_db.next_pending_run(session, thread_id)
+        if upcoming is not None:
+            await rt.queue.push(upcoming["run_id"])

@@ -1,0 +1,93 @@
+"""Worker loops: take run ids from the queue and execute them within a slot budget."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from runyard.queue.run_queue import RunQueue
+    from runyard.worker.execute import RunExecutor
+    from runyard.worker.registry import RunningRuns
+
+log = logging.getLogger("runyard.worker")
+
+
+class WorkerPool:
+    """`count` loops, each holding up to `slots` runs under its own semaphore."""
+
+    def __init__(
+        self,
+        queue: RunQueue,
+        executor: RunExecutor,
+        running: RunningRuns,
+        count: int,
+        slots: int,
+    ) -> None:
+        self._queue = queue
+        self._executor = executor
+        self._running = running
+        self._count = count
+        self._slots = slots
+        self._stopping = asyncio.Event()
+        self._loops: list[asyncio.Task[None]] = []
+        self._runs: set[asyncio.Task[None]] = set()
+
+    @property
+    def draining(self) -> bool:
+        """True once shutdown began: no new run is taken."""
+        return self._stopping.is_set()
+
+    def healthy(self) -> bool:
+        """False when a loop died (it should only end on stop)."""
+        return all(not t.done() for t in self._loops) or self.draining
+
+    def start(self) -> None:
+        """Start the loops."""
+        for index in range(self._count):
+            task = asyncio.create_task(self._loop(index), name=f"worker-loop-{index}")
+            self._loops.append(task)
+
+    async def _loop(self, index: int) -> None:
+        semaphore = asyncio.Semaphore(self._slots)
+        while not self._stopping.is_set():
+            await semaphore.acquire()
+            try:
+                run_id = await self._queue.pop(timeout=1.0)
+            except Exception:
+                semaphore.release()
+                log.exception("worker_pop_failed loop=%s", index)
+                await asyncio.sleep(1.0)
+                continue
+            if run_id is None or self._stopping.is_set():
+                semaphore.release()
+                if run_id is not None:
+                    await self._queue.push(run_id)
+                continue
+            task = asyncio.create_task(self._guarded(run_id), name=f"run:{run_id}")
+            self._runs.add(task)
+            task.add_done_callback(self._runs.discard)
+            task.add_done_callback(lambda _t: semaphore.release())
+
+    async def _guarded(self, run_id: str) -> None:
+        try:
+            await self._executor.execute(run_id)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("run_execution_crashed run_id=%s", run_id)
+
+    async def stop(self, drain_timeout: float) -> None:
+        """Stop taking work, let runs finish up to the timeout, then hand the rest back."""
+        self._stopping.set()
+        for loop in self._loops:
+            loop.cancel()
+        await asyncio.gather(*self._loops, return_exceptions=True)
+        if self._runs and drain_timeout > 0:
+            await asyncio.wait(set(self._runs), timeout=drain_timeout)
+        for entry in self._running.all():
+            self._running.stop(entry.run_id, "release")
+        if self._runs:
+            await asyncio.wait(set(self._runs), timeout=10)
+        log.info("worker_pool_stopped")
