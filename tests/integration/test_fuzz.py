@@ -3,14 +3,14 @@
 Every operation of /openapi.json gets a few generated requests, valid ones (positive) and
 invalid ones (negative), checked with schemathesis' `not_a_server_error`. The servers are
 dedicated: fuzzing calls bulk endpoints (cancel every run, delete...) that would disturb the
-shared ones. The budget is bounded: MAX_EXAMPLES per operation and mode, and a deadline.
+shared ones. The budget is bounded by MAX_EXAMPLES per operation and mode, not by a clock:
+every operation is fuzzed however busy the machine is, and the test's timeout catches a hang.
 Inputs are the same on every run unless RUNYARD_FUZZ_RANDOM=1.
 """
 
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,7 +30,6 @@ from schemathesis.errors import FailureGroup  # noqa: E402
 MAX_EXAMPLES = 10
 # Reproducible by default, so CI is stable; RUNYARD_FUZZ_RANDOM=1 explores new inputs.
 DERANDOMIZE = os.environ.get("RUNYARD_FUZZ_RANDOM", "") not in ("1", "true", "yes")
-BUDGET_SECONDS = 45.0
 REQUEST_TIMEOUT = 10.0
 MODES = (schemathesis.GenerationMode.POSITIVE, schemathesis.GenerationMode.NEGATIVE)
 
@@ -65,7 +64,6 @@ class FuzzReport:
 
     failures: list[str] = field(default_factory=list)
     timeouts: list[str] = field(default_factory=list)
-    not_reached: list[str] = field(default_factory=list)
     requests: int = 0
 
 
@@ -118,27 +116,22 @@ def last_tracebacks(server: ServerProcess, count: int = 3) -> str:
     return "\n---\n".join(trimmed)
 
 
+@pytest.mark.timeout(400)
 def test_fuzzing_the_openapi_spec_finds_no_server_error(fuzz_server: ServerProcess) -> None:
     schema = schemathesis.openapi.from_url(f"{fuzz_server.url}/openapi.json")
     operations = [result.ok() for result in schema.get_all_operations()]
     assert len(operations) > 30, "the spec lists fewer operations than the API has"
     report = FuzzReport()
-    deadline = time.monotonic() + BUDGET_SECONDS
     with requests.Session() as session:
         for operation in operations:
             for mode in MODES:
-                if time.monotonic() > deadline:
-                    report.not_reached.append(f"{operation.method.upper()} {operation.path}")
-                    continue
                 fuzz_operation(operation, mode, fuzz_server.url, session, report)
     print(
         f"fuzz: {report.requests} requests over {len(operations)} operations; "
-        f"timeouts: {sorted(set(report.timeouts))}; not reached: {report.not_reached}"
+        f"timeouts: {sorted(set(report.timeouts))}"
     )
     assert not report.failures, (
         f"{len(report.failures)} server error(s):\n"
         + "\n".join(report.failures[:20])
         + f"\n\nserver tracebacks:\n{last_tracebacks(fuzz_server)}"
     )
-    # The budget is a guard for slow machines; most of the spec must still be covered.
-    assert len(report.not_reached) <= len(operations) // 4, report.not_reached
