@@ -10,8 +10,41 @@ from pathlib import Path
 from typing import Any
 
 from runyard.domain.errors import ConfigError
+from runyard.graphs.http_config import HttpConfig, parse_http
 
 CONFIG_NAMES = ("runyard.json", "langgraph.json")
+
+# Keys of LangGraph's config schema the server acts on.
+SERVED_KEYS = frozenset({"graphs", "dependencies", "env", "store", "auth", "http", "checkpointer"})
+# Keys that describe how an image is built (`langgraph build`): accepted, no effect on serving.
+IMAGE_KEYS = frozenset(
+    {
+        "$schema",
+        "python_version",
+        "node_version",
+        "api_version",
+        "base_image",
+        "image_distro",
+        "pip_config_file",
+        "pip_installer",
+        "source",
+        "dockerfile_lines",
+        "keep_pkg_tools",
+        "_INTERNAL_docker_tag",
+    }
+)
+# Keys of the schema Runyard does not implement: start-up fails rather than ignore them.
+UNSUPPORTED_KEYS = {
+    "encryption": "encryption at rest with a custom encryption handler",
+    "priority": "run priorities from a custom priority handler",
+    "webhooks": "webhook URL policies and headers",
+    "ui": "generative UI components (they need a JavaScript build)",
+}
+SECTION_KEYS = {
+    "store": frozenset({"index", "ttl", "path"}),
+    "auth": frozenset({"path", "disable_studio_auth", "openapi", "cache"}),
+    "checkpointer": frozenset({"ttl"}),
+}
 
 
 @dataclass(frozen=True)
@@ -19,9 +52,15 @@ class GraphSpec:
     """One entry of the `graphs` mapping: where a graph lives."""
 
     graph_id: str
-    file: Path
+    file: Path | None
     attribute: str
     description: str | None = None
+    module: str | None = None
+
+    @property
+    def location(self) -> str:
+        """Where the graph is declared, as written: `file.py:attr` or `package.module:attr`."""
+        return f"{self.module or self.file}:{self.attribute}"
 
 
 @dataclass(frozen=True)
@@ -35,6 +74,12 @@ class ProjectConfig:
     store: dict[str, Any] | None = None
     auth: dict[str, Any] | None = None
     http: dict[str, Any] | None = None
+    checkpointer: dict[str, Any] | None = None
+
+    @property
+    def http_config(self) -> HttpConfig:
+        """The validated `http` section."""
+        return parse_http(str(self.path or "config"), self.http)
 
 
 def find_config(explicit: Path | None, cwd: Path | None = None) -> Path:
@@ -62,6 +107,7 @@ def load_config(path: Path) -> ProjectConfig:
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: the top level must be a JSON object")
     base = path.parent
+    _check_keys(path, raw)
     graphs_raw = raw.get("graphs")
     if not isinstance(graphs_raw, dict) or not graphs_raw:
         raise ConfigError(f"{path}: 'graphs' must map graph ids to 'path/to/file.py:attribute'")
@@ -77,7 +123,32 @@ def load_config(path: Path) -> ProjectConfig:
         store=_optional_object(path, raw, "store"),
         auth=_optional_object(path, raw, "auth"),
         http=_optional_object(path, raw, "http"),
+        checkpointer=_optional_object(path, raw, "checkpointer"),
     )
+
+
+def _check_keys(path: Path, raw: dict[str, Any]) -> None:
+    """Fail on a key Runyard would otherwise read and drop, naming it."""
+    for key in raw:
+        if key in UNSUPPORTED_KEYS:
+            raise ConfigError(
+                f"{path}: '{key}' ({UNSUPPORTED_KEYS[key]}) is not supported by Runyard; "
+                "remove it to serve this project"
+            )
+        if key not in SERVED_KEYS and key not in IMAGE_KEYS:
+            raise ConfigError(f"{path}: unknown key '{key}' (not part of LangGraph's config)")
+    for section, known in SECTION_KEYS.items():
+        value = raw.get(section)
+        if not isinstance(value, dict):
+            continue
+        unknown = sorted(set(value) - known)
+        if unknown:
+            raise ConfigError(
+                f"{path}: {section}.{unknown[0]} is not supported by Runyard; supported keys "
+                f"of '{section}': " + ", ".join(sorted(known))
+            )
+    if isinstance(raw.get("http"), dict):
+        parse_http(str(path), raw["http"])
 
 
 def _parse_graph(path: Path, base: Path, graph_id: str, spec: Any) -> GraphSpec:
@@ -87,15 +158,23 @@ def _parse_graph(path: Path, base: Path, graph_id: str, spec: Any) -> GraphSpec:
         spec = spec.get("path")
     if not isinstance(spec, str) or ":" not in spec:
         raise ConfigError(
-            f"{path}: graph {graph_id!r} must be 'path/to/file.py:attribute', got {spec!r}"
+            f"{path}: graph {graph_id!r} must be 'path/to/file.py:attribute' or "
+            f"'package.module:attribute', got {spec!r}"
         )
+    if description is not None and not isinstance(description, str):
+        raise ConfigError(f"{path}: graph {graph_id!r}: 'description' must be a string")
     file_part, attribute = spec.rsplit(":", 1)
-    if not file_part.endswith(".py"):
-        raise ConfigError(
-            f"{path}: graph {graph_id!r} must point at a .py file, got {file_part!r} "
-            "(module paths are not supported; use the file path)"
-        )
+    if is_module_path(file_part):
+        return GraphSpec(graph_id, None, attribute, description, module=file_part)
     return GraphSpec(graph_id, (base / file_part).resolve(), attribute, description)
+
+
+def is_module_path(target: str) -> bool:
+    """True for `package.module` (imported by name), False for a file path.
+
+    As LangGraph tells them apart: a path has a `/` (or, here, ends with `.py`).
+    """
+    return "/" not in target and "\\" not in target and not target.endswith(".py")
 
 
 def _parse_env(path: Path, base: Path, env: Any) -> dict[str, str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib
 import importlib.util
 import sys
 from pathlib import Path
@@ -39,5 +40,23 @@ def import_attribute(file: Path, attribute: str, namespace: str, what: str) -> A
     if not hasattr(module, attribute):
         raise ConfigError(
             f"{what}: {file}:{attribute} not found ({file.name} has no attribute {attribute!r})"
+        )
+    return getattr(module, attribute)
+
+
+def import_module_attribute(module_name: str, attribute: str, what: str) -> Any:
+    """Import `package.module` by name (from the dependencies on sys.path) and return its
+    `attribute`; errors are ConfigError messages like import_attribute's."""
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:
+        raise ConfigError(
+            f"{what}: importing module {module_name} failed: {type(exc).__name__}: {exc} "
+            "(is its folder listed in 'dependencies', or the package installed?)"
+        ) from exc
+    if not hasattr(module, attribute):
+        raise ConfigError(
+            f"{what}: {module_name}:{attribute} not found (module {module_name} has no "
+            f"attribute {attribute!r})"
         )
     return getattr(module, attribute)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import inspect
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -14,7 +14,14 @@ from langgraph.pregel import Pregel
 
 from runyard.domain.errors import ConfigError, NotFoundError
 from runyard.graphs.config import GraphSpec, ProjectConfig
-from runyard.graphs.modules import import_attribute
+from runyard.graphs.factories import (
+    AccessContext,
+    Arguments,
+    GraphAccess,
+    entered,
+    factory_arguments,
+)
+from runyard.graphs.modules import import_attribute, import_module_attribute
 
 # LangGraph Platform derives each graph's default assistant id as uuid5 of this namespace.
 ASSISTANT_NAMESPACE = uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
@@ -33,17 +40,33 @@ class LoadedGraph:
     spec: GraphSpec
     graph: Pregel | None
     factory: Callable[..., Any] | None
+    arguments: Arguments | None = None
 
-    async def build(self, config: dict[str, Any] | None = None) -> Pregel:
-        """The compiled graph for one use (calls the factory when there is one)."""
+    @asynccontextmanager
+    async def open(
+        self, config: dict[str, Any] | None, access: GraphAccess
+    ) -> AsyncIterator[Pregel]:
+        """The compiled graph for one use; a context-manager factory is torn down after it."""
         if self.graph is not None:
-            return self.graph
-        assert self.factory is not None
-        params = inspect.signature(self.factory).parameters
-        result = self.factory(config or {}) if params else self.factory()
-        if inspect.isawaitable(result):
-            result = await result
-        return _as_compiled(self.spec, result)
+            yield self.graph
+            return
+        assert self.factory is not None and self.arguments is not None
+        call = self.arguments(config or {}, access)
+        async with entered(self.factory(**call)) as result:
+            yield _as_compiled(self.spec, result)
+
+    async def build(
+        self,
+        config: dict[str, Any] | None = None,
+        access_context: AccessContext = "assistants.read",
+        store: Any = None,
+    ) -> Pregel:
+        """The compiled graph to read its shape or state (a factory's resources are released
+        at once: reads need the graph's topology, not what its nodes connect to)."""
+        async with self.open(
+            config, GraphAccess(access_context=access_context, store=store)
+        ) as graph:
+            return graph
 
 
 class GraphRegistry:
@@ -75,14 +98,17 @@ class GraphRegistry:
 
 
 def _load_one(spec: GraphSpec) -> LoadedGraph:
-    where = f"{spec.file}:{spec.attribute}"
-    target = import_attribute(
-        spec.file, spec.attribute, "runyard_graphs", f"graph {spec.graph_id!r}"
-    )
+    where = spec.location
+    what = f"graph {spec.graph_id!r}"
+    if spec.module is not None:
+        target = import_module_attribute(spec.module, spec.attribute, what)
+    else:
+        assert spec.file is not None
+        target = import_attribute(spec.file, spec.attribute, "runyard_graphs", what)
     if isinstance(target, (Pregel, StateGraph)):
         return LoadedGraph(spec, _as_compiled(spec, target), None)
     if callable(target):
-        return LoadedGraph(spec, None, target)
+        return LoadedGraph(spec, None, target, factory_arguments(target, f"{what} ({where})"))
     raise ConfigError(
         f"graph {spec.graph_id!r}: {where} is a {type(target).__name__}, expected a compiled "
         "graph, a StateGraph or a factory function"
@@ -95,6 +121,6 @@ def _as_compiled(spec: GraphSpec, value: Any) -> Pregel:
     if isinstance(value, Pregel):
         return value
     raise ConfigError(
-        f"graph {spec.graph_id!r}: factory {spec.file}:{spec.attribute} returned "
+        f"graph {spec.graph_id!r}: factory {spec.location} returned "
         f"{type(value).__name__}, expected a compiled graph or a StateGraph"
     )

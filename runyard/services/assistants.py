@@ -43,7 +43,7 @@ async def ensure_default_assistants(runtime: Runtime) -> None:
                     "assistant_id": default_assistant_id(graph_id),
                     "graph_id": graph_id,
                     "name": graph_id,
-                    "description": None,
+                    "description": runtime.graphs.get(graph_id).spec.description,
                     "config": {},
                     "context": {},
                     "metadata": {"created_by": "system"},
@@ -274,7 +274,7 @@ async def _assistant_graph(runtime: Runtime, assistant_id: str) -> tuple[dict[st
     loaded = runtime.graphs.get(assistant["graph_id"])
     config = {**assistant["config"]}
     config["configurable"] = {**config.get("configurable", {}), **assistant["context"]}
-    return assistant, await loaded.build(config)
+    return assistant, await loaded.build(config, "assistants.read", runtime.store)
 
 
 def _require_graph(runtime: Runtime, graph_id: str) -> None:

@@ -44,7 +44,7 @@ async def bound_graph(
     """The thread's graph, built for it and bound to the server's checkpointer."""
     configurable = dict((thread_config or {}).get("configurable") or {})
     config = {"configurable": {**configurable, "thread_id": thread_id, "graph_id": graph_id}}
-    graph = await runtime.graphs.get(graph_id).build(config)
+    graph = await runtime.graphs.get(graph_id).build(config, "threads.read", runtime.store)
     return graph.copy(update={"checkpointer": runtime.checkpointer})
 
 

@@ -56,7 +56,7 @@ async def read_thread_snapshot(
     graph is built.
     """
     if graph is None:
-        built = await runtime.graphs.get(graph_id).build({})
+        built = await runtime.graphs.get(graph_id).build({}, "threads.read", runtime.store)
         graph = built.copy(update={"checkpointer": runtime.checkpointer})
     state = await graph.aget_state({"configurable": {"thread_id": thread_id}})
     interrupts = {
