@@ -9,13 +9,22 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, FastAPI
 from fastapi.routing import APIRoute
+from starlette.applications import Starlette
 
 from runyard import __version__
 from runyard.api import assistants, crons, runs, store, system, threads
+from runyard.api.custom_app import (
+    custom_lifespan,
+    load_custom_app,
+    merge_custom_app,
+    mount_under_prefix,
+)
 from runyard.api.deps import get_caller
 from runyard.api.errors import install_error_handlers
 from runyard.api.limits import BodySizeLimitMiddleware
 from runyard.domain.errors import ConfigError
+from runyard.graphs.config import ProjectConfig, apply_environment, find_config, load_config
+from runyard.graphs.http_config import HttpConfig
 from runyard.observability.logs import configure_logging, drop_startup_traceback
 from runyard.observability.metrics import HttpMetricsMiddleware
 from runyard.runtime import Runtime
@@ -23,16 +32,34 @@ from runyard.settings import Settings
 
 log = logging.getLogger("runyard.app")
 
+# The resource routers, by the `http.disable_*` switch that removes them (crons are runs).
+RESOURCE_ROUTERS = (
+    ("assistants", assistants.router),
+    ("threads", threads.router),
+    ("runs", runs.router),
+    ("runs", crons.router),
+    ("store", store.router),
+)
+# Served with `http.disable_meta` too: an operator still sees that the server is up.
+PROBES = frozenset({"/ok", "/health", "/livez", "/readyz"})
+# The one system route a custom app may replace, as on LangGraph Platform.
+SHADOWABLE = frozenset({"/info"})
+
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     """The Runyard app for these settings; its lifespan starts and stops the runtime."""
     settings = settings or Settings()
     configure_logging(settings)
-    runtime = Runtime(settings)
+    project, custom, failure = _load_project(settings)
+    http = project.http_config if project is not None else HttpConfig()
+    runtime = Runtime(settings, project)
+    user_lifespan = custom_lifespan(custom)
 
     @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(app: FastAPI) -> AsyncIterator[Any]:
         try:
+            if failure is not None:
+                raise failure
             await runtime.start()
         except ConfigError as exc:
             # The message says what to fix; a traceback of Runyard's own frames would bury it.
@@ -40,27 +67,70 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             drop_startup_traceback(ConfigError)
             raise
         try:
-            yield
+            if user_lifespan is None:
+                yield None
+            else:
+                async with user_lifespan(app) as state:
+                    yield state
         finally:
             await runtime.stop()
 
+    meta = http.enabled("meta")
     app = FastAPI(
         title="Runyard",
         version=__version__,
         description="A self-hosted agent server for LangGraph graphs over the Agent Protocol.",
         lifespan=lifespan,
+        openapi_url="/openapi.json" if meta else None,
+        docs_url="/docs" if meta else None,
+        redoc_url="/redoc" if meta else None,
     )
     app.state.runtime = runtime
     install_error_handlers(app)
-    add_routes(app, system.router)
+    add_routes(app, _system_router(meta))
+    system_routes = list(app.router.routes)
     # Every resource route authenticates; the system probes and docs stay open.
-    for router in (assistants.router, threads.router, runs.router, crons.router, store.router):
-        add_routes(app, router, dependencies=[Depends(get_caller)])
+    for group, router in RESOURCE_ROUTERS:
+        if http.enabled(group):
+            add_routes(app, router, dependencies=[Depends(get_caller)])
+    protected = app.router.routes[len(system_routes) :]
     # Added last = outermost: latency covers the whole request, 413s included.
     app.add_middleware(BodySizeLimitMiddleware, limit=settings.max_body_bytes)
     app.add_middleware(HttpMetricsMiddleware, metrics=runtime.metrics)
+    if custom is not None:
+        meta_after = [r for r in system_routes if getattr(r, "path", None) in SHADOWABLE]
+        meta_first = [r for r in system_routes if r not in meta_after]
+        merge_custom_app(app, custom, http, meta_first, meta_after, protected)
+        log.info("custom_app_mounted app=%s routes=%s", http.app, len(custom.router.routes))
     runtime.tracing.instrument(app)
+    if http.mount_prefix:
+        probes = [r for r in system_routes if getattr(r, "path", None) in PROBES | {"/metrics"}]
+        return mount_under_prefix(app, http.mount_prefix, probes)
     return app
+
+
+def _load_project(
+    settings: Settings,
+) -> tuple[ProjectConfig | None, Starlette | None, ConfigError | None]:
+    """The project config and its custom app, read before the routes are laid out.
+
+    A configuration error is kept to fail the start-up (the lifespan), where every
+    configuration problem is reported the same way.
+    """
+    try:
+        project = load_config(find_config(settings.config_path))
+        apply_environment(project)
+        return project, load_custom_app(project, project.http_config), None
+    except ConfigError as exc:
+        return None, None, exc
+
+
+def _system_router(meta: bool) -> APIRouter:
+    if meta:
+        return system.router
+    router = APIRouter()
+    router.routes.extend(r for r in system.router.routes if getattr(r, "path", None) in PROBES)
+    return router
 
 
 def add_routes(app: FastAPI, router: APIRouter, dependencies: list[Any] | None = None) -> None:

@@ -30,6 +30,7 @@ from runyard.db.engine import (
 )
 from runyard.graphs.checkpointer import open_checkpointer
 from runyard.graphs.config import ProjectConfig, apply_environment, find_config, load_config
+from runyard.graphs.http_config import HttpConfig
 from runyard.graphs.registry import GraphRegistry
 from runyard.graphs.store import StoreOptions, TtlSweeper, open_store, store_options
 from runyard.observability.metrics import Metrics
@@ -54,7 +55,7 @@ GC_YOUNG_THRESHOLD = 7000
 class Runtime:
     """The one root of an instance: parts are started in order and stopped in reverse."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, project: ProjectConfig | None = None) -> None:
         self.settings = settings
         self.instance_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.running = RunningRuns()
@@ -65,7 +66,11 @@ class Runtime:
         self._stop_loops = asyncio.Event()
         self._loops: list[asyncio.Task[None]] = []
         self._spawned: set[asyncio.Task[Any]] = set()
+        self._given_project = project
         self.project: ProjectConfig
+        # What `http` in langgraph.json asks (header selection, webhooks); the routes it
+        # shapes are built with the app.
+        self.http: HttpConfig = project.http_config if project else HttpConfig()
         self.graphs: GraphRegistry
         self.auth: Auth | None = None
         self.engine: AsyncEngine
@@ -109,7 +114,11 @@ class Runtime:
         """Load graphs, connect storage, migrate, then start the background parts."""
         settings = self.settings
         self._stack.push_async_callback(self.tracing.shutdown)
-        self.project = load_config(find_config(settings.config_path))
+        if self._given_project is not None:
+            self.project = self._given_project
+        else:
+            self.project = load_config(find_config(settings.config_path))
+            self.http = self.project.http_config
         apply_environment(self.project)
         self.graphs = GraphRegistry.load(self.project)
         self.auth = load_auth(self.project)
@@ -151,7 +160,9 @@ class Runtime:
         else:
             self._build_in_process_engine()
         self.broker = self.metrics.counting_subscribers(self.broker)
-        self.webhooks = WebhookSender(settings.webhook_max_attempts)
+        self.webhooks = WebhookSender(
+            settings.webhook_max_attempts, enabled=self.http.enabled("webhooks")
+        )
         self._stack.push_async_callback(self.webhooks.stop)
         self._stack.push_async_callback(self.queue.close)
         if not settings.redis_url:

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Body, Path, Response
 from runyard.api.deps import CallerDep, RuntimeDep, ThreadId, set_page_headers
 from runyard.auth.guards import require_assistant, require_cron, require_thread
 from runyard.auth.handlers import Caller
+from runyard.auth.user import caller_configurable
 from runyard.runtime import Runtime
 from runyard.schemas.crons import (
     Cron,
@@ -51,14 +52,14 @@ async def create_thread_cron(
 ) -> dict[str, Any]:
     """Schedule runs on an existing thread."""
     body = await _authorize_new_cron(runtime, caller, str(thread_id), body)
-    return await service.create_cron(runtime, str(thread_id), body)
+    return await service.create_cron(runtime, str(thread_id), body, caller_configurable(caller))
 
 
 @router.post("/runs/crons", response_model=Cron)
 async def create_cron(body: CronCreate, runtime: RuntimeDep, caller: CallerDep) -> dict[str, Any]:
     """Schedule stateless runs: each one gets a new thread (deleted after unless `keep`)."""
     body = await _authorize_new_cron(runtime, caller, None, body)
-    return await service.create_cron(runtime, None, body)
+    return await service.create_cron(runtime, None, body, caller_configurable(caller))
 
 
 @router.post("/runs/crons/search", response_model=list[dict[str, Any]])

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import uuid
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Path, Request, Response
 
+from runyard.api.custom_app import CALLER_SCOPE_KEY
 from runyard.auth.handlers import Caller, authenticate
+from runyard.auth.user import caller_configurable
 from runyard.runtime import Runtime
 
 
@@ -22,12 +24,27 @@ RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 
 async def get_caller(request: Request) -> Caller:
     """The authenticated caller (anonymous when no auth is configured); 401 otherwise."""
+    # Authenticated already by the route's middleware (`http.middleware_order: auth_first`).
+    known = request.scope.get(CALLER_SCOPE_KEY)
+    if isinstance(known, Caller):
+        return known
     # The runtime straight from the app, not as a sub-dependency: FastAPI resolves each
     # sub-dependency anew on every request, and this one is on nearly every route.
     return await authenticate(request.app.state.runtime.auth, request)
 
 
 CallerDep = Annotated[Caller, Depends(get_caller)]
+
+
+async def get_run_configurable(request: Request, caller: CallerDep) -> dict[str, Any]:
+    """What the server puts in a new run's `configurable`: the request headers that
+    `http.configurable_headers` selects, then the authenticated user."""
+    runtime: Runtime = request.app.state.runtime
+    chosen = runtime.http.headers.select(request.headers.items())
+    return {**chosen, **caller_configurable(caller)}
+
+
+RunConfigurableDep = Annotated[dict[str, Any], Depends(get_run_configurable)]
 
 
 ThreadId = Annotated[uuid.UUID, Path(description="The thread's id (a UUID).")]

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Header, Query, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from runyard.api.deps import CallerDep, RunId, RuntimeDep, ThreadId
+from runyard.api.deps import CallerDep, RunConfigurableDep, RunId, RuntimeDep, ThreadId
 from runyard.auth.guards import require_assistant, require_thread
 from runyard.auth.handlers import Caller
 from runyard.domain.errors import ForbiddenError, InvalidInputError
@@ -54,11 +54,12 @@ async def _authorize_new_run(
 ) -> dict[str, Any] | None:
     """The caller must see the thread (when it exists) and the assistant of a new run.
 
-    Returns the metadata the create handler stamps on a thread the run may create.
+    Metadata the create_run handler stamps goes on the run (and a thread it creates).
+    Returns the metadata the threads create handler stamps on a thread the run may create.
     """
     if caller.auth is None:
         return None
-    value = {
+    value: dict[str, Any] = {
         "thread_id": thread_id,
         "assistant_id": body.assistant_id,
         "metadata": body.metadata or {},
@@ -69,6 +70,8 @@ async def _authorize_new_run(
     else:
         missing_ok = body.if_not_exists == "create"
         await require_thread(runtime, caller, thread_id, "create_run", value, missing_ok=missing_ok)
+    if value.get("metadata"):
+        body.metadata = dict(value["metadata"])
     await require_assistant(runtime, caller, body.assistant_id, "read")
     if thread_id is None or body.if_not_exists != "create":
         return None
@@ -78,11 +81,21 @@ async def _authorize_new_run(
 
 
 async def _stream_new_run(
-    runtime: Runtime, caller: Caller, thread_id: str | None, body: RunCreate, key: str | None
+    runtime: Runtime,
+    caller: Caller,
+    thread_id: str | None,
+    body: RunCreate,
+    key: str | None,
+    configurable: dict[str, Any],
 ) -> EventSourceResponse:
     owner = await _authorize_new_run(runtime, caller, thread_id, body)
     run = await runs.create_run(
-        runtime, thread_id, body, idempotency_key=key, new_thread_metadata=owner
+        runtime,
+        thread_id,
+        body,
+        idempotency_key=key,
+        new_thread_metadata=owner,
+        configurable=configurable,
     )
     events = run_waits.run_events(
         runtime, run, after=None, modes=None, cancel_on_disconnect=body.on_disconnect == "cancel"
@@ -91,7 +104,12 @@ async def _stream_new_run(
 
 
 async def _wait_new_run(
-    runtime: Runtime, caller: Caller, thread_id: str | None, body: RunCreate, key: str | None
+    runtime: Runtime,
+    caller: Caller,
+    thread_id: str | None,
+    body: RunCreate,
+    key: str | None,
+    configurable: dict[str, Any],
 ) -> StreamingResponse:
     owner = await _authorize_new_run(runtime, caller, thread_id, body)
     modes = list(dict.fromkeys(["values", *body.stream_modes()]))
@@ -105,6 +123,7 @@ async def _wait_new_run(
             idempotency_key=key,
             new_thread_metadata=owner,
             on_created=watch.register,
+            configurable=configurable,
         )
     except BaseException:
         await watch.close()
@@ -128,13 +147,19 @@ async def create_run(
     body: RunCreate,
     runtime: RuntimeDep,
     caller: CallerDep,
+    configurable: RunConfigurableDep,
     response: Response,
     key: IdempotencyKey = None,
 ) -> dict[str, Any]:
     """Create a background run on a thread."""
     owner = await _authorize_new_run(runtime, caller, str(thread_id), body)
     run = await runs.create_run(
-        runtime, str(thread_id), body, idempotency_key=key, new_thread_metadata=owner
+        runtime,
+        str(thread_id),
+        body,
+        idempotency_key=key,
+        new_thread_metadata=owner,
+        configurable=configurable,
     )
     response.headers["Content-Location"] = _run_path(run)
     return run
@@ -146,10 +171,11 @@ async def stream_run(
     body: RunCreate,
     runtime: RuntimeDep,
     caller: CallerDep,
+    configurable: RunConfigurableDep,
     key: IdempotencyKey = None,
 ) -> EventSourceResponse:
     """Create a run on a thread and stream its events (SSE)."""
-    return await _stream_new_run(runtime, caller, str(thread_id), body, key)
+    return await _stream_new_run(runtime, caller, str(thread_id), body, key, configurable)
 
 
 @router.post("/threads/{thread_id}/runs/wait")
@@ -158,10 +184,11 @@ async def wait_run(
     body: RunCreate,
     runtime: RuntimeDep,
     caller: CallerDep,
+    configurable: RunConfigurableDep,
     key: IdempotencyKey = None,
 ) -> StreamingResponse:
     """Create a run on a thread and return its final values."""
-    return await _wait_new_run(runtime, caller, str(thread_id), body, key)
+    return await _wait_new_run(runtime, caller, str(thread_id), body, key, configurable)
 
 
 @router.post("/runs", response_model=Run)
@@ -169,30 +196,39 @@ async def create_stateless_run(
     body: RunCreate,
     runtime: RuntimeDep,
     caller: CallerDep,
+    configurable: RunConfigurableDep,
     response: Response,
     key: IdempotencyKey = None,
 ) -> dict[str, Any]:
     """Create a background run on a temporary thread."""
     await _authorize_new_run(runtime, caller, None, body)
-    run = await runs.create_run(runtime, None, body, idempotency_key=key)
+    run = await runs.create_run(runtime, None, body, idempotency_key=key, configurable=configurable)
     response.headers["Content-Location"] = f"/runs/{run['run_id']}"
     return run
 
 
 @router.post("/runs/stream", response_class=EventSourceResponse)
 async def stream_stateless_run(
-    body: RunCreate, runtime: RuntimeDep, caller: CallerDep, key: IdempotencyKey = None
+    body: RunCreate,
+    runtime: RuntimeDep,
+    caller: CallerDep,
+    configurable: RunConfigurableDep,
+    key: IdempotencyKey = None,
 ) -> EventSourceResponse:
     """Create a run on a temporary thread and stream its events."""
-    return await _stream_new_run(runtime, caller, None, body, key)
+    return await _stream_new_run(runtime, caller, None, body, key, configurable)
 
 
 @router.post("/runs/wait")
 async def wait_stateless_run(
-    body: RunCreate, runtime: RuntimeDep, caller: CallerDep, key: IdempotencyKey = None
+    body: RunCreate,
+    runtime: RuntimeDep,
+    caller: CallerDep,
+    configurable: RunConfigurableDep,
+    key: IdempotencyKey = None,
 ) -> StreamingResponse:
     """Create a run on a temporary thread and return its final values."""
-    return await _wait_new_run(runtime, caller, None, body, key)
+    return await _wait_new_run(runtime, caller, None, body, key, configurable)
 
 
 @router.post("/runs/cancel", status_code=204)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.exc import IntegrityError
 
+from runyard.auth.user import AUTH_USER_ID_KEY, reserved_only, without_reserved
 from runyard.db import crons as crons_db
 from runyard.db import threads as threads_db
 from runyard.db.dialect import database_now
@@ -80,14 +81,21 @@ def _wake_scheduler(runtime: Runtime) -> None:
 
 
 async def create_cron(
-    runtime: Runtime, thread_id: str | None, body: ThreadCronCreate | CronCreate
+    runtime: Runtime,
+    thread_id: str | None,
+    body: ThreadCronCreate | CronCreate,
+    owner: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Validate the schedule and timezone, then store the cron with its first run date."""
+    """Validate the schedule and timezone, then store the cron with its first run date.
+
+    `owner` is the creator's user keys of `configurable`: every run of the cron carries them.
+    """
     zone = parse_timezone(body.timezone)
     validate_schedule(body.schedule)
     assistant = await get_assistant(runtime, body.assistant_id)
     payload = body.model_dump(include=set(RUN_FIELDS), exclude_none=True)
     payload["assistant_id"] = assistant["assistant_id"]
+    _keep_owner(payload, owner or {})
     end_time = _utc(body.end_time)
     cron_id = new_id()
     try:
@@ -101,7 +109,7 @@ async def create_cron(
                     "cron_id": cron_id,
                     "assistant_id": assistant["assistant_id"],
                     "thread_id": thread_id,
-                    "user_id": None,
+                    "user_id": (owner or {}).get(AUTH_USER_ID_KEY),
                     "schedule": body.schedule,
                     "timezone": body.timezone,
                     "payload": payload,
@@ -124,6 +132,18 @@ async def create_cron(
     _wake_scheduler(runtime)
     log.info("cron_created cron_id=%s thread_id=%s schedule=%s", cron_id, thread_id, body.schedule)
     return to_wire(row)
+
+
+def owner_configurable(payload: dict[str, Any]) -> dict[str, Any]:
+    """The creator's user keys stored in a cron's run payload."""
+    return reserved_only(((payload.get("config") or {}).get("configurable")) or {})
+
+
+def _keep_owner(payload: dict[str, Any], owner: dict[str, Any]) -> None:
+    if not owner:
+        return
+    config = payload["config"] = dict(payload.get("config") or {})
+    config["configurable"] = {**without_reserved(config.get("configurable") or {}), **owner}
 
 
 def _thread_not_found(thread_id: str) -> NotFoundError:
@@ -200,6 +220,8 @@ def _patched_values(current: dict[str, Any], body: CronPatch, sent: set[str]) ->
                 payload.pop(field, None)
             else:
                 payload[field] = body.model_dump(include={field})[field]
+        # A new config keeps the creator the runs act for.
+        _keep_owner(payload, owner_configurable(current["payload"] or {}))
         values["payload"] = payload
     return values
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from langgraph.checkpoint.base.id import uuid6
 from sqlalchemy.exc import IntegrityError
 
+from runyard.auth.user import without_reserved
 from runyard.db import runs as runs_db
 from runyard.db import threads as threads_db
 from runyard.db.dialect import database_now
@@ -51,10 +52,13 @@ async def create_run(
     idempotency_key: str | None = None,
     new_thread_metadata: dict[str, Any] | None = None,
     on_created: Callable[[str], Awaitable[object]] | None = None,
+    configurable: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Validate, apply the thread's multitask strategy, commit a pending run, then dispatch it.
 
     `new_thread_metadata` goes on a thread the run creates (`if_not_exists="create"`).
+    `configurable` is what the server adds to the run's `configurable` (the authenticated
+    user, chosen request headers); a client cannot set those keys itself.
     `on_created(run_id)` is awaited between the commit and the dispatch of a new run (not
     for an existing run answered instead): nothing can have executed it yet.
     """
@@ -82,6 +86,7 @@ async def create_run(
             idempotency_key,
             request_hash,
             new_thread_metadata or {},
+            configurable or {},
         )
     except IntegrityError:
         # Another instance committed the same Idempotency-Key first: answer with its run.
@@ -126,15 +131,17 @@ async def _insert_run(
     idempotency_key: str | None,
     request_hash: str | None,
     new_thread_metadata: dict[str, Any],
+    configurable: dict[str, Any],
 ) -> tuple[Any, _Effects, bool]:
     effects = _Effects()
     thread_metadata = _graph_metadata(assistant)
     creating = stateless or body.if_not_exists == "create"
     # A new thread is created busy, with its run: it has no other run, so there is nothing
-    # to lock, merge or apply a multitask strategy to.
+    # to lock, merge or apply a multitask strategy to. It carries the run's metadata, as on
+    # LangGraph Platform: the owner an auth handler stamped on the run is the thread's too.
     new_thread = {
         "thread_id": target_thread,
-        "metadata": {**new_thread_metadata, **thread_metadata},
+        "metadata": {**(body.metadata or {}), **new_thread_metadata, **thread_metadata},
         "config": {},
         "status": "busy",
         "values": None,
@@ -152,6 +159,7 @@ async def _insert_run(
             scheduled_at,
             idempotency_key,
             request_hash,
+            configurable,
         )
 
     if creating and not idempotency_key and not body.after_seconds:
@@ -212,6 +220,7 @@ def _run_row(
     scheduled_at: Any,
     idempotency_key: str | None,
     request_hash: str | None,
+    configurable: dict[str, Any],
 ) -> dict[str, Any]:
     """The row of a new pending run on `thread`."""
     return {
@@ -227,7 +236,7 @@ def _run_row(
             "assistant_id": assistant["assistant_id"],
         },
         "kwargs": {
-            **_kwargs(body, assistant, stream_modes, stateless),
+            **_kwargs(body, assistant, stream_modes, stateless, configurable),
             **runtime.tracing.run_kwargs(),
         },
         "multitask_strategy": body.multitask_strategy,
@@ -283,8 +292,14 @@ def _kwargs(
     assistant: dict[str, Any],
     stream_modes: list[str] | None,
     stateless: bool,
+    configurable: dict[str, Any],
 ) -> dict[str, Any]:
     config = _merge_config(assistant.get("config") or {}, body.config or {})
+    if configurable or "configurable" in config:
+        config["configurable"] = {
+            **without_reserved(config.get("configurable") or {}),
+            **configurable,
+        }
     context = {**(assistant.get("context") or {}), **(body.context or {})}
     return to_jsonable(
         {

@@ -16,6 +16,7 @@ from runyard.db.dialect import database_now
 from runyard.domain.cron_schedule import parse_timezone, plan_firing
 from runyard.domain.errors import RunyardError
 from runyard.schemas.runs import RunCreate
+from runyard.services.crons import owner_configurable
 from runyard.services.runs import create_run
 
 if TYPE_CHECKING:
@@ -128,7 +129,13 @@ class CronScheduler:
         error: str | None = None
         try:
             body = _run_body(cron, scheduled_for)
-            run = await create_run(rt, cron["thread_id"], body, idempotency_key=key)
+            run = await create_run(
+                rt,
+                cron["thread_id"],
+                body,
+                idempotency_key=key,
+                configurable=owner_configurable(cron["payload"] or {}),
+            )
             run_id = run["run_id"]
         except (RunyardError, ValidationError) as exc:
             error = exc.message if isinstance(exc, RunyardError) else str(exc)

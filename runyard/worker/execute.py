@@ -8,15 +8,18 @@ import logging
 import time
 import uuid
 from collections.abc import Mapping
+from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any
 
 from langgraph.pregel import Pregel
 from langgraph.types import Command, Send
 
+from runyard.auth.user import AUTH_USER_KEY, user_from_config
 from runyard.db import runs as runs_db
 from runyard.domain.errors import StaleAttemptError
 from runyard.domain.status import RunStatus
 from runyard.graphs.checkpointer import fenced
+from runyard.graphs.factories import GraphAccess
 from runyard.graphs.serialize import dumps, to_jsonable
 from runyard.graphs.streaming import FinalState, stream_graph
 from runyard.observability.logs import run_log_context
@@ -110,23 +113,12 @@ class RunExecutor:
         graph: Pregel | None = None
         final = FinalState()
         try:
-            graph = await self._graph(kwargs, entry)
-            config = self._config(run)
-            graph_input = await self._input(graph, run, config)
-            async with asyncio.timeout(rt.settings.bg_job_timeout_secs):
-                async for name, data in stream_graph(
-                    graph,
-                    graph_input,
-                    config,
-                    kwargs.get("stream_mode") or ["values"],
-                    subgraphs=bool(kwargs.get("stream_subgraphs")),
-                    context=kwargs.get("context") or None,
-                    interrupt_before=kwargs.get("interrupt_before"),
-                    interrupt_after=kwargs.get("interrupt_after"),
-                    durability=kwargs.get("durability"),
-                    final=final,
-                ):
-                    await events.send(name, dumps(data))
+            # A factory that is a context manager is set up for this run, torn down after it.
+            async with AsyncExitStack() as resources:
+                config = self._config(run)
+                graph = await self._graph(kwargs, config, entry, resources)
+                graph_input = await self._input(graph, run, config)
+                await self._stream(graph, graph_input, config, kwargs, final, events)
         except asyncio.CancelledError:
             reason = entry.stop_reason
             task = asyncio.current_task()
@@ -157,6 +149,30 @@ class RunExecutor:
             )
         return Outcome(RunStatus.SUCCESS, graph=graph, snapshot=_clean_end(final))
 
+    async def _stream(
+        self,
+        graph: Pregel,
+        graph_input: Any,
+        config: dict[str, Any],
+        kwargs: Mapping[str, Any],
+        final: FinalState,
+        events: EventPublisher,
+    ) -> None:
+        async with asyncio.timeout(self._rt.settings.bg_job_timeout_secs):
+            async for name, data in stream_graph(
+                graph,
+                graph_input,
+                config,
+                kwargs.get("stream_mode") or ["values"],
+                subgraphs=bool(kwargs.get("stream_subgraphs")),
+                context=kwargs.get("context") or None,
+                interrupt_before=kwargs.get("interrupt_before"),
+                interrupt_after=kwargs.get("interrupt_after"),
+                durability=kwargs.get("durability"),
+                final=final,
+            ):
+                await events.send(name, dumps(data))
+
     async def _stopped(
         self, run: dict[str, Any], entry: RunningRun, reason: str, graph: Pregel | None
     ) -> Outcome | None:
@@ -184,11 +200,23 @@ class RunExecutor:
             )
         return None
 
-    async def _graph(self, kwargs: Mapping[str, Any], entry: RunningRun) -> Pregel:
+    async def _graph(
+        self,
+        kwargs: Mapping[str, Any],
+        config: dict[str, Any],
+        entry: RunningRun,
+        resources: AsyncExitStack,
+    ) -> Pregel:
         rt = self._rt
         run_id, attempt = entry.run_id, entry.attempt
         loaded = rt.graphs.get(kwargs["graph_id"])
-        graph = await loaded.build(kwargs.get("config") or {})
+        access = GraphAccess(
+            access_context="threads.create_run",
+            user=config["configurable"].get(AUTH_USER_KEY),
+            store=rt.store,
+            context=kwargs.get("context") or None,
+        )
+        graph = await resources.enter_async_context(loaded.open(config, access))
 
         async def holds() -> bool:
             async with rt.autocommit() as session:
@@ -207,6 +235,9 @@ class RunExecutor:
         kwargs = run["kwargs"]
         config: dict[str, Any] = copy.deepcopy(kwargs.get("config") or {})
         configurable = config.setdefault("configurable", {})
+        user = user_from_config(configurable)
+        if user is not None:
+            configurable[AUTH_USER_KEY] = user
         configurable.update(
             thread_id=run["thread_id"],
             run_id=run["run_id"],

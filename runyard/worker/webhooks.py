@@ -14,13 +14,17 @@ log = logging.getLogger("runyard.webhooks")
 class WebhookSender:
     """Owns the delivery tasks and stops them on shutdown."""
 
-    def __init__(self, max_attempts: int, timeout: float = 10.0) -> None:
+    def __init__(self, max_attempts: int, timeout: float = 10.0, *, enabled: bool = True) -> None:
         self._max_attempts = max_attempts
+        self._enabled = enabled
         self._client = httpx.AsyncClient(timeout=timeout)
         self._tasks: set[asyncio.Task[None]] = set()
 
     def send(self, url: str, payload: dict[str, Any]) -> None:
-        """Schedule a delivery; returns at once."""
+        """Schedule a delivery; returns at once (nothing when `http.disable_webhooks` is set)."""
+        if not self._enabled:
+            log.info("webhook_skipped run_id=%s reason=disabled", payload.get("run_id"))
+            return
         task = asyncio.create_task(
             self._deliver(url, payload), name=f"webhook:{payload.get('run_id')}"
         )
