@@ -44,6 +44,10 @@ class HeaderPatterns:
 
     def select(self, headers: Iterable[tuple[str, str]]) -> dict[str, str]:
         """The headers to copy into a run's `configurable`, by lower-cased name."""
+        if not self.includes:
+            # The common case, on every run created: only the tracing header can pass.
+            trace = [v for k, v in headers if k.lower() == TRACE_HEADER]
+            return {TRACE_HEADER: trace[-1]} if trace else {}
         chosen: dict[str, str] = {}
         for raw_name, value in headers:
             name = raw_name.lower()

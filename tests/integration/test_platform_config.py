@@ -221,6 +221,19 @@ async def test_middleware_first_runs_the_apps_middleware_before_authentication(
         assert (await http.get("/metrics")).status_code == 200
 
 
+async def test_disabled_assistants_and_runs_leave_threads_served(
+    middleware_first: ServerProcess,
+) -> None:
+    async with httpx.AsyncClient(base_url=middleware_first.url, headers=ANN) as http:
+        thread = (await http.post("/threads", json={})).json()
+        assert (await http.get(f"/threads/{thread['thread_id']}")).status_code == 200
+        assert (await http.post("/assistants/search", json={})).status_code == 404
+        runs = f"/threads/{thread['thread_id']}/runs"
+        assert (await http.post(runs, json={"assistant_id": "who"})).status_code == 404
+        assert (await http.post("/runs/wait", json={"assistant_id": "who"})).status_code == 404
+        assert (await http.post("/runs/crons/search", json={})).status_code == 404
+
+
 async def test_disabled_route_groups_are_gone(full: ServerProcess, ann: Sdk) -> None:
     async with httpx.AsyncClient(base_url=full.url + PREFIX, headers=ANN) as http:
         store = await http.put("/store/items", json={"namespace": ["a"], "key": "k", "value": {}})
@@ -253,8 +266,9 @@ async def test_disabled_webhooks_are_not_called(ann: Sdk, full: ServerProcess) -
 # --- keys Runyard does not implement ------------------------------------------------------------
 
 
-@pytest.mark.parametrize("key", ["encryption", "priority", "webhooks", "ui"])
-def test_an_unsupported_key_stops_start_up_naming_it(key: str, tmp_path: Path) -> None:
+def test_an_unsupported_key_stops_start_up_naming_it(tmp_path: Path) -> None:
+    """One of them through a real start-up (the others: tests/unit/test_graph_config.py)."""
+    key = "encryption"
     config = tmp_path / "langgraph.json"
     raw = {
         "dependencies": [str(PROJECT)],
@@ -267,4 +281,20 @@ def test_an_unsupported_key_stops_start_up_naming_it(key: str, tmp_path: Path) -
         proc.start()
     assert f"'{key}'" in str(caught.value)
     assert "not supported by Runyard" in str(caught.value)
+    assert "Traceback" not in str(caught.value)
+
+
+def test_an_http_app_that_is_not_an_app_stops_start_up(tmp_path: Path) -> None:
+    (tmp_path / "notapp.py").write_text("app = 42\n")
+    raw = {
+        "dependencies": [str(PROJECT)],
+        "graphs": {"who": "platform_agent.graphs:who"},
+        "http": {"app": "./notapp.py:app"},
+    }
+    config = tmp_path / "langgraph.json"
+    config.write_text(json.dumps(raw))
+    with pytest.raises(RuntimeError) as caught:
+        ServerProcess("dev", tmp_path / "work", config=config).start()
+    assert "http.app" in str(caught.value)
+    assert "Starlette or FastAPI application" in str(caught.value)
     assert "Traceback" not in str(caught.value)

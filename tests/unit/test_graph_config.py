@@ -171,6 +171,8 @@ def test_graph_entry_may_be_an_object_with_a_description(tmp_path: Path) -> None
         (json.dumps({"graphs": {"g": "./graph.py"}}), "'g'"),
         (json.dumps({"graphs": {"g": "./graph.py:graph"}, "encryption": {}}), "'encryption'"),
         (json.dumps({"graphs": {"g": "./graph.py:graph"}, "ui": {"x": "./ui.tsx"}}), "'ui'"),
+        (json.dumps({"graphs": {"g": "./graph.py:graph"}, "priority": {}}), "'priority'"),
+        (json.dumps({"graphs": {"g": "./graph.py:graph"}, "webhooks": {}}), "'webhooks'"),
         (json.dumps({"graphs": {"g": "./graph.py:graph"}, "grahps": {}}), "'grahps'"),
         (json.dumps({"graphs": {"g": "./graph.py:graph"}, "http": {"cros": {}}}), "http.cros"),
         (
