@@ -6,12 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from runyard.auth.handlers import AuthUser, Caller
-
-AUTH_USER_KEY = "langgraph_auth_user"
-AUTH_USER_ID_KEY = "langgraph_auth_user_id"
-AUTH_PERMISSIONS_KEY = "langgraph_auth_permissions"
-# Set by the server only: a client sending them in `configurable` would impersonate a user.
-RESERVED_CONFIGURABLE_KEYS = frozenset({AUTH_USER_KEY, AUTH_USER_ID_KEY, AUTH_PERMISSIONS_KEY})
+from runyard.domain.configurable import AUTH_PERMISSIONS_KEY, AUTH_USER_ID_KEY, AUTH_USER_KEY
 
 
 def caller_configurable(caller: Caller) -> dict[str, Any]:
@@ -24,16 +19,6 @@ def caller_configurable(caller: Caller) -> dict[str, Any]:
         AUTH_USER_ID_KEY: user.identity,
         AUTH_PERMISSIONS_KEY: list(user.permissions),
     }
-
-
-def without_reserved(configurable: Mapping[str, Any]) -> dict[str, Any]:
-    """`configurable` without the keys only the server may set."""
-    return {k: v for k, v in configurable.items() if k not in RESERVED_CONFIGURABLE_KEYS}
-
-
-def reserved_only(configurable: Mapping[str, Any]) -> dict[str, Any]:
-    """The server-set user keys of a stored `configurable`."""
-    return {k: v for k, v in configurable.items() if k in RESERVED_CONFIGURABLE_KEYS}
 
 
 def user_from_config(configurable: Mapping[str, Any]) -> AuthUser | None:

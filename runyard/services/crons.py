@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.exc import IntegrityError
 
-from runyard.auth.user import AUTH_USER_ID_KEY, reserved_only, without_reserved
 from runyard.db import crons as crons_db
 from runyard.db import threads as threads_db
 from runyard.db.dialect import database_now
+from runyard.domain.configurable import AUTH_USER_ID_KEY, reserved_only, without_reserved
 from runyard.domain.cron_schedule import first_run_date, parse_timezone, validate_schedule
 from runyard.domain.errors import InvalidInputError, NotFoundError
 from runyard.schemas.crons import (

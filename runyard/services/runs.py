@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 from langgraph.checkpoint.base.id import uuid6
 from sqlalchemy.exc import IntegrityError
 
-from runyard.auth.user import without_reserved
 from runyard.db import runs as runs_db
 from runyard.db import threads as threads_db
 from runyard.db.dialect import database_now
+from runyard.domain.configurable import without_reserved
 from runyard.domain.errors import ConflictError, InvalidInputError, NotFoundError
 from runyard.domain.status import TERMINAL_RUN_STATUSES, RunStatus
 from runyard.graphs.serialize import to_jsonable

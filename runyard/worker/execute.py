@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any
 from langgraph.pregel import Pregel
 from langgraph.types import Command, Send
 
-from runyard.auth.user import AUTH_USER_KEY, user_from_config
+from runyard.auth.user import user_from_config
 from runyard.db import runs as runs_db
+from runyard.domain.configurable import AUTH_USER_KEY
 from runyard.domain.errors import StaleAttemptError
 from runyard.domain.status import RunStatus
 from runyard.graphs.checkpointer import fenced
