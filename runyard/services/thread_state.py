@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from runyard.db import threads as threads_db
 from runyard.domain.errors import ConflictError, NotFoundError, RunyardError
 from runyard.domain.status import ThreadStatus
+from runyard.graphs.factories import AccessContext
 from runyard.graphs.serialize import to_jsonable
 from runyard.graphs.state import checkpoint_ref, empty_state, snapshot_to_state
 from runyard.schemas.threads import CheckpointConfig, StateCommand, Superstep
@@ -39,12 +40,19 @@ def no_graph_error(thread_id: str) -> RunyardError:
 
 
 async def bound_graph(
-    runtime: Runtime, graph_id: str, thread_id: str, thread_config: dict[str, Any] | None = None
+    runtime: Runtime,
+    graph_id: str,
+    thread_id: str,
+    thread_config: dict[str, Any] | None = None,
+    access_context: AccessContext = "threads.read",
 ) -> Pregel:
-    """The thread's graph, built for it and bound to the server's checkpointer."""
+    """The thread's graph, built for it and bound to the server's checkpointer.
+
+    `access_context` tells a factory why (`threads.read`, or `threads.update` to write state).
+    """
     configurable = dict((thread_config or {}).get("configurable") or {})
     config = {"configurable": {**configurable, "thread_id": thread_id, "graph_id": graph_id}}
-    graph = await runtime.graphs.get(graph_id).build(config, "threads.read", runtime.store)
+    graph = await runtime.graphs.get(graph_id).build(config, access_context, runtime.store)
     return graph.copy(update={"checkpointer": runtime.checkpointer})
 
 
@@ -177,7 +185,7 @@ async def update_state(
                 f"thread {thread_id} has a pending or running run; wait for it to finish "
                 "(or cancel it) before updating its state"
             )
-        graph = await bound_graph(runtime, graph_id, thread_id, thread["config"])
+        graph = await bound_graph(runtime, graph_id, thread_id, thread["config"], "threads.update")
         config = checkpoint_config(thread_id, checkpoint)
         wanted = config["configurable"].get("checkpoint_id")
         if wanted and await runtime.checkpointer.aget_tuple(config) is None:
@@ -201,7 +209,7 @@ async def apply_supersteps(
     supersteps: Sequence[Superstep],
 ) -> None:
     """Apply supersteps of updates to a new thread's checkpoints and refresh its row."""
-    graph = await bound_graph(runtime, graph_id, thread_id)
+    graph = await bound_graph(runtime, graph_id, thread_id, access_context="threads.update")
     steps = [
         [
             StateUpdate(
