@@ -14,6 +14,7 @@ from starlette.applications import Starlette
 from runyard import __version__
 from runyard.api import assistants, crons, runs, store, system, threads
 from runyard.api.custom_app import (
+    Lifespan,
     custom_lifespan,
     load_custom_app,
     merge_custom_app,
@@ -53,34 +54,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     project, custom, failure = _load_project(settings)
     http = project.http_config if project is not None else HttpConfig()
     runtime = Runtime(settings, project)
-    user_lifespan = custom_lifespan(custom)
-
-    @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[Any]:
-        try:
-            if failure is not None:
-                raise failure
-            await runtime.start()
-        except ConfigError as exc:
-            # The message says what to fix; a traceback of Runyard's own frames would bury it.
-            log.error("startup_failed error=%s", exc)
-            drop_startup_traceback(ConfigError)
-            raise
-        try:
-            if user_lifespan is None:
-                yield None
-            else:
-                async with user_lifespan(app) as state:
-                    yield state
-        finally:
-            await runtime.stop()
-
     meta = http.enabled("meta")
     app = FastAPI(
         title="Runyard",
         version=__version__,
         description="A self-hosted agent server for LangGraph graphs over the Agent Protocol.",
-        lifespan=lifespan,
+        lifespan=_lifespan(runtime, failure, custom_lifespan(custom)),
         openapi_url="/openapi.json" if meta else None,
         docs_url="/docs" if meta else None,
         redoc_url="/redoc" if meta else None,
@@ -107,6 +86,34 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         probes = [r for r in system_routes if getattr(r, "path", None) in PROBES | {"/metrics"}]
         return mount_under_prefix(app, http.mount_prefix, probes)
     return app
+
+
+def _lifespan(
+    runtime: Runtime, failure: ConfigError | None, user_lifespan: Lifespan | None
+) -> Lifespan:
+    """Start the runtime (or report the configuration error), then the custom app's lifespan."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[Any]:
+        try:
+            if failure is not None:
+                raise failure
+            await runtime.start()
+        except ConfigError as exc:
+            # The message says what to fix; a traceback of Runyard's own frames would bury it.
+            log.error("startup_failed error=%s", exc)
+            drop_startup_traceback(ConfigError)
+            raise
+        try:
+            if user_lifespan is None:
+                yield None
+            else:
+                async with user_lifespan(app) as state:
+                    yield state
+        finally:
+            await runtime.stop()
+
+    return lifespan
 
 
 def _load_project(
