@@ -10,9 +10,11 @@ from typing import Any
 from fastapi import APIRouter, Depends, FastAPI
 from fastapi.routing import APIRoute
 from starlette.applications import Starlette
+from starlette.middleware.cors import CORSMiddleware
 
 from runyard import __version__
 from runyard.api import assistants, crons, runs, store, system, threads
+from runyard.api.cors import cors_options
 from runyard.api.custom_app import (
     Lifespan,
     custom_lifespan,
@@ -53,6 +55,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     configure_logging(settings)
     project, custom, failure = _load_project(settings)
     http = project.http_config if project is not None else HttpConfig()
+    cors, failure = _cors(settings, project, http, failure)
     runtime = Runtime(settings, project)
     meta = http.enabled("meta")
     app = FastAPI(
@@ -81,6 +84,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         meta_first = [r for r in system_routes if r not in meta_after]
         merge_custom_app(app, custom, http, meta_first, meta_after, protected)
         log.info("custom_app_mounted app=%s routes=%s", http.app, len(custom.router.routes))
+    # Outside the other middleware and the custom app's, so a browser can read their answers
+    # too (a 413, a custom route's).
+    app.add_middleware(CORSMiddleware, **cors)
     runtime.tracing.instrument(app)
     if http.mount_prefix:
         probes = [r for r in system_routes if getattr(r, "path", None) in PROBES | {"/metrics"}]
@@ -130,6 +136,19 @@ def _load_project(
         return project, load_custom_app(project, project.http_config), None
     except ConfigError as exc:
         return None, None, exc
+
+
+def _cors(
+    settings: Settings, project: ProjectConfig | None, http: HttpConfig, failure: ConfigError | None
+) -> tuple[dict[str, Any], ConfigError | None]:
+    """CORS options from the settings and `http.cors`; a bad section fails the start-up."""
+    origins = settings.resolved_cors_origins
+    private_network = settings.resolved_allow_private_network
+    try:
+        source = project.path if project is not None else None
+        return cors_options(origins, private_network, {"cors": http.cors}, source), failure
+    except ConfigError as exc:
+        return cors_options(origins, private_network), failure or exc
 
 
 def _system_router(meta: bool) -> APIRouter:

@@ -63,6 +63,14 @@ class Settings(BaseSettings):
         default=1.0, gt=0, le=60, alias="RUNYARD_CRON_INTERVAL_SECONDS"
     )
 
+    # Cross-origin requests (browsers). Empty: every origin, as LangGraph's server allows;
+    # else a comma-separated list such as `https://chat.example.com,http://localhost:3000`.
+    # `http.cors` in langgraph.json, when it lists allow_origins, takes precedence.
+    cors_allow_origins: str | None = Field(default=None, alias="CORS_ALLOW_ORIGINS")
+    # Answer Chrome's private-network preflights, so a public page may call a server on this
+    # machine. Empty: on for the embedded store (`runyard dev`), off in production.
+    allow_private_network: bool | None = Field(default=None, alias="ALLOW_PRIVATE_NETWORK")
+
     # HTTP limits.
     max_body_bytes: int = Field(default=10 * 1024 * 1024, ge=1024, alias="RUNYARD_MAX_BODY_BYTES")
 
@@ -79,7 +87,13 @@ class Settings(BaseSettings):
     otel_service_name: str = Field(default="runyard", alias="OTEL_SERVICE_NAME")
 
     @field_validator(
-        "log_format", "tracing", "otlp_endpoint", "otlp_traces_endpoint", mode="before"
+        "log_format",
+        "tracing",
+        "otlp_endpoint",
+        "otlp_traces_endpoint",
+        "cors_allow_origins",
+        "allow_private_network",
+        mode="before",
     )
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:
@@ -130,6 +144,20 @@ class Settings(BaseSettings):
         if self.log_format is not None:
             return self.log_format
         return "text" if self.is_embedded else "json"
+
+    @property
+    def resolved_cors_origins(self) -> list[str] | None:
+        """The origins of CORS_ALLOW_ORIGINS, or None when it is unset (every origin)."""
+        if self.cors_allow_origins is None:
+            return None
+        return [origin.strip() for origin in self.cors_allow_origins.split(",") if origin.strip()]
+
+    @property
+    def resolved_allow_private_network(self) -> bool:
+        """Whether private-network preflights are allowed: by default only in dev mode."""
+        if self.allow_private_network is not None:
+            return self.allow_private_network
+        return self.is_embedded
 
     @property
     def resolved_tracing(self) -> str:
