@@ -137,7 +137,9 @@ def drive(page_url: str, api_url: str) -> dict[str, Any]:
     lines = done.stdout.strip().splitlines()
     assert done.returncode == 0 and lines, f"the browser driver failed:\n{done.stderr[-4000:]}"
     report: dict[str, Any] = json.loads(lines[-1])
-    assert "error" not in report, f"{report['error']}\n(screenshot: {SCREENSHOT})"
+    if "error" in report:
+        seen = "\n".join(report["consoleErrors"][-10:])
+        pytest.fail(f"{report['error']}\nbrowser console:\n{seen}\n(screenshot: {SCREENSHOT})")
     return report
 
 
