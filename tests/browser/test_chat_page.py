@@ -33,7 +33,7 @@ DRIVER = Path(__file__).with_name("chat_page.mjs")
 # Where the screenshot is kept for a person to look at (the README shows a copy of it).
 SCREENSHOT = Path(__file__).with_name("output") / "chat-page.png"
 # Slow enough that a reload lands in the middle of the story, whatever the machine's load.
-TOKEN_DELAY = "0.1"
+TOKEN_DELAY = "0.15"
 
 
 def example_story() -> str:
