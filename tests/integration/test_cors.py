@@ -1,8 +1,12 @@
 """CORS as LangGraph's server gives it: every origin by default, `http.cors`, CORS_ALLOW_ORIGINS.
 
-Compared against `langgraph dev` (langgraph-api 0.16) run side by side: its preflight answers
-200 with the request's method and headers allowed and `*` as the origin, and its answers
-expose x-pagination-total, x-pagination-next and content-location.
+Compared against `langgraph dev` (langgraph-api 0.16.7) run side by side: its preflight
+answers 200 with the request's method and headers allowed and `*` as the origin, and its
+answers expose x-pagination-total, x-pagination-next and content-location (Runyard adds
+location, where the JS SDK reconnects a stream). Its private-network preflight carries
+Access-Control-Allow-Private-Network but answers 400, which Chrome refuses; Runyard's dev mode
+answers it 200. The `http.cors` semantics follow langgraph_api/config (CORS_ALLOW_ORIGINS
+fills in allow_origins when the file gives none).
 """
 
 from __future__ import annotations
