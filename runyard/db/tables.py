@@ -133,7 +133,7 @@ runs = Table(
     Column("lease_expires_at", UTCDateTime, nullable=True),
     Column("attempt", Integer, nullable=False, default=0),
     # Attempts handed back on purpose (graceful shutdown): `attempt - handovers` were lost.
-    Column("handovers", Integer, nullable=False, default=0, server_default="0"),
+    Column("handovers", Integer, nullable=False, server_default="0"),
     Column("cancel_action", String(16), nullable=True),
     Column("output", JSONType, nullable=True),
     Column("error", JSONType, nullable=True),
