@@ -5,7 +5,9 @@ library's formats (the same rows, serializer and channel versions), so either sa
 what the other wrote. What a run does goes as one statement each through Runyard's
 statement pool (asyncpg): read a checkpoint, write a checkpoint with its blobs (a
 data-modifying CTE inserts the blobs ahead of the checkpoint upsert), write a task's
-writes, delete a thread; listing (thread history) is one statement too. Serialization
+writes, delete a thread; listing (thread history) is one statement too. The SQL is in
+runyard/db/checkpoints.py. A run writes through `fenced_to(run_id, attempt)`, whose writes
+carry the fence in the same statement. Serialization
 stays on the event loop: in a worker thread it would hold the GIL all the same, and the hop
 itself costs about 40 µs.
 
