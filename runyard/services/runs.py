@@ -288,9 +288,10 @@ async def _roll_back_checkpoints(runtime: Runtime, thread_id: str, strategy: str
     that already ran (handed back or reaped, attempt >= 1), so the next run starts from
     the state before them.
 
-    Done ahead of the transaction that deletes the runs (on SQLite the checkpoint file
-    must not be written while that transaction holds the runs file). A run claimed
-    meanwhile is rolled back by its own attempt, which removes the same checkpoints.
+    Done ahead of the transaction that deletes the runs (the checkpoints are written on
+    connections of their own, outside it): if this fails, nothing is committed and the
+    request can be retried. A run claimed meanwhile is rolled back by its own attempt,
+    which removes the same checkpoints.
     """
     if strategy != "rollback":
         return
