@@ -119,8 +119,9 @@ class Reaper:
 
     async def recover_lost_attempts(self) -> list[dict[str, Any]]:
         """Start of a single-process instance: every running run lost its attempt (its
-        process is gone). Each goes back to pending or fails, as the reaper decides; the
-        pending ones are returned (the caller queues every pending run anyway)."""
+        process is gone). Each goes back to pending or fails, as the reaper decides.
+        Returns the recovered runs; none is queued here (the caller queues every pending
+        run)."""
         async with self._rt.sessions() as session, session.begin():
             recovered = await runs_db.requeue_expired(
                 session, self._rt.settings.bg_job_max_retries, every_lease=True
