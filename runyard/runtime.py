@@ -40,6 +40,7 @@ from runyard.queue.run_queue import InProcessRunQueue, RunQueue
 from runyard.settings import Settings
 from runyard.streaming.broker import EventBroker, InMemoryEventBroker
 from runyard.worker.cron_scheduler import CronScheduler
+from runyard.worker.ending import RunEndings
 from runyard.worker.execute import RunExecutor
 from runyard.worker.lease import LeaseKeeper, Reaper
 from runyard.worker.pool import WorkerPool
@@ -86,6 +87,7 @@ class Runtime:
         self.queue: RunQueue
         self.cancel_bus: CancelBus
         self.webhooks: WebhookSender
+        self.run_endings: RunEndings
         self.workers: WorkerPool
         self.redis: Any = None
         self._drain: asyncio.Task[None] | None = None
@@ -164,6 +166,9 @@ class Runtime:
             settings.webhook_max_attempts, enabled=self.http.enabled("webhooks")
         )
         self._stack.push_async_callback(self.webhooks.stop)
+        self.run_endings = RunEndings(
+            self.broker, self.queue, self.webhooks, self.autocommit, self.checkpointer, self.metrics
+        )
         self._stack.push_async_callback(self.queue.close)
         if not settings.redis_url:
             await self._recover_after_restart()
@@ -258,9 +263,9 @@ class Runtime:
 
     async def _recover_after_restart(self) -> None:
         # One process owns every run in this mode, so anything still `running` belonged to
-        # a previous process that died: hand it back to the queue at once.
-        async with self.sessions() as session, session.begin():
-            recovered = await runs_db.expire_all_leases(session)
+        # a previous process that died: a lost attempt, back to the queue at once (or failed
+        # once BG_JOB_MAX_RETRIES attempts were lost).
+        recovered = len(await Reaper(self).recover_lost_attempts())
         async with self.autocommit() as session:
             pending = await runs_db.pending_run_ids(session, limit=10_000)
         for row in pending:

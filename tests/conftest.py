@@ -13,6 +13,8 @@ from tests.support.databases import create_database, drop_database, postgres_ava
 from tests.support.server import ServerProcess
 
 BACKENDS = ["sqlite", "postgres"]
+# Fixtures shared by several test folders (`receiver`: a webhook receiver).
+pytest_plugins = ["tests.support.webhooks"]
 
 
 @pytest.fixture(scope="session", params=BACKENDS)

@@ -430,11 +430,21 @@ async def finish_run_with_state(
 
 
 async def release_run(session: AsyncConnection, run_id: str, attempt: int) -> bool:
-    """Hand a running run back to the queue (shutdown), only if `attempt` still holds it."""
+    """Hand a running run back to the queue (shutdown), only if `attempt` still holds it.
+
+    A handover is not a lost attempt: it is counted apart (`handovers`), so it uses up no
+    retry.
+    """
     result = await session.execute(
         update(runs)
         .where(runs.c.run_id == run_id, runs.c.attempt == attempt, runs.c.status == "running")
-        .values(status="pending", owner=None, lease_expires_at=None, updated_at=db_now(session))
+        .values(
+            status="pending",
+            owner=None,
+            lease_expires_at=None,
+            handovers=runs.c.handovers + 1,
+            updated_at=db_now(session),
+        )
     )
     return rowcount(result) > 0
 
@@ -507,13 +517,23 @@ async def extend_leases(
     return (await session.execute(stmt, params)).mappings().all()
 
 
-async def requeue_expired(session: AsyncConnection, max_attempts: int) -> Sequence[RowMapping]:
-    """Runs whose lease expired go back to pending (or fail after too many attempts).
+async def requeue_expired(
+    session: AsyncConnection, max_attempts: int, every_lease: bool = False
+) -> Sequence[RowMapping]:
+    """Runs whose lease expired go back to pending (or fail after too many lost attempts).
 
-    A run that was being cancelled ends `interrupted` instead of running again.
+    An attempt is lost when it neither finished nor was handed back (`handovers`). With
+    `every_lease`, every running run counts as expired: the start of a single-process
+    instance, whose predecessor held them all and is gone.
+
+    A run that was being cancelled ends `interrupted` instead of running again. The runs
+    that ended are returned whole (their ending needs webhook, temporary…); the requeued
+    ones as run id, thread id and status.
     """
     now = db_now(session)
-    expired = and_(runs.c.status == "running", runs.c.lease_expires_at < now)
+    expired = and_(
+        runs.c.status == "running", true() if every_lease else runs.c.lease_expires_at < now
+    )
     # A cancelled run whose worker died is not run again: the cancel was acknowledged.
     cancelled = (
         (
@@ -527,7 +547,7 @@ async def requeue_expired(session: AsyncConnection, max_attempts: int) -> Sequen
                     ended_at=now,
                     updated_at=now,
                 )
-                .returning(runs.c.run_id, runs.c.thread_id, runs.c.status, runs.c.cancel_action)
+                .returning(*runs.c)
             )
         )
         .mappings()
@@ -537,7 +557,7 @@ async def requeue_expired(session: AsyncConnection, max_attempts: int) -> Sequen
         (
             await session.execute(
                 update(runs)
-                .where(expired, runs.c.attempt >= max_attempts)
+                .where(expired, runs.c.attempt - runs.c.handovers >= max_attempts)
                 .values(
                     status="error",
                     owner=None,
@@ -547,10 +567,11 @@ async def requeue_expired(session: AsyncConnection, max_attempts: int) -> Sequen
                     error={
                         "error": "RetryLimitExceeded",
                         "message": f"the run was retried {max_attempts} times after its worker "
-                        "was lost (crash, kill or lease expiry) and was given up",
+                        "was lost (crash, kill or lease expiry) and was given up "
+                        "(BG_JOB_MAX_RETRIES)",
                     },
                 )
-                .returning(runs.c.run_id, runs.c.thread_id, runs.c.status, runs.c.error)
+                .returning(*runs.c)
             )
         )
         .mappings()
@@ -620,16 +641,6 @@ async def pending_among(session: AsyncConnection, run_ids: list[str]) -> set[str
     """Which of these runs are still pending."""
     stmt = select(runs.c.run_id).where(runs.c.run_id.in_(run_ids), runs.c.status == "pending")
     return {str(run_id) for run_id in (await session.execute(stmt)).scalars()}
-
-
-async def expire_all_leases(session: AsyncConnection) -> int:
-    """Single-process mode start-up: runs left `running` by a dead process become pending."""
-    result = await session.execute(
-        update(runs)
-        .where(runs.c.status == "running")
-        .values(status="pending", owner=None, lease_expires_at=None, updated_at=db_now(session))
-    )
-    return rowcount(result)
 
 
 async def find_active_runs(

@@ -132,6 +132,8 @@ runs = Table(
     Column("owner", String(128), nullable=True),
     Column("lease_expires_at", UTCDateTime, nullable=True),
     Column("attempt", Integer, nullable=False, default=0),
+    # Attempts handed back on purpose (graceful shutdown): `attempt - handovers` were lost.
+    Column("handovers", Integer, nullable=False, server_default="0"),
     Column("cancel_action", String(16), nullable=True),
     Column("output", JSONType, nullable=True),
     Column("error", JSONType, nullable=True),

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import copy
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from runyard.db.driver import StatementPool
-from runyard.domain.errors import StaleAttemptError
 from runyard.graphs.setup_lock import CHECKPOINTER_SETUP_LOCK, setup_alone
 
 
@@ -45,14 +42,17 @@ async def open_checkpointer(
             await saver.close()
     else:
         import aiosqlite
-        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+        from runyard.graphs.sqlite_saver import SqliteSaver
 
         data_dir.mkdir(parents=True, exist_ok=True)
         conn = await aiosqlite.connect(str(data_dir / "checkpoints.sqlite"))
         try:
             await conn.execute("PRAGMA journal_mode=WAL")
             await conn.execute("PRAGMA busy_timeout=30000")
-            sqlite_saver = AsyncSqliteSaver(conn)
+            sqlite_saver = SqliteSaver(conn)
+            # The runs' database: a run's checkpoint writes are fenced by its row there.
+            await sqlite_saver.attach_runs(Path(database_url.split(":///", 1)[1]))
             await sqlite_saver.setup()
             yield sqlite_saver
         finally:
@@ -114,29 +114,36 @@ async def delete_run_checkpoints(saver: BaseCheckpointSaver, thread_id: str, run
     return len(ids)
 
 
-def fenced(
-    saver: BaseCheckpointSaver,
-    holds: Callable[[], Awaitable[bool]],
-    describe: str,
-    recheck_seconds: float = 1.0,
-    held_at: float = float("-inf"),
-    empty: bool = False,
-) -> BaseCheckpointSaver:
-    """A view of `saver` whose writes are refused once the run's attempt is no longer current.
+@runtime_checkable
+class FencedSaver(Protocol):
+    """A saver that can make a copy of itself whose writes are fenced by a run's attempt."""
 
-    The check costs one small query at most every `recheck_seconds`; a worker that was
-    paused past its lease always re-checks (its monotonic clock moved on while paused).
-    `held_at` is when the attempt was last known to hold the run (its claim, a moment
-    before the lease was granted): no check is needed within `recheck_seconds` of it.
+    def fenced_to(self, run_id: str, attempt: int) -> BaseCheckpointSaver:
+        """The copy: each write is made only while `attempt` holds the run, checked in the
+        write's own statement, and raises StaleAttemptError otherwise."""
+        ...
+
+
+def fenced(
+    saver: BaseCheckpointSaver, run_id: str, attempt: int, empty: bool = False
+) -> BaseCheckpointSaver:
+    """A view of `saver` whose writes are refused once `attempt` no longer holds the run.
+
+    The check is part of each write's statement (`fenced_to` of the PostgreSQL and SQLite
+    savers), never a check before it: an attempt that lost the run writes nothing, however
+    recently it held it.
 
     `empty`: the thread had no checkpoint in its root namespace when the attempt took the
     run, and nobody else writes one while the run holds the thread. The view then answers
     its first read there (LangGraph's, before the run writes anything) without a query.
     """
-    view = copy.copy(saver)
-    get_tuple, put, put_writes = saver.aget_tuple, saver.aput, saver.aput_writes
-    checked_at = held_at
-    known_empty = empty
+    if not isinstance(saver, FencedSaver):
+        raise TypeError(f"{type(saver).__name__} cannot fence its writes by a run's attempt")
+    view = saver.fenced_to(run_id, attempt)
+    if not empty:
+        return view
+    get_tuple, put, put_writes = view.aget_tuple, view.aput, view.aput_writes
+    known_empty = True
 
     async def aget_tuple(config: Any) -> Any:
         nonlocal known_empty
@@ -145,25 +152,14 @@ def fenced(
             return None
         return await get_tuple(config)
 
-    async def ensure() -> None:
-        nonlocal checked_at
-        now = time.monotonic()
-        if now - checked_at < recheck_seconds:
-            return
-        if not await holds():
-            raise StaleAttemptError(f"{describe} is no longer current; checkpoint write refused")
-        checked_at = now
-
     async def aput(config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
         nonlocal known_empty
         known_empty = False
-        await ensure()
         return await put(config, checkpoint, metadata, new_versions)
 
     async def aput_writes(config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
         nonlocal known_empty
         known_empty = False
-        await ensure()
         await put_writes(config, writes, task_id, task_path)
 
     view.aget_tuple = aget_tuple  # type: ignore[method-assign]

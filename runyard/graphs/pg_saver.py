@@ -5,7 +5,9 @@ library's formats (the same rows, serializer and channel versions), so either sa
 what the other wrote. What a run does goes as one statement each through Runyard's
 statement pool (asyncpg): read a checkpoint, write a checkpoint with its blobs (a
 data-modifying CTE inserts the blobs ahead of the checkpoint upsert), write a task's
-writes, delete a thread; listing (thread history) is one statement too. Serialization
+writes, delete a thread; listing (thread history) is one statement too. The SQL is in
+runyard/db/checkpoints.py. A run writes through `fenced_to(run_id, attempt)`, whose writes
+carry the fence in the same statement. Serialization
 stays on the event loop: in a worker thread it would hold the GIL all the same, and the hop
 itself costs about 40 µs.
 
@@ -47,89 +49,14 @@ from langgraph.checkpoint.base import (
     writes_sort_key,
 )
 
-from runyard.domain.errors import ConfigError
+from runyard.db import checkpoints as sql
+from runyard.domain.errors import ConfigError, StaleAttemptError
 from runyard.graphs.pg_errors import client_data_errors
 from runyard.graphs.psycopg_pools import open_psycopg_pool
 
 if TYPE_CHECKING:
     from runyard.db.driver import StatementPool
 
-# One checkpoint with the blobs of its channel versions and its pending writes, each
-# aggregated into parallel arrays (an aggregate without GROUP BY always yields one row).
-_SELECT = """
-    SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,
-           c.checkpoint, c.metadata,
-           b.channels, b.types, b.blobs,
-           w.task_ids, w.task_paths, w.idxs,
-           w.channels AS write_channels, w.types AS write_types, w.blobs AS write_blobs
-    FROM checkpoints AS c
-    CROSS JOIN LATERAL (
-        SELECT array_agg(s.channel) AS channels, array_agg(s.type) AS types,
-               array_agg(s.blob) AS blobs
-        FROM jsonb_each_text(c.checkpoint -> 'channel_versions') AS v
-        JOIN checkpoint_blobs AS s
-          ON s.thread_id = c.thread_id AND s.checkpoint_ns = c.checkpoint_ns
-         AND s.channel = v.key AND s.version = v.value
-    ) AS b
-    CROSS JOIN LATERAL (
-        SELECT array_agg(x.task_id) AS task_ids, array_agg(x.task_path) AS task_paths,
-               array_agg(x.idx) AS idxs, array_agg(x.channel) AS channels,
-               array_agg(x.type) AS types, array_agg(x.blob) AS blobs
-        FROM checkpoint_writes AS x
-        WHERE x.thread_id = c.thread_id AND x.checkpoint_ns = c.checkpoint_ns
-          AND x.checkpoint_id = c.checkpoint_id
-    ) AS w
-"""
-_SELECT_ONE = _SELECT + " WHERE c.thread_id = $1 AND c.checkpoint_ns = $2 AND c.checkpoint_id = $3"
-_SELECT_LATEST = (
-    _SELECT
-    + " WHERE c.thread_id = $1 AND c.checkpoint_ns = $2 ORDER BY c.checkpoint_id DESC LIMIT 1"
-)
-
-_UPSERT_CHECKPOINT = """
-    INSERT INTO checkpoints
-        (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata)
-    VALUES ($1, $2, $3, $4, $5, $6)
-    ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id)
-    DO UPDATE SET checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata
-"""
-# A blob is keyed by its channel's version: one already stored is the same value.
-_UPSERT_CHECKPOINT_AND_BLOBS = (
-    """
-    WITH blobs AS (
-        INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
-        SELECT $1, $2, b.channel, b.version, b.type, b.blob
-        FROM unnest($7::text[], $8::text[], $9::text[], $10::bytea[])
-            AS b(channel, version, type, blob)
-        ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
-    )
-    """
-    + _UPSERT_CHECKPOINT
-)
-_INSERT_WRITES = """
-    INSERT INTO checkpoint_writes
-        (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-    ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
-"""
-# A task's ordinary writes are kept as first written; its special writes (errors,
-# interrupts, resume values: fixed negative indexes) replace the ones before them.
-_KEEP_WRITES = _INSERT_WRITES + " DO NOTHING"
-_REPLACE_WRITES = (
-    _INSERT_WRITES
-    + " DO UPDATE SET channel = EXCLUDED.channel, type = EXCLUDED.type, blob = EXCLUDED.blob"
-)
-_DELETE_THREAD = """
-    WITH writes AS (DELETE FROM checkpoint_writes WHERE thread_id = $1),
-         blobs AS (DELETE FROM checkpoint_blobs WHERE thread_id = $1)
-    DELETE FROM checkpoints WHERE thread_id = $1
-"""
-_DELETE_CHECKPOINTS = """
-    WITH writes AS (
-        DELETE FROM checkpoint_writes WHERE thread_id = $1 AND checkpoint_id = ANY($2::text[])
-    )
-    DELETE FROM checkpoints WHERE thread_id = $1 AND checkpoint_id = ANY($2::text[])
-"""
 # Channel values stored in the checkpoint row itself; anything else is a blob.
 _INLINE = (str, int, float, bool)
 
@@ -254,6 +181,15 @@ class PostgresSaver(BaseCheckpointSaver[str]):
         self.on_statements = on_statements
         self.loop = asyncio.get_running_loop()
         self.library = _Library(conninfo, pool_size, on_statements)
+        # (run id, attempt) whose hold every write is conditional on (`fenced_to`).
+        self.fence: tuple[str, int] | None = None
+
+    def fenced_to(self, run_id: str, attempt: int) -> PostgresSaver:
+        """A copy whose writes are made only while `attempt` holds the run (StaleAttemptError
+        otherwise), each checked in its own statement."""
+        view = copy.copy(self)
+        view.fence = (run_id, attempt)
+        return view
 
     # --- set-up -----------------------------------------------------------------------------
 
@@ -275,9 +211,9 @@ class PostgresSaver(BaseCheckpointSaver[str]):
         thread_id, checkpoint_ns = conf["thread_id"], conf.get("checkpoint_ns", "")
         checkpoint_id = get_checkpoint_id(config)
         if checkpoint_id:
-            rows = await self._fetch(_SELECT_ONE, (thread_id, checkpoint_ns, checkpoint_id))
+            rows = await self._fetch(sql.SELECT_ONE, (thread_id, checkpoint_ns, checkpoint_id))
         else:
-            rows = await self._fetch(_SELECT_LATEST, (thread_id, checkpoint_ns))
+            rows = await self._fetch(sql.SELECT_LATEST, (thread_id, checkpoint_ns))
         if not rows:
             return None
         if _older_format(rows[0]):
@@ -299,6 +235,7 @@ class PostgresSaver(BaseCheckpointSaver[str]):
             # A NamedTuple is how the library marks a delta-channel snapshot, which it stores
             # in a way of its own.
             library = await self.library.saver(self.serde)
+            await self._ensure_held()
             return await self._cold(library.aput(config, checkpoint, metadata, new_versions))
         conf = config["configurable"]
         thread_id, checkpoint_ns = conf["thread_id"], conf["checkpoint_ns"]
@@ -323,9 +260,14 @@ class PostgresSaver(BaseCheckpointSaver[str]):
                 [kind for kind, _ in typed],
                 [blob for _, blob in typed],
             )
-            await self._execute(_UPSERT_CHECKPOINT_AND_BLOBS, params)
+            if self.fence is None:
+                await self._execute(sql.UPSERT_CHECKPOINT_AND_BLOBS, params)
+            else:
+                await self._fenced(sql.FENCED_UPSERT_CHECKPOINT_AND_BLOBS, params)
+        elif self.fence is None:
+            await self._execute(sql.UPSERT_CHECKPOINT, params)
         else:
-            await self._execute(_UPSERT_CHECKPOINT, params)
+            await self._fenced(sql.FENCED_UPSERT_CHECKPOINT, params)
         return {
             "configurable": {
                 "thread_id": thread_id,
@@ -353,7 +295,10 @@ class PostgresSaver(BaseCheckpointSaver[str]):
             (*head, WRITES_IDX_MAP.get(channel, idx), channel, *dumps(value))
             for idx, (channel, value) in enumerate(writes)
         ]
-        query = _REPLACE_WRITES if special else _KEEP_WRITES
+        if self.fence is not None:
+            await self._fenced_writes(rows, special)
+            return
+        query = sql.REPLACE_WRITES if special else sql.KEEP_WRITES
         if self.on_statements is not None:
             self.on_statements(len(rows))
         if len(rows) == 1:
@@ -363,12 +308,12 @@ class PostgresSaver(BaseCheckpointSaver[str]):
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Delete a thread's checkpoints, blobs and writes."""
-        await self._execute(_DELETE_THREAD, (str(thread_id),))
+        await self._execute(sql.DELETE_THREAD, (str(thread_id),))
 
     async def adelete_checkpoints(self, thread_id: str, checkpoint_ids: Sequence[str]) -> None:
         """Delete these checkpoints of a thread and their writes (their blobs stay: another
         checkpoint may hold the same channel versions)."""
-        await self._execute(_DELETE_CHECKPOINTS, (thread_id, list(checkpoint_ids)))
+        await self._execute(sql.DELETE_CHECKPOINTS, (thread_id, list(checkpoint_ids)))
 
     # --- listing on the statement pool; pruning and delta history: the library's saver ------
 
@@ -399,9 +344,9 @@ class PostgresSaver(BaseCheckpointSaver[str]):
             match("c.metadata @> ?::jsonb", _json(filter))
         if before is not None:
             match("c.checkpoint_id < ?", get_checkpoint_id(before))
-        sql = _SELECT + (" WHERE " + " AND ".join(where) if where else "")
-        sql += " ORDER BY c.checkpoint_id DESC" + (f" LIMIT {int(limit)}" if limit else "")
-        rows = await self._fetch(sql, args)
+        query = sql.SELECT + (" WHERE " + " AND ".join(where) if where else "")
+        query += " ORDER BY c.checkpoint_id DESC" + (f" LIMIT {int(limit)}" if limit else "")
+        rows = await self._fetch(query, args)
         if any(_older_format(row) for row in rows):
             # The library migrates the pending sends of checkpoints in the older format.
             library = await self.library.saver(self.serde)
@@ -491,8 +436,9 @@ class PostgresSaver(BaseCheckpointSaver[str]):
     # --- plumbing ---------------------------------------------------------------------------
 
     def _tuple(self, row: Any) -> CheckpointTuple:
-        """A checkpoint row of `_SELECT` as LangGraph's tuple: values, metadata, parent and
-        pending writes (in the order the library returns them)."""
+        """A checkpoint row of `SELECT` (runyard/db/checkpoints.py) as LangGraph's tuple:
+        values, metadata, parent and pending writes (in the order the library returns
+        them)."""
         checkpoint = row["checkpoint"]
         values = dict(checkpoint.get("channel_values") or {})
         loads = self.serde.loads_typed
@@ -552,6 +498,39 @@ class PostgresSaver(BaseCheckpointSaver[str]):
         if self.on_statements is not None:
             self.on_statements(1)
         return await self.statements.fetch_sql(sql, args)
+
+    async def _fenced(self, query: str, params: tuple[Any, ...]) -> None:
+        """A fenced write of sql: its parameters, then the fence's; refused when not held."""
+        assert self.fence is not None
+        rows = await self._fetch(query, (*params, *self.fence))
+        if not rows or not rows[0]["held"]:
+            self._refuse()
+
+    async def _fenced_writes(self, rows: Sequence[tuple[Any, ...]], special: bool) -> None:
+        # One row per index: a later special write replaces an earlier one, as it would
+        # one statement later; an ordinary write is kept as first written.
+        by_index: dict[int, tuple[Any, ...]] = {}
+        for row in rows:
+            if special or row[5] not in by_index:
+                by_index[row[5]] = row
+        kept = list(by_index.values())
+        columns = tuple([*column] for column in zip(*(row[5:] for row in kept), strict=True))
+        query = sql.FENCED_REPLACE_WRITES if special else sql.FENCED_KEEP_WRITES
+        await self._fenced(query, (*rows[0][:5], *columns))
+
+    async def _ensure_held(self) -> None:
+        """For writes the library's saver makes: checked just before (it cannot be inside)."""
+        if self.fence is not None:
+            rows = await self._fetch(sql.STILL_HOLDS, self.fence)
+            if not rows[0]["held"]:
+                self._refuse()
+
+    def _refuse(self) -> None:
+        assert self.fence is not None
+        run_id, attempt = self.fence
+        raise StaleAttemptError(
+            f"attempt {attempt} of run {run_id} is no longer current; checkpoint write refused"
+        )
 
     async def _cold(self, call: Coroutine[Any, Any, Any]) -> Any:
         with client_data_errors():

@@ -20,6 +20,7 @@ from runyard.db.dialect import database_now
 from runyard.domain.configurable import without_reserved
 from runyard.domain.errors import ConflictError, InvalidInputError, NotFoundError
 from runyard.domain.status import TERMINAL_RUN_STATUSES, RunStatus
+from runyard.graphs.checkpointer import delete_run_checkpoints
 from runyard.graphs.serialize import to_jsonable
 from runyard.schemas.runs import RunCreate
 from runyard.services.assistants import get_assistant
@@ -35,7 +36,8 @@ class _Effects:
     """What to do once the creating transaction has committed."""
 
     cancel_running: list[tuple[str, str]] = field(default_factory=list)
-    ended: list[str] = field(default_factory=list)
+    # Pending runs the strategy ended (interrupted, or deleted by a rollback).
+    ended: list[dict[str, Any]] = field(default_factory=list)
 
 
 def new_id() -> str:
@@ -171,6 +173,8 @@ async def _insert_run(
         if row is not None:
             return row, effects, True
         creating = False  # the thread exists: read and lock it below
+    if not creating:
+        await _roll_back_checkpoints(runtime, target_thread, body.multitask_strategy)
     async with runtime.sessions() as session, session.begin():
         created = await threads_db.insert_thread(session, new_thread) if creating else None
         thread = created or await runs_db.lock_thread_for_new_run(session, target_thread)
@@ -273,16 +277,34 @@ async def _apply_multitask(session: Any, thread_id: str, strategy: str, effects:
                 await runs_db.delete_run(session, run["run_id"])
             else:
                 await runs_db.interrupt_pending_run(session, run["run_id"])
-            effects.ended.append(run["run_id"])
+            effects.ended.append(dict(run))
         else:
             await runs_db.request_cancel(session, run["run_id"], action)
             effects.cancel_running.append((run["run_id"], action))
 
 
+async def _roll_back_checkpoints(runtime: Runtime, thread_id: str, strategy: str) -> None:
+    """Before a rollback deletes the thread's pending runs: remove the checkpoints of those
+    that already ran (handed back or reaped, attempt >= 1), so the next run starts from
+    the state before them.
+
+    Done ahead of the transaction that deletes the runs (the checkpoints are written on
+    connections of their own, outside it): if this fails, nothing is committed and the
+    request can be retried. A run claimed meanwhile is rolled back by its own attempt,
+    which removes the same checkpoints.
+    """
+    if strategy != "rollback":
+        return
+    async with runtime.autocommit() as session:
+        active = await runs_db.active_runs(session, thread_id)
+    for run in active:
+        if run["status"] == RunStatus.PENDING.value and run["attempt"] >= 1:
+            await delete_run_checkpoints(runtime.checkpointer, thread_id, run["run_id"])
+
+
 async def _after_commit(runtime: Runtime, effects: _Effects) -> None:
-    for run_id in effects.ended:
-        await runtime.broker.finish(run_id)
-        await runtime.broker.signal_done(run_id)
+    for run in effects.ended:
+        await runtime.run_endings.end(run, RunStatus.INTERRUPTED)
     for run_id, action in effects.cancel_running:
         await runtime.cancel_bus.publish(run_id, action)
 
@@ -390,8 +412,7 @@ async def delete_run(runtime: Runtime, thread_id: str, run_id: str) -> None:
                 await threads_db.set_status(session, thread_id, "idle")
     if run["status"] == RunStatus.RUNNING.value:
         await runtime.cancel_bus.publish(run_id, "interrupt")
-    await runtime.broker.forget(run_id)
-    await runtime.broker.signal_done(run_id)
+    await runtime.run_endings.forget(run_id)
 
 
 async def cancel_run(
@@ -408,6 +429,10 @@ async def cancel_run(
         raise ConflictError(
             f"run {run_id} already finished with status '{status.value}'; nothing to cancel"
         )
+    if action == "rollback" and status == RunStatus.PENDING and run["attempt"] >= 1:
+        # It already ran (handed back or reaped): its checkpoints go with it. See
+        # `_roll_back_checkpoints` for why this comes before the transaction.
+        await delete_run_checkpoints(runtime.checkpointer, run["thread_id"], run_id)
     async with runtime.sessions() as session, session.begin():
         if await runs_db.interrupt_pending_run(session, run_id):
             if action == "rollback":
@@ -422,11 +447,7 @@ async def cancel_run(
             raise ConflictError(f"run {run_id} finished before it could be cancelled")
     delivered = True
     if pending:
-        await runtime.broker.finish(run_id)
-        await runtime.broker.signal_done(run_id)
-        upcoming_id = await _next_for_thread(runtime, run["thread_id"])
-        if upcoming_id:
-            await runtime.queue.push(upcoming_id)
+        await runtime.run_endings.end(run, RunStatus.INTERRUPTED)
     else:
         delivered = await runtime.cancel_bus.publish(run_id, action)
     log.info("run_cancel_requested run_id=%s action=%s delivered=%s", run_id, action, delivered)
@@ -445,12 +466,6 @@ async def cancel_run(
         f"the executor's next lease renewal (every {heartbeat:g} s) or, if that instance "
         "is gone, when its lease expires",
     }
-
-
-async def _next_for_thread(runtime: Runtime, thread_id: str) -> str | None:
-    async with runtime.autocommit() as session:
-        upcoming = await runs_db.next_pending_run(session, thread_id)
-    return upcoming["run_id"] if upcoming else None
 
 
 async def cancel_many(

@@ -137,8 +137,7 @@ async def delete_thread(runtime: Runtime, thread_id: str) -> None:
     for run in active:
         if run["status"] == "running":
             await runtime.cancel_bus.publish(run["run_id"], "interrupt")
-        await runtime.broker.finish(run["run_id"])
-        await runtime.broker.signal_done(run["run_id"])
+        await runtime.run_endings.close_stream(run["run_id"])
     log.info("thread_deleted thread_id=%s stopped_runs=%s", thread_id, len(active))
 
 

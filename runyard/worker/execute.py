@@ -219,17 +219,7 @@ class RunExecutor:
         )
         graph = await resources.enter_async_context(loaded.open(config, access))
 
-        async def holds() -> bool:
-            async with rt.autocommit() as session:
-                return await runs_db.still_holds(session, run_id, attempt)
-
-        saver = fenced(
-            rt.checkpointer,
-            holds,
-            f"attempt {attempt} of run {run_id}",
-            held_at=entry.held_at,
-            empty=entry.thread_empty,
-        )
+        saver = fenced(rt.checkpointer, run_id, attempt, empty=entry.thread_empty)
         return graph.copy(update={"checkpointer": saver, "store": rt.store})
 
     def _config(self, run: Mapping[str, Any]) -> dict[str, Any]:

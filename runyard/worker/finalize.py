@@ -1,21 +1,20 @@
-"""The one place a run is finalized: status, output, thread state, last events, wake-ups."""
+"""The one place an attempt's outcome is recorded: status, output, thread state; then the
+run ends as every run does (runyard/worker/ending.py)."""
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from langgraph.pregel import Pregel
 
 from runyard.db import runs as runs_db
 from runyard.db import threads as threads_db
-from runyard.db.dialect import database_now
 from runyard.db.threads import ThreadState
 from runyard.domain.status import RunStatus, ThreadStatus
 from runyard.graphs.checkpointer import delete_run_checkpoints
-from runyard.graphs.serialize import dumps, to_jsonable
+from runyard.graphs.serialize import to_jsonable
 
 if TYPE_CHECKING:
     from runyard.runtime import Runtime
@@ -68,7 +67,8 @@ async def read_thread_snapshot(
 async def finalize_run(
     runtime: Runtime, run: dict[str, Any], attempt: int, outcome: Outcome
 ) -> bool:
-    """Record the outcome if `attempt` still holds the run, then wake everyone who waits."""
+    """Record the outcome if `attempt` still holds the run, then end the run (wake-ups,
+    next run, webhook, temporary thread) through `runtime.run_endings`."""
     run_id, thread_id = run["run_id"], run["thread_id"]
     kwargs = run["kwargs"]
     finished: runs_db.Finished | None = None
@@ -93,59 +93,15 @@ async def finalize_run(
             # A run was committed on the thread while this one ended: write with a fresh view.
             async with runtime.autocommit() as session:
                 await threads_db.set_state_fields(session, state, busy_if_pending=True)
-    log.info("run_finished run_id=%s attempt=%s status=%s", run_id, attempt, outcome.status)
-    runtime.metrics.runs_finished.labels(outcome.status.value).inc()
-    last_events = [("error", dumps(outcome.error))] if outcome.error is not None else []
-    try:
-        await runtime.broker.finish(
-            run_id, attempt, [*last_events, ("end", "null")], signal_done=True
-        )
-    except Exception:
-        # The outcome is committed; a subscriber that misses the end re-checks the run.
-        log.warning("run_final_events_failed run_id=%s", run_id, exc_info=True)
-        await _signal_done(runtime, run_id)
-    deleting = bool(run.get("temporary")) and run.get("on_completion", "delete") == "delete"
-    if not deleting:
-        # A thread about to be deleted takes its runs with it: nothing to dispatch there.
-        await _dispatch_next(runtime, thread_id, finished)
-    if run.get("webhook"):
-        payload = {**_public(run), "status": outcome.status.value, "values": snapshot.values}
-        if outcome.error is not None:
-            payload["error"] = outcome.error
-        runtime.webhooks.send(run["webhook"], payload)
-    if deleting:
-        await delete_temporary_thread(runtime, thread_id)
+    await runtime.run_endings.end(
+        run,
+        outcome.status,
+        error=outcome.error,
+        attempt=attempt,
+        values=snapshot.values,
+        finished=finished,
+    )
     return True
-
-
-async def _dispatch_next(
-    runtime: Runtime, thread_id: str, finished: runs_db.Finished | None
-) -> None:
-    """Queue the thread's next run, if one waits, once this run's end is committed."""
-    if finished is not None and finished.upcoming_known:
-        upcoming, now = finished.upcoming, finished.now
-    else:
-        # Read after the commit: a run enqueued while this one ended must not be stranded.
-        async with runtime.autocommit() as session:
-            upcoming = await runs_db.next_pending_run(session, thread_id)
-            now = await database_now(session) if upcoming is not None else None
-    if upcoming is not None:
-        await runtime.queue.push(upcoming["run_id"], _delay(upcoming["scheduled_at"], now))
-
-
-async def _signal_done(runtime: Runtime, run_id: str) -> None:
-    try:
-        await runtime.broker.signal_done(run_id)
-    except Exception:
-        log.warning("run_done_signal_failed run_id=%s", run_id, exc_info=True)
-
-
-async def delete_temporary_thread(runtime: Runtime, thread_id: str) -> None:
-    """Remove a stateless run's thread, its runs and its checkpoints."""
-    # One statement (runs go by foreign key): no explicit transaction needed.
-    async with runtime.autocommit() as session:
-        await threads_db.delete_thread(session, thread_id)
-    await runtime.checkpointer.adelete_thread(thread_id)
 
 
 async def _record_rollback(
@@ -201,18 +157,3 @@ def _thread_status(outcome: Outcome, snapshot: ThreadSnapshot) -> str:
     if snapshot.interrupts or snapshot.has_next:
         return ThreadStatus.INTERRUPTED.value
     return ThreadStatus.IDLE.value
-
-
-def _delay(scheduled_at: datetime | None, now: datetime | None) -> float:
-    if scheduled_at is None or now is None:
-        return 0.0
-    return max(0.0, (scheduled_at - now).total_seconds())
-
-
-def _public(run: dict[str, Any]) -> dict[str, Any]:
-    keys = ("run_id", "thread_id", "assistant_id", "metadata", "kwargs", "multitask_strategy")
-    out = {k: to_jsonable(run.get(k)) for k in keys}
-    for stamp in ("created_at", "updated_at"):
-        value = run.get(stamp)
-        out[stamp] = value.isoformat() if value is not None else None
-    return out

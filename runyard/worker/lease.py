@@ -5,11 +5,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy.engine import RowMapping
 
 from runyard.db import runs as runs_db
+from runyard.domain.status import RunStatus
 from runyard.graphs.checkpointer import delete_run_checkpoints
-from runyard.graphs.serialize import dumps
 
 if TYPE_CHECKING:
     from runyard.runtime import Runtime
@@ -96,19 +99,7 @@ class Reaper:
         try:
             async with rt.sessions() as session, session.begin():
                 recovered = await runs_db.requeue_expired(session, rt.settings.bg_job_max_retries)
-            for row in recovered:
-                log.warning("run_lease_expired run_id=%s now=%s", row["run_id"], row["status"])
-                rt.metrics.runs_reaped.labels(row["status"]).inc()
-                if row["status"] == "pending":
-                    await rt.queue.push(row["run_id"])
-                if row["status"] == "interrupted":
-                    await self._end_cancelled(row["run_id"], row["thread_id"], row["cancel_action"])
-                if row["status"] == "error":
-                    rt.metrics.runs_finished.labels("error").inc()
-                    # The same reason the run row records, so streams and /join agree.
-                    await rt.broker.publish(row["run_id"], "error", dumps(row["error"]))
-                    await rt.broker.finish(row["run_id"])
-                    await rt.broker.signal_done(row["run_id"])
+            await self._settle(recovered)
             async with rt.autocommit() as session:
                 stale_after = rt.settings.stuck_pending_threshold_seconds
                 pending = await runs_db.stranded_pending_runs(session, stale_after, limit=1000)
@@ -126,15 +117,37 @@ class Reaper:
         except Exception:
             log.exception("reaper_round_failed")
 
-    async def _end_cancelled(self, run_id: str, thread_id: str, action: str | None) -> None:
+    async def recover_lost_attempts(self) -> list[dict[str, Any]]:
+        """Start of a single-process instance: every running run lost its attempt (its
+        process is gone). Each goes back to pending or fails, as the reaper decides.
+        Returns the recovered runs; none is queued here (the caller queues every pending
+        run)."""
+        async with self._rt.sessions() as session, session.begin():
+            recovered = await runs_db.requeue_expired(
+                session, self._rt.settings.bg_job_max_retries, every_lease=True
+            )
+        await self._settle(recovered, push=False)
+        return [dict(row) for row in recovered]
+
+    async def _settle(self, recovered: Sequence[RowMapping], push: bool = True) -> None:
+        """What follows the commit of recovered runs: queue them, or end them."""
         rt = self._rt
-        if action == "rollback":
-            await delete_run_checkpoints(rt.checkpointer, thread_id, run_id)
+        for row in recovered:
+            log.warning("run_lease_expired run_id=%s now=%s", row["run_id"], row["status"])
+            rt.metrics.runs_reaped.labels(row["status"]).inc()
+            if row["status"] == "pending":
+                if push:
+                    await rt.queue.push(row["run_id"])
+            elif row["status"] == "interrupted":
+                await self._end_cancelled(dict(row))
+            elif row["status"] == "error":
+                # The same reason the run row records, so streams and /join agree.
+                await rt.run_endings.end(dict(row), RunStatus.ERROR, error=row["error"])
+
+    async def _end_cancelled(self, row: dict[str, Any]) -> None:
+        rt = self._rt
+        if row["cancel_action"] == "rollback":
+            await delete_run_checkpoints(rt.checkpointer, row["thread_id"], row["run_id"])
             async with rt.sessions() as session, session.begin():
-                await runs_db.delete_run(session, run_id)
-        await rt.broker.finish(run_id)
-        await rt.broker.signal_done(run_id)
-        async with rt.autocommit() as session:
-            upcoming = await runs_db.next_pending_run(session, thread_id)
-        if upcoming is not None:
-            await rt.queue.push(upcoming["run_id"])
+                await runs_db.delete_run(session, row["run_id"])
+        await rt.run_endings.end(row, RunStatus.INTERRUPTED)

@@ -179,15 +179,7 @@ class Cluster:
 
     def log_lines(self) -> list[dict[str, Any]]:
         """Every line the graphs logged so far (a torn last line is skipped)."""
-        if not self.graph_log.exists():
-            return []
-        lines = []
-        for raw in self.graph_log.read_text().splitlines():
-            try:
-                lines.append(json.loads(raw))
-            except json.JSONDecodeError:
-                continue
-        return lines
+        return read_log_lines(self.graph_log)
 
     def steps_input(self, delay: float) -> dict[str, Any]:
         """Input of the `steps` graph."""
@@ -288,6 +280,19 @@ async def wait_terminal(cluster: Cluster, refs: list[RunRef], timeout: float) ->
             return seen
         await asyncio.sleep(0.2)
     pytest.fail(f"runs not terminal after {timeout:g} s: {seen}\n{cluster.tails()}")
+
+
+def read_log_lines(path: Path) -> list[dict[str, Any]]:
+    """Every line the chaos graphs logged to `path` so far (a torn last line is skipped)."""
+    if not path.exists():
+        return []
+    lines = []
+    for raw in path.read_text().splitlines():
+        try:
+            lines.append(json.loads(raw))
+        except json.JSONDecodeError:
+            continue
+    return lines
 
 
 def lines_of(lines: list[dict[str, Any]], run_id: str, **match: Any) -> list[dict[str, Any]]:

@@ -1,0 +1,133 @@
+"""The dev (SQLite) checkpoint saver: the library's, with writes fenced by the run's attempt.
+
+Runyard's database is attached to the saver's connection, so a fenced write reads the run
+row in its own statement (runyard/db/checkpoints.py): `INSERT … SELECT … WHERE EXISTS`.
+The transaction writes only the checkpoint file; it reads the runs file (WAL) without a
+write lock there, so API transactions on the runs file and checkpoint writes never wait
+for each other.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    get_checkpoint_metadata,
+)
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+from runyard.db import checkpoints as sql
+from runyard.domain.errors import StaleAttemptError
+
+
+class SqliteSaver(AsyncSqliteSaver):
+    """langgraph-checkpoint-sqlite's saver, plus `fenced_to` for a run's own writes."""
+
+    # (run id, attempt) whose hold every write is conditional on (`fenced_to`).
+    fence: tuple[str, int] | None = None
+
+    async def attach_runs(self, database: Path) -> None:
+        """Attach Runyard's database (where the runs are) for fenced writes to read."""
+        await self.conn.execute(f"ATTACH DATABASE ? AS {sql.SQLITE_ATTACHED}", (str(database),))
+
+    def fenced_to(self, run_id: str, attempt: int) -> SqliteSaver:
+        """A copy whose writes are made only while `attempt` holds the run (StaleAttemptError
+        otherwise), each checked in its own statement."""
+        view = copy.copy(self)
+        view.fence = (run_id, attempt)
+        return view
+
+    async def aput(
+        self,
+        config: Any,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> Any:
+        """Save a checkpoint (in the library's format), fenced when the copy is."""
+        if self.fence is None:
+            return await super().aput(config, checkpoint, metadata, new_versions)
+        conf = config["configurable"]
+        thread_id, checkpoint_ns = str(conf["thread_id"]), conf["checkpoint_ns"]
+        kind, blob = self.serde.dumps_typed(checkpoint)
+        saved_metadata = json.dumps(
+            get_checkpoint_metadata(config, metadata), ensure_ascii=False
+        ).encode("utf-8", "ignore")
+        row = (
+            thread_id,
+            checkpoint_ns,
+            checkpoint["id"],
+            conf.get("checkpoint_id"),
+            kind,
+            blob,
+            saved_metadata,
+        )
+        await self._write(sql.SQLITE_FENCED_CHECKPOINT, [row])
+        return {
+            "configurable": {
+                "thread_id": thread_id,
+                "checkpoint_ns": checkpoint_ns,
+                "checkpoint_id": checkpoint["id"],
+            }
+        }
+
+    async def aput_writes(
+        self,
+        config: Any,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Store a task's writes (in the library's format), fenced when the copy is."""
+        if self.fence is None:
+            await super().aput_writes(config, writes, task_id, task_path)
+            return
+        if not writes:
+            return
+        conf = config["configurable"]
+        special = all(channel in WRITES_IDX_MAP for channel, _ in writes)
+        head = (
+            str(conf["thread_id"]),
+            str(conf["checkpoint_ns"]),
+            str(conf["checkpoint_id"]),
+            task_id,
+            task_path,
+        )
+        rows = [
+            (*head, WRITES_IDX_MAP.get(channel, idx), channel, *self.serde.dumps_typed(value))
+            for idx, (channel, value) in enumerate(writes)
+        ]
+        query = sql.SQLITE_FENCED_REPLACE_WRITES if special else sql.SQLITE_FENCED_KEEP_WRITES
+        await self._write(query, rows)
+
+    async def _write(self, query: str, rows: list[tuple[Any, ...]]) -> None:
+        """Each row written only while the fence holds; StaleAttemptError when it does not."""
+        assert self.fence is not None
+        await self.setup()
+        async with self.lock:
+            try:
+                cursor = await self.conn.executemany(query, [(*row, *self.fence) for row in rows])
+                # Fewer rows than given: refused, or rows kept as first written. Ask.
+                held = cursor.rowcount >= len(rows) or await self._holds()
+                await self.conn.commit()
+            except BaseException:
+                await self.conn.rollback()
+                raise
+        if not held:
+            run_id, attempt = self.fence
+            raise StaleAttemptError(
+                f"attempt {attempt} of run {run_id} is no longer current; checkpoint write refused"
+            )
+
+    async def _holds(self) -> bool:
+        assert self.fence is not None
+        async with self.conn.execute(sql.SQLITE_STILL_HOLDS, self.fence) as cursor:
+            return await cursor.fetchone() is not None
