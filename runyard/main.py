@@ -13,7 +13,7 @@ from starlette.applications import Starlette
 from starlette.middleware.cors import CORSMiddleware
 
 from runyard import __version__
-from runyard.api import assistants, crons, runs, store, system, threads
+from runyard.api import a2a, assistants, crons, mcp, runs, store, system, threads
 from runyard.api.cors import cors_options
 from runyard.api.custom_app import (
     Lifespan,
@@ -42,6 +42,8 @@ RESOURCE_ROUTERS = (
     ("runs", runs.router),
     ("runs", crons.router),
     ("store", store.router),
+    ("mcp", mcp.router),
+    ("a2a", a2a.router),
 )
 # Served with `http.disable_meta` too: an operator still sees that the server is up.
 PROBES = frozenset({"/ok", "/health", "/livez", "/readyz"})

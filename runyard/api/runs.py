@@ -49,7 +49,7 @@ def _sse(
     )
 
 
-async def _authorize_new_run(
+async def authorize_new_run(
     runtime: Runtime, caller: Caller, thread_id: str | None, body: RunCreate
 ) -> dict[str, Any] | None:
     """The caller must see the thread (when it exists) and the assistant of a new run.
@@ -88,7 +88,7 @@ async def _stream_new_run(
     key: str | None,
     configurable: dict[str, Any],
 ) -> EventSourceResponse:
-    owner = await _authorize_new_run(runtime, caller, thread_id, body)
+    owner = await authorize_new_run(runtime, caller, thread_id, body)
     run = await runs.create_run(
         runtime,
         thread_id,
@@ -111,7 +111,7 @@ async def _wait_new_run(
     key: str | None,
     configurable: dict[str, Any],
 ) -> StreamingResponse:
-    owner = await _authorize_new_run(runtime, caller, thread_id, body)
+    owner = await authorize_new_run(runtime, caller, thread_id, body)
     modes = list(dict.fromkeys(["values", *body.stream_modes()]))
     watch = run_waits.CompletionWatch(runtime)
     try:
@@ -152,7 +152,7 @@ async def create_run(
     key: IdempotencyKey = None,
 ) -> dict[str, Any]:
     """Create a background run on a thread."""
-    owner = await _authorize_new_run(runtime, caller, str(thread_id), body)
+    owner = await authorize_new_run(runtime, caller, str(thread_id), body)
     run = await runs.create_run(
         runtime,
         str(thread_id),
@@ -201,7 +201,7 @@ async def create_stateless_run(
     key: IdempotencyKey = None,
 ) -> dict[str, Any]:
     """Create a background run on a temporary thread."""
-    await _authorize_new_run(runtime, caller, None, body)
+    await authorize_new_run(runtime, caller, None, body)
     run = await runs.create_run(runtime, None, body, idempotency_key=key, configurable=configurable)
     response.headers["Content-Location"] = f"/runs/{run['run_id']}"
     return run

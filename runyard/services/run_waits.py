@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 from runyard.db import threads as threads_db
 from runyard.domain.errors import NotFoundError
 from runyard.domain.status import TERMINAL_RUN_STATUSES, RunStatus
-from runyard.services.runs import cancel_run, get_run
+from runyard.schemas.runs import RunCreate
+from runyard.services.runs import cancel_run, create_run, get_run
 from runyard.streaming.broker import IDLE_CHECK_SECONDS, CompletionWaiter, StreamEvent
 
 if TYPE_CHECKING:
@@ -197,39 +198,70 @@ class RunResult:
         return self.latest
 
 
-async def wait_body(
-    runtime: Runtime,
-    run: dict[str, Any],
-    cancel_on_disconnect: bool,
-    watch: CompletionWatch | None = None,
-) -> AsyncIterator[bytes]:
-    """The streamed /wait response: newlines while the run executes, then its JSON result.
+async def final_result(
+    runtime: Runtime, run: dict[str, Any], watch: CompletionWatch | None = None
+) -> Any:
+    """The /wait result of a run once it has ended: its error, its interrupts or its values.
 
     With a `watch` registered as the run was created, the events are read once the run has
     ended; without one (a run that already existed), they are followed as they come.
     """
     result = RunResult()
     ended = _ended(runtime, run)
+    if watch is not None and watch.waiter is not None:
+        # The timeout only guards against a lost signal, as a quiet subscription does.
+        while not await watch.waiter.wait(timeout=IDLE_CHECK_SECONDS):
+            if await ended():
+                break
+        await watch.close()
+    async for event in runtime.broker.subscribe(run["run_id"], ended=ended):
+        result.absorb(event)
+    body = result.body()
+    if body is None:
+        try:
+            finished = await get_run(runtime, None, run["run_id"])
+        except Exception:
+            return {}
+        body = await result_body(runtime, finished)
+    return body
 
-    async def consume() -> Any:
-        if watch is not None and watch.waiter is not None:
-            # The timeout only guards against a lost signal, as a quiet subscription does.
-            while not await watch.waiter.wait(timeout=IDLE_CHECK_SECONDS):
-                if await ended():
-                    break
-            await watch.close()
-        async for event in runtime.broker.subscribe(run["run_id"], ended=ended):
-            result.absorb(event)
-        body = result.body()
-        if body is None:
-            try:
-                finished = await get_run(runtime, None, run["run_id"])
-            except Exception:
-                return {}
-            body = await result_body(runtime, finished)
-        return body
 
-    task = asyncio.create_task(consume(), name=f"wait:{run['run_id']}")
+async def run_to_end(
+    runtime: Runtime,
+    thread_id: str | None,
+    body: RunCreate,
+    *,
+    stream_modes: list[str] | None = None,
+    new_thread_metadata: dict[str, Any] | None = None,
+) -> tuple[dict[str, Any], Any]:
+    """Create a run, wait for it to end, and return it with its /wait result.
+
+    The completion signal is registered for between the commit and the dispatch, as /wait
+    does, so the end of a run that executes on another instance is never missed.
+    """
+    watch = CompletionWatch(runtime)
+    try:
+        run = await create_run(
+            runtime,
+            thread_id,
+            body,
+            stream_modes=stream_modes,
+            new_thread_metadata=new_thread_metadata,
+            on_created=watch.register,
+        )
+        return run, await final_result(runtime, run, watch)
+    finally:
+        await watch.close()
+
+
+async def wait_body(
+    runtime: Runtime,
+    run: dict[str, Any],
+    cancel_on_disconnect: bool,
+    watch: CompletionWatch | None = None,
+) -> AsyncIterator[bytes]:
+    """The streamed /wait response: newlines while the run executes, then its JSON result."""
+    task = asyncio.create_task(final_result(runtime, run, watch), name=f"wait:{run['run_id']}")
     finished = False
     try:
         async for newline in _keepalive(task, runtime.settings.stream_keepalive_seconds):

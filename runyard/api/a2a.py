@@ -1,0 +1,87 @@
+"""`/a2a/{assistant_id}`: every assistant as an Agent2Agent agent (JSON-RPC, A2A 1.0 and 0.3).
+
+The `a2a-sdk` dispatcher parses requests and writes answers (both protocol versions); the
+tasks behind it are Runyard runs, handled by `AssistantTasks`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
+from fastapi import APIRouter, Path, Query, Request, Response
+from fastapi.responses import JSONResponse
+
+from runyard.api.a2a_tasks import AssistantTasks
+from runyard.api.deps import CallerDep, RuntimeDep
+from runyard.auth.guards import require_assistant
+from runyard.auth.handlers import Caller
+from runyard.domain.errors import InvalidInputError, NotFoundError
+from runyard.runtime import Runtime
+from runyard.schemas.a2a import agent_card
+from runyard.services import assistants as assistants_service
+
+router = APIRouter(tags=["A2A"])
+
+AssistantId = Annotated[
+    str, Path(description="An assistant id (UUID), or a graph id for its default assistant.")
+]
+
+
+@router.post("/a2a/{assistant_id}", response_model=None)
+async def a2a_post(
+    assistant_id: AssistantId, request: Request, runtime: RuntimeDep, caller: CallerDep
+) -> Response:
+    """One A2A JSON-RPC request: message/send, message/stream, tasks/get, tasks/cancel."""
+    _require_enabled(runtime)
+    tasks = AssistantTasks(runtime, caller, assistant_id)
+    dispatcher = JsonRpcDispatcher(tasks, enable_v0_3_compat=True)
+    return await dispatcher.handle_requests(request)
+
+
+@router.get("/a2a/{assistant_id}/.well-known/agent-card.json")
+async def agent_card_of(
+    assistant_id: AssistantId, request: Request, runtime: RuntimeDep, caller: CallerDep
+) -> JSONResponse:
+    """The agent card of an assistant."""
+    return JSONResponse(await _card(runtime, caller, assistant_id, request))
+
+
+@router.get("/a2a/{assistant_id}/.well-known/agent.json", include_in_schema=False)
+async def legacy_agent_card_of(
+    assistant_id: AssistantId, request: Request, runtime: RuntimeDep, caller: CallerDep
+) -> JSONResponse:
+    """The agent card at the path of A2A 0.2."""
+    return JSONResponse(await _card(runtime, caller, assistant_id, request))
+
+
+@router.get("/.well-known/agent-card.json")
+async def root_agent_card(
+    request: Request,
+    runtime: RuntimeDep,
+    caller: CallerDep,
+    assistant_id: Annotated[str | None, Query(description="The assistant to describe.")] = None,
+) -> JSONResponse:
+    """The agent card of the assistant named by `?assistant_id=`."""
+    if not assistant_id:
+        raise InvalidInputError(
+            "name the assistant: /.well-known/agent-card.json?assistant_id=ID, "
+            "or use /a2a/ID/.well-known/agent-card.json"
+        )
+    return JSONResponse(await _card(runtime, caller, assistant_id, request))
+
+
+def _require_enabled(runtime: Runtime) -> None:
+    if runtime.project.disable_a2a:
+        raise NotFoundError("the A2A endpoint is turned off (http.disable_a2a in the config)")
+
+
+async def _card(
+    runtime: Runtime, caller: Caller, assistant_id: str, request: Request
+) -> dict[str, Any]:
+    _require_enabled(runtime)
+    await require_assistant(runtime, caller, assistant_id, "read")
+    assistant = await assistants_service.get_assistant(runtime, assistant_id)
+    schemas = await assistants_service.get_schemas(runtime, assistant["assistant_id"])
+    url = f"{str(request.base_url).rstrip('/')}/a2a/{assistant['assistant_id']}"
+    return agent_card(assistant, schemas.get("input_schema") or {}, url)

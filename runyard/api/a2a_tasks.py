@@ -1,0 +1,369 @@
+"""A2A tasks of one assistant, carried out by Runyard's run services (one execution path).
+
+A task is a run (its id is the run id) and a context is a thread (its id is the thread id),
+so a conversation with the same contextId continues the same thread.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import AsyncGenerator, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+from a2a.server.context import ServerCallContext
+from a2a.server.events.event_queue import Event
+from a2a.server.request_handlers.request_handler import RequestHandler
+from a2a.types import (
+    AgentCard,
+    CancelTaskRequest,
+    DeleteTaskPushNotificationConfigRequest,
+    GetExtendedAgentCardRequest,
+    GetTaskPushNotificationConfigRequest,
+    GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest,
+    ListTaskPushNotificationConfigsResponse,
+    ListTasksRequest,
+    ListTasksResponse,
+    Message,
+    SendMessageRequest,
+    SubscribeToTaskRequest,
+    Task,
+    TaskArtifactUpdateEvent,
+    TaskPushNotificationConfig,
+    TaskState,
+    TaskStatusUpdateEvent,
+)
+from a2a.utils.errors import (
+    A2AError,
+    ExtendedAgentCardNotConfiguredError,
+    InternalError,
+    InvalidParamsError,
+    PushNotificationNotSupportedError,
+    TaskNotCancelableError,
+    UnsupportedOperationError,
+)
+
+from runyard.api.runs import authorize_new_run
+from runyard.auth.guards import require_thread
+from runyard.auth.handlers import Caller
+from runyard.domain.errors import NotFoundError, RunyardError
+from runyard.runtime import Runtime
+from runyard.schemas import a2a as wire
+from runyard.schemas.runs import CommandBody, RunCreate
+from runyard.services import assistants as assistants_service
+from runyard.services import run_waits
+from runyard.services import runs as runs_service
+from runyard.services import threads as threads_service
+
+log = logging.getLogger("runyard.a2a")
+
+
+@contextmanager
+def protocol_errors() -> Iterator[None]:
+    """Runyard's errors as A2A errors: a 4xx is the caller's to fix, anything else is ours."""
+    try:
+        yield
+    except A2AError:
+        raise
+    except Exception as exc:
+        _raise_protocol_error(exc)
+
+
+def _raise_protocol_error(exc: Exception) -> NoReturn:
+    if isinstance(exc, RunyardError) and exc.status_code < 500:
+        raise InvalidParamsError(message=exc.message) from exc
+    log.exception("a2a_request_failed error=%s", type(exc).__name__)
+    raise InternalError(message="internal server error; see the server log") from exc
+
+
+@dataclass(frozen=True)
+class Turn:
+    """A message ready to become a run: the thread, the run request, the new thread's owner."""
+
+    thread_id: str
+    body: RunCreate
+    owner: dict[str, Any] | None
+
+
+class AssistantTasks(RequestHandler):
+    """The A2A operations of one assistant for one caller."""
+
+    def __init__(self, runtime: Runtime, caller: Caller, assistant_id: str) -> None:
+        self.runtime = runtime
+        self.caller = caller
+        self.assistant_ref = assistant_id
+        self._assistant: dict[str, Any] | None = None
+
+    async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Task:
+        """Run the assistant on the message's context (thread) and answer with the ended task."""
+        with protocol_errors():
+            return await self._send(params)
+
+    async def _send(self, params: SendMessageRequest) -> Task:
+        turn = await self._turn(params.message)
+        run, output = await run_waits.run_to_end(
+            self.runtime, turn.thread_id, turn.body, new_thread_metadata=turn.owner
+        )
+        return await self._ended_task(run, output, _history_length(params))
+
+    async def on_message_send_stream(
+        self, params: SendMessageRequest, context: ServerCallContext
+    ) -> AsyncGenerator[Event]:
+        """Run the assistant and stream the task: submitted, working (with the reply as it
+        grows), the answer as an artifact, and the final status."""
+        with protocol_errors():
+            turn = await self._turn(params.message)
+            body = turn.body.model_copy(update={"stream_mode": ["values", "messages"]})
+            run = await runs_service.create_run(
+                self.runtime, turn.thread_id, body, new_thread_metadata=turn.owner
+            )
+        task_id, context_id = run["run_id"], run["thread_id"]
+        first = Task(id=task_id, context_id=context_id)
+        first.status.CopyFrom(wire.status(TaskState.TASK_STATE_SUBMITTED))
+        first.history.append(_stamped(params.message, context_id, task_id))
+        yield first
+        yield TaskStatusUpdateEvent(
+            task_id=task_id, context_id=context_id, status=wire.status(TaskState.TASK_STATE_WORKING)
+        )
+        result = run_waits.RunResult()
+        events = run_waits.run_events(self.runtime, run, None, None, cancel_on_disconnect=False)
+        async for event in events:
+            result.absorb(event)
+            for text in _partial_replies(event.event, event.data):
+                message = wire.agent_message(text, context_id, task_id)
+                yield TaskStatusUpdateEvent(
+                    task_id=task_id,
+                    context_id=context_id,
+                    status=wire.status(TaskState.TASK_STATE_WORKING, message),
+                )
+        output = result.body()
+        if output is None:
+            output = await run_waits.result_body(
+                self.runtime, await runs_service.get_run(self.runtime, None, task_id)
+            )
+        ended = await self._ended_task(await self._run(task_id), output, 0)
+        for artifact in ended.artifacts:
+            yield TaskArtifactUpdateEvent(
+                task_id=task_id, context_id=context_id, artifact=artifact, last_chunk=True
+            )
+        yield TaskStatusUpdateEvent(task_id=task_id, context_id=context_id, status=ended.status)
+
+    async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
+        """The task's current state, its history and, once it has ended, its answer."""
+        with protocol_errors():
+            return await self._get(params)
+
+    async def _get(self, params: GetTaskRequest) -> Task | None:
+        run = await self._task_run(params.id)
+        if run is None:
+            return None
+        await require_thread(self.runtime, self.caller, run["thread_id"], "read")
+        length = params.history_length if params.HasField("history_length") else None
+        if wire.STATE_OF_RUN.get(run["status"]) in wire.TERMINAL_STATES:
+            return await self._ended_task(
+                run, await run_waits.result_body(self.runtime, run), length
+            )
+        task = Task(id=run["run_id"], context_id=run["thread_id"])
+        task.status.CopyFrom(wire.status(wire.STATE_OF_RUN[run["status"]]))
+        task.history.extend(
+            wire.history(await self._thread_messages(run), run["thread_id"], run["run_id"], length)
+        )
+        return task
+
+    async def on_cancel_task(
+        self, params: CancelTaskRequest, context: ServerCallContext
+    ) -> Task | None:
+        """Cancel the task's run wherever it executes, and answer once it has stopped."""
+        with protocol_errors():
+            return await self._cancel(params)
+
+    async def _cancel(self, params: CancelTaskRequest) -> Task | None:
+        run = await self._task_run(params.id)
+        if run is None:
+            return None
+        await require_thread(self.runtime, self.caller, run["thread_id"], "update")
+        state = wire.STATE_OF_RUN.get(run["status"])
+        if state in wire.TERMINAL_STATES:
+            raise TaskNotCancelableError(
+                message=f"task {params.id} has already ended ({run['status']}); nothing to cancel"
+            )
+        await runs_service.cancel_run(self.runtime, run["thread_id"], run["run_id"], "interrupt")
+        await run_waits.wait_until_done_or_gone(self.runtime, run["run_id"])
+        task = Task(id=run["run_id"], context_id=run["thread_id"])
+        message = wire.agent_message("Task was canceled", run["thread_id"], run["run_id"])
+        task.status.CopyFrom(wire.status(TaskState.TASK_STATE_CANCELED, message))
+        return task
+
+    async def on_list_tasks(
+        self, params: ListTasksRequest, context: ServerCallContext
+    ) -> ListTasksResponse:
+        """Not offered: list a thread's runs through the Agent Protocol instead."""
+        raise UnsupportedOperationError(
+            message="tasks/list is not offered; "
+            "GET /threads/{contextId}/runs lists the runs (tasks) of a context"
+        )
+
+    async def on_subscribe_to_task(
+        self, params: SubscribeToTaskRequest, context: ServerCallContext
+    ) -> AsyncGenerator[Event]:
+        """Not offered: join the run's stream through the Agent Protocol instead."""
+        raise UnsupportedOperationError(
+            message="tasks/resubscribe is not offered; "
+            "GET /threads/{contextId}/runs/{taskId}/stream joins a task's events"
+        )
+        yield  # an async generator, as the interface declares
+
+    async def on_create_task_push_notification_config(
+        self, params: TaskPushNotificationConfig, context: ServerCallContext
+    ) -> TaskPushNotificationConfig:
+        """Push notifications are not offered (the agent card says so)."""
+        raise PushNotificationNotSupportedError
+
+    async def on_get_task_push_notification_config(
+        self, params: GetTaskPushNotificationConfigRequest, context: ServerCallContext
+    ) -> TaskPushNotificationConfig:
+        """Push notifications are not offered (the agent card says so)."""
+        raise PushNotificationNotSupportedError
+
+    async def on_list_task_push_notification_configs(
+        self, params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext
+    ) -> ListTaskPushNotificationConfigsResponse:
+        """Push notifications are not offered (the agent card says so)."""
+        raise PushNotificationNotSupportedError
+
+    async def on_delete_task_push_notification_config(
+        self, params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
+    ) -> None:
+        """Push notifications are not offered (the agent card says so)."""
+        raise PushNotificationNotSupportedError
+
+    async def on_get_extended_agent_card(
+        self, params: GetExtendedAgentCardRequest, context: ServerCallContext
+    ) -> AgentCard:
+        """There is no extended card: the public one says everything."""
+        raise ExtendedAgentCardNotConfiguredError
+
+    async def _assistant_row(self) -> dict[str, Any]:
+        if self._assistant is None:
+            try:
+                self._assistant = await assistants_service.get_assistant(
+                    self.runtime, self.assistant_ref
+                )
+            except NotFoundError as exc:
+                raise InvalidParamsError(
+                    message=f"{exc.message}; /assistants/search lists the assistants you can use"
+                ) from exc
+        return self._assistant
+
+    async def _turn(self, message: Message) -> Turn:
+        """Check the message and build the run that answers it."""
+        assistant = await self._assistant_row()
+        if message.context_id:
+            try:
+                thread_id = str(uuid.UUID(message.context_id))
+            except ValueError:
+                raise InvalidParamsError(
+                    message=f"contextId {message.context_id!r} is not one this agent gave: "
+                    "contexts are thread ids (UUIDs); omit it to start a new conversation"
+                ) from None
+        else:
+            thread_id = str(uuid.uuid4())
+        metadata = {"a2a": {"message_id": message.message_id}}
+        if message.task_id:
+            command = await self._resume_command(message, thread_id)
+            body = RunCreate(
+                assistant_id=assistant["assistant_id"], command=command, metadata=metadata
+            )
+        else:
+            schemas = await assistants_service.get_schemas(self.runtime, assistant["assistant_id"])
+            fields = sorted((schemas.get("input_schema") or {}).get("properties") or {})
+            body = RunCreate(
+                assistant_id=assistant["assistant_id"],
+                input=wire.graph_input(message, fields),
+                metadata=metadata,
+                if_not_exists="create",
+            )
+        owner = await authorize_new_run(self.runtime, self.caller, thread_id, body)
+        return Turn(thread_id, body, owner)
+
+    async def _resume_command(self, message: Message, thread_id: str) -> CommandBody:
+        """A message naming a task answers that task's pending interrupt."""
+        run = await self._task_run(message.task_id)
+        if run is None or (message.context_id and run["thread_id"] != thread_id):
+            raise InvalidParamsError(
+                message=f"task {message.task_id} not found in this context; omit taskId to "
+                "start a new task (the same contextId continues the conversation)"
+            )
+        thread = await threads_service.get_thread(self.runtime, run["thread_id"])
+        if run["status"] != "success" or thread["status"] != "interrupted":
+            raise UnsupportedOperationError(
+                message=f"task {message.task_id} does not wait for input (its run is "
+                f"{run['status']}); send the message without taskId to start a new task"
+            )
+        return CommandBody(resume=wire.resume_value(message))
+
+    async def _task_run(self, task_id: str) -> dict[str, Any] | None:
+        """The run of a task of this assistant, or None."""
+        assistant = await self._assistant_row()
+        try:
+            run = await runs_service.get_run(self.runtime, None, str(uuid.UUID(task_id)))
+        except (ValueError, NotFoundError):
+            return None
+        return run if run["assistant_id"] == assistant["assistant_id"] else None
+
+    async def _run(self, run_id: str) -> dict[str, Any]:
+        return await runs_service.get_run(self.runtime, None, run_id)
+
+    async def _thread_messages(self, run: dict[str, Any]) -> list[Any]:
+        try:
+            thread = await threads_service.get_thread(self.runtime, run["thread_id"])
+        except NotFoundError:
+            return []
+        values = thread.get("values") or {}
+        messages = values.get("messages") if isinstance(values, dict) else None
+        return messages if isinstance(messages, list) else []
+
+    async def _ended_task(self, run: dict[str, Any], output: Any, length: int | None) -> Task:
+        """The task of a run that has ended; a graph's interrupt makes it input-required."""
+        messages = output.get("messages") if isinstance(output, dict) else None
+        if not isinstance(messages, list):
+            messages = await self._thread_messages(run)
+        if run["status"] == "interrupted":
+            task = Task(id=run["run_id"], context_id=run["thread_id"])
+            task.status.CopyFrom(wire.status(TaskState.TASK_STATE_CANCELED))
+            task.history.extend(wire.history(messages, run["thread_id"], run["run_id"], length))
+            return task
+        return wire.finished_task(
+            run["run_id"], run["thread_id"], run["assistant_id"], output, messages, length
+        )
+
+
+def _history_length(params: SendMessageRequest) -> int | None:
+    config = params.configuration
+    return config.history_length if config.HasField("history_length") else None
+
+
+def _stamped(message: Message, context_id: str, task_id: str) -> Message:
+    stamped = Message()
+    stamped.CopyFrom(message)
+    stamped.context_id = context_id
+    stamped.task_id = task_id
+    return stamped
+
+
+def _partial_replies(event: str, data: str) -> list[str]:
+    """The agent's reply so far, from a `messages/partial` event."""
+    if event != "messages/partial":
+        return []
+    items = json.loads(data)
+    return [
+        text
+        for item in items
+        if isinstance(item, dict)
+        and wire.ROLE_OF_TYPE.get(str(item.get("type"))) == wire.Role.ROLE_AGENT
+        and (text := wire.content_text(item.get("content")))
+    ]
