@@ -48,7 +48,7 @@ from a2a.utils.errors import (
 )
 
 from runyard.api.runs import authorize_new_run
-from runyard.auth.guards import require_thread
+from runyard.auth.guards import require_assistant, require_thread
 from runyard.auth.handlers import Caller
 from runyard.domain.errors import NotFoundError, RunyardError
 from runyard.runtime import Runtime
@@ -158,10 +158,9 @@ class AssistantTasks(RequestHandler):
             return await self._get(params)
 
     async def _get(self, params: GetTaskRequest) -> Task | None:
-        run = await self._task_run(params.id)
+        run = await self._task_run(params.id, "read")
         if run is None:
             return None
-        await require_thread(self.runtime, self.caller, run["thread_id"], "read")
         length = params.history_length if params.HasField("history_length") else None
         if wire.STATE_OF_RUN.get(run["status"]) in wire.TERMINAL_STATES:
             return await self._ended_task(
@@ -182,10 +181,9 @@ class AssistantTasks(RequestHandler):
             return await self._cancel(params)
 
     async def _cancel(self, params: CancelTaskRequest) -> Task | None:
-        run = await self._task_run(params.id)
+        run = await self._task_run(params.id, "update")
         if run is None:
             return None
-        await require_thread(self.runtime, self.caller, run["thread_id"], "update")
         state = wire.STATE_OF_RUN.get(run["status"])
         if state in wire.TERMINAL_STATES:
             raise TaskNotCancelableError(
@@ -250,6 +248,7 @@ class AssistantTasks(RequestHandler):
     async def _assistant_row(self) -> dict[str, Any]:
         if self._assistant is None:
             try:
+                await require_assistant(self.runtime, self.caller, self.assistant_ref, "read")
                 self._assistant = await assistants_service.get_assistant(
                     self.runtime, self.assistant_ref
                 )
@@ -292,7 +291,7 @@ class AssistantTasks(RequestHandler):
 
     async def _resume_command(self, message: Message, thread_id: str) -> CommandBody:
         """A message naming a task answers that task's pending interrupt."""
-        run = await self._task_run(message.task_id)
+        run = await self._task_run(message.task_id, "update")
         if run is None or (message.context_id and run["thread_id"] != thread_id):
             raise InvalidParamsError(
                 message=f"task {message.task_id} not found in this context; omit taskId to "
@@ -306,11 +305,13 @@ class AssistantTasks(RequestHandler):
             )
         return CommandBody(resume=wire.resume_value(message))
 
-    async def _task_run(self, task_id: str) -> dict[str, Any] | None:
-        """The run of a task of this assistant, or None."""
+    async def _task_run(self, task_id: str, action: str) -> dict[str, Any] | None:
+        """The run of a task of this assistant that the caller may `action`, or None."""
         assistant = await self._assistant_row()
         try:
             run = await runs_service.get_run(self.runtime, None, str(uuid.UUID(task_id)))
+            # A task on a thread the caller may not see does not exist for them.
+            await require_thread(self.runtime, self.caller, run["thread_id"], action)
         except (ValueError, NotFoundError):
             return None
         return run if run["assistant_id"] == assistant["assistant_id"] else None

@@ -96,6 +96,7 @@ class Cluster:
     redis_url: str
     prefix: str
     env: dict[str, str]
+    config: Path = CHAOS_CONFIG
     instances: list[Instance] = field(default_factory=list)
     _count: int = 0
 
@@ -109,14 +110,15 @@ class Cluster:
         """The Redis list holding queued run ids."""
         return f"{self.prefix}queue"
 
-    def _server(self, migrate: bool) -> ServerProcess:
+    def _server(self, migrate: bool, **overrides: str) -> ServerProcess:
         self._count += 1
         env = {
             **self.env,
+            **overrides,
             "RUNYARD_MIGRATE_ON_START": "true" if migrate else "false",
             "RUNYARD_DATA_DIR": str(self.workdir / f"data-{self._count}"),
         }
-        return ServerProcess("serve", self.workdir, env=env, config=CHAOS_CONFIG)
+        return ServerProcess("serve", self.workdir, env=env, config=self.config)
 
     def _wrap(self, server: ServerProcess) -> Instance:
         name = f"i{self._count}"
@@ -139,9 +141,9 @@ class Cluster:
             started.append(instance)
         return started
 
-    def add(self, migrate: bool = False) -> Instance:
-        """Start one more instance and wait until it answers."""
-        server = self._server(migrate).start()
+    def add(self, migrate: bool = False, **overrides: str) -> Instance:
+        """Start one more instance (with these settings on top) and wait until it answers."""
+        server = self._server(migrate, **overrides).start()
         instance = self._wrap(server)
         self.instances.append(instance)
         return instance

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.chaos.cluster import CHAOS_ENV, SHARED_REDIS, Cluster, ClusterFactory
+from tests.chaos.cluster import CHAOS_CONFIG, CHAOS_ENV, SHARED_REDIS, Cluster, ClusterFactory
 from tests.support.databases import create_database, drop_database, postgres_available
 from tests.support.server import free_port
 from tests.support.throwaway import ThrowawayRedis
@@ -23,7 +23,12 @@ async def cluster_factory(tmp_path: Path) -> AsyncIterator[ClusterFactory]:
         pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (see README)")
     made: list[Cluster] = []
 
-    async def make(count: int = 2, redis_url: str = SHARED_REDIS, **overrides: str) -> Cluster:
+    async def make(
+        count: int = 2,
+        redis_url: str = SHARED_REDIS,
+        config: Path = CHAOS_CONFIG,
+        **overrides: str,
+    ) -> Cluster:
         prefix = f"chaos-{uuid.uuid4().hex[:12]}:"
         url = create_database("runyard_chaos")
         env = {
@@ -33,7 +38,7 @@ async def cluster_factory(tmp_path: Path) -> AsyncIterator[ClusterFactory]:
             "REDIS_URL": redis_url,
             "RUNYARD_REDIS_PREFIX": prefix,
         }
-        cluster = Cluster(tmp_path / f"cluster-{len(made)}", url, redis_url, prefix, env)
+        cluster = Cluster(tmp_path / f"cluster-{len(made)}", url, redis_url, prefix, env, config)
         made.append(cluster)
         await asyncio.to_thread(cluster.start, count)
         return cluster

@@ -217,7 +217,7 @@ async def test_both_endpoints_honour_auth(auth_dev: ServerProcess) -> None:
             json=get,
             headers={"Accept": "application/json"},
         )
-    assert task.json()["error"]["code"] == -32602, task.text
+    assert task.json()["error"]["code"] == -32602, task.text  # the assistant is not theirs
 
 
 async def test_http_switches_turn_both_endpoints_off(tmp_path: Path) -> None:
