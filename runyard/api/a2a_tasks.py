@@ -121,7 +121,7 @@ class AssistantTasks(RequestHandler):
             run = await runs_service.create_run(
                 self.runtime, turn.thread_id, body, new_thread_metadata=turn.owner
             )
-        task_id, context_id = run["run_id"], run["thread_id"]
+        task_id, context_id = task_id_of(run), run["thread_id"]
         first = Task(id=task_id, context_id=context_id)
         first.status.CopyFrom(wire.status(TaskState.TASK_STATE_SUBMITTED))
         first.history.append(_stamped(params.message, context_id, task_id))
@@ -143,9 +143,9 @@ class AssistantTasks(RequestHandler):
         output = result.body()
         if output is None:
             output = await run_waits.result_body(
-                self.runtime, await runs_service.get_run(self.runtime, None, task_id)
+                self.runtime, await runs_service.get_run(self.runtime, None, run["run_id"])
             )
-        ended = await self._ended_task(await self._run(task_id), output, 0)
+        ended = await self._ended_task(await self._run(run["run_id"]), output, 0)
         for artifact in ended.artifacts:
             yield TaskArtifactUpdateEvent(
                 task_id=task_id, context_id=context_id, artifact=artifact, last_chunk=True
@@ -166,10 +166,11 @@ class AssistantTasks(RequestHandler):
             return await self._ended_task(
                 run, await run_waits.result_body(self.runtime, run), length
             )
-        task = Task(id=run["run_id"], context_id=run["thread_id"])
+        task_id = task_id_of(run)
+        task = Task(id=task_id, context_id=run["thread_id"])
         task.status.CopyFrom(wire.status(wire.STATE_OF_RUN[run["status"]]))
         task.history.extend(
-            wire.history(await self._thread_messages(run), run["thread_id"], run["run_id"], length)
+            wire.history(await self._thread_messages(run), run["thread_id"], task_id, length)
         )
         return task
 
@@ -191,8 +192,8 @@ class AssistantTasks(RequestHandler):
             )
         await runs_service.cancel_run(self.runtime, run["thread_id"], run["run_id"], "interrupt")
         await run_waits.wait_until_done_or_gone(self.runtime, run["run_id"])
-        task = Task(id=run["run_id"], context_id=run["thread_id"])
-        message = wire.agent_message("Task was canceled", run["thread_id"], run["run_id"])
+        task = Task(id=params.id, context_id=run["thread_id"])
+        message = wire.agent_message("Task was canceled", run["thread_id"], params.id)
         task.status.CopyFrom(wire.status(TaskState.TASK_STATE_CANCELED, message))
         return task
 
@@ -274,6 +275,8 @@ class AssistantTasks(RequestHandler):
         metadata = {"a2a": {"message_id": message.message_id}}
         if message.task_id:
             command = await self._resume_command(message, thread_id)
+            # The answering run continues the same task.
+            metadata["a2a"]["task_id"] = message.task_id
             body = RunCreate(
                 assistant_id=assistant["assistant_id"], command=command, metadata=metadata
             )
@@ -306,7 +309,11 @@ class AssistantTasks(RequestHandler):
         return CommandBody(resume=wire.resume_value(message))
 
     async def _task_run(self, task_id: str, action: str) -> dict[str, Any] | None:
-        """The run of a task of this assistant that the caller may `action`, or None."""
+        """The latest run of a task of this assistant that the caller may `action`, or None.
+
+        A task starts as the run its id names; each answer to its interrupts is a later run
+        on the same thread whose metadata names the task.
+        """
         assistant = await self._assistant_row()
         try:
             run = await runs_service.get_run(self.runtime, None, str(uuid.UUID(task_id)))
@@ -314,7 +321,11 @@ class AssistantTasks(RequestHandler):
             await require_thread(self.runtime, self.caller, run["thread_id"], action)
         except (ValueError, NotFoundError):
             return None
-        return run if run["assistant_id"] == assistant["assistant_id"] else None
+        if run["assistant_id"] != assistant["assistant_id"] or task_id_of(run) != task_id:
+            return None
+        newest = await runs_service.list_runs(self.runtime, run["thread_id"], 100, 0, None)
+        later = [r for r in newest if task_id_of(r) == task_id]
+        return await self._run(later[0]["run_id"]) if later else run
 
     async def _run(self, run_id: str) -> dict[str, Any]:
         return await runs_service.get_run(self.runtime, None, run_id)
@@ -333,14 +344,22 @@ class AssistantTasks(RequestHandler):
         messages = output.get("messages") if isinstance(output, dict) else None
         if not isinstance(messages, list):
             messages = await self._thread_messages(run)
+        task_id = task_id_of(run)
         if run["status"] == "interrupted":
-            task = Task(id=run["run_id"], context_id=run["thread_id"])
+            task = Task(id=task_id, context_id=run["thread_id"])
             task.status.CopyFrom(wire.status(TaskState.TASK_STATE_CANCELED))
-            task.history.extend(wire.history(messages, run["thread_id"], run["run_id"], length))
+            task.history.extend(wire.history(messages, run["thread_id"], task_id, length))
             return task
         return wire.finished_task(
-            run["run_id"], run["thread_id"], run["assistant_id"], output, messages, length
+            task_id, run["thread_id"], run["assistant_id"], output, messages, length
         )
+
+
+def task_id_of(run: dict[str, Any]) -> str:
+    """The task a run belongs to: the one its metadata names (an answer), else its own."""
+    a2a = (run.get("metadata") or {}).get("a2a")
+    named = a2a.get("task_id") if isinstance(a2a, dict) else None
+    return str(named or run["run_id"])
 
 
 def _history_length(params: SendMessageRequest) -> int | None:

@@ -19,7 +19,9 @@ from a2a.utils.errors import (
     InvalidParamsError,
     TaskNotCancelableError,
     TaskNotFoundError,
+    UnsupportedOperationError,
 )
+from google.protobuf.json_format import MessageToDict
 from langgraph_sdk import get_client
 from mcp.shared.exceptions import MCPError
 
@@ -137,6 +139,27 @@ async def test_a2a_cancel_stops_a_running_task(base_url: str) -> None:
         assert got.status.state == TaskState.TASK_STATE_CANCELED
         with pytest.raises(TaskNotCancelableError, match="already ended"):
             await client.cancel_task(CancelTaskRequest(id=task_id))
+
+
+async def test_a2a_input_required_task_is_answered_with_its_task_id(base_url: str) -> None:
+    async with a2a_client(base_url, "asker") as client:
+        [asked] = await send(client, user_message(data={"value": 1}))
+        task = asked.task
+        assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        question = MessageToDict(task.artifacts[0].parts[0])["data"]["interrupts"][0]["value"]
+        assert question == {"question": "continue?", "value": 1}
+
+        answer = user_message("yes", context_id=task.context_id, task_id=task.id)
+        [answered] = await send(client, answer)
+        assert answered.task.id == task.id  # the same task, now done
+        assert answered.task.status.state == TaskState.TASK_STATE_COMPLETED
+        values = MessageToDict(answered.task.artifacts[0].parts[0])["data"]
+        assert values["seen"] == ["echo", "answer:yes"]
+        got = await client.get_task(GetTaskRequest(id=task.id))
+        assert got.status.state == TaskState.TASK_STATE_COMPLETED
+
+        with pytest.raises(UnsupportedOperationError, match="does not wait for input"):
+            await send(client, answer)
 
 
 async def test_a2a_bad_input_gets_protocol_errors_a_person_can_act_on(base_url: str) -> None:
