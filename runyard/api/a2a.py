@@ -8,17 +8,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
 from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
 
-from runyard.api.a2a_tasks import AssistantTasks
 from runyard.api.deps import CallerDep, RuntimeDep
 from runyard.auth.guards import require_assistant
 from runyard.auth.handlers import Caller
 from runyard.domain.errors import InvalidInputError, NotFoundError
 from runyard.runtime import Runtime
-from runyard.schemas.a2a import agent_card
 from runyard.services import assistants as assistants_service
 
 router = APIRouter(tags=["A2A"])
@@ -34,6 +31,12 @@ async def a2a_post(
 ) -> Response:
     """One A2A JSON-RPC request: message/send, message/stream, tasks/get, tasks/cancel."""
     _require_enabled(runtime)
+    # Loaded on first use: protobuf, the SDK's dispatcher and the grpc it imports cost about
+    # 20 MiB of resident memory on every instance, most of which never serve A2A.
+    from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
+
+    from runyard.api.a2a_tasks import AssistantTasks
+
     tasks = AssistantTasks(runtime, caller, assistant_id)
     dispatcher = JsonRpcDispatcher(tasks, enable_v0_3_compat=True)
     return await dispatcher.handle_requests(request)
@@ -84,4 +87,6 @@ async def _card(
     assistant = await assistants_service.get_assistant(runtime, assistant_id)
     schemas = await assistants_service.get_schemas(runtime, assistant["assistant_id"])
     url = f"{str(request.base_url).rstrip('/')}/a2a/{assistant['assistant_id']}"
+    from runyard.schemas.a2a import agent_card  # on first use, as above
+
     return agent_card(assistant, schemas.get("input_schema") or {}, url)

@@ -47,6 +47,7 @@ from a2a.utils.errors import (
     UnsupportedOperationError,
 )
 
+from runyard.api.errors import STORE_OUTAGE_MESSAGE, is_store_outage
 from runyard.api.runs import authorize_new_run
 from runyard.auth.guards import require_assistant, require_thread
 from runyard.auth.handlers import Caller
@@ -76,6 +77,9 @@ def protocol_errors() -> Iterator[None]:
 def _raise_protocol_error(exc: Exception) -> NoReturn:
     if isinstance(exc, RunyardError) and exc.status_code < 500:
         raise InvalidParamsError(message=exc.message) from exc
+    if is_store_outage(exc):
+        log.warning("a2a_store_unavailable error=%s", type(exc).__name__)
+        raise InternalError(message=STORE_OUTAGE_MESSAGE) from exc
     log.exception("a2a_request_failed error=%s", type(exc).__name__)
     raise InternalError(message="internal server error; see the server log") from exc
 

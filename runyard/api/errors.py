@@ -7,6 +7,8 @@ import logging
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
 from runyard.domain.errors import UNSTORABLE_TEXT_MESSAGE, UNSTORABLE_TEXT_SQLSTATES, RunyardError
@@ -60,6 +62,18 @@ def install_error_handlers(app: FastAPI) -> None:
         if str(exc) == "Integer exceeds 64-bit range":
             return JSONResponse({"detail": BIG_INTEGER_MESSAGE}, status_code=422)
         raise exc
+
+
+STORE_OUTAGE_MESSAGE = "the database or Redis is unavailable or busy; retry shortly"
+
+
+def is_store_outage(exc: BaseException) -> bool:
+    """Whether the error is the database or Redis out of reach (retry later), not a bug."""
+    if isinstance(exc, DBAPIError):
+        return bool(exc.connection_invalidated) or isinstance(
+            exc, OperationalError | InterfaceError
+        )
+    return isinstance(exc, RedisConnectionError | RedisTimeoutError | ConnectionError)
 
 
 def _is_unstorable_text(exc: DBAPIError) -> bool:

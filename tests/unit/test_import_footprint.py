@@ -9,7 +9,8 @@ from tests.support.server import ROOT
 
 # psycopg (and its pool) about 10 MiB, sqlite3 about 1 MiB, croniter about 0.9 MiB: loaded
 # only when the PostgreSQL store or the checkpointer's history is used, in dev mode, and when
-# a cron is handled.
+# a cron is handled. The A2A and MCP machinery (protobuf, grpc, the SDKs, jsonschema: about
+# 25 MiB) only when /a2a or /mcp is first called.
 DEFERRED = (
     "psycopg",
     "psycopg_pool",
@@ -17,6 +18,10 @@ DEFERRED = (
     "langgraph.store.postgres",
     "sqlite3",
     "croniter",
+    "a2a",
+    "grpc",
+    "mcp_types",
+    "jsonschema",
 )
 
 

@@ -1,0 +1,225 @@
+"""The JSON-RPC side of `/mcp`: initialize, ping, tools/list and tools/call on assistants."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import mcp_types as types
+from fastapi import Request, Response
+from fastapi.responses import JSONResponse
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
+from pydantic import ValidationError
+from sse_starlette import EventSourceResponse, ServerSentEvent
+
+from runyard import __version__
+from runyard.api.errors import STORE_OUTAGE_MESSAGE, is_store_outage
+from runyard.api.runs import authorize_new_run
+from runyard.auth.handlers import Caller
+from runyard.domain.errors import RunyardError
+from runyard.runtime import Runtime
+from runyard.schemas.assistants import AssistantSearch
+from runyard.schemas.mcp import argument_problems, call_result, tool_for, tool_name
+from runyard.schemas.runs import RunCreate
+from runyard.services import assistants as assistants_service
+from runyard.services.run_waits import run_to_end
+
+log = logging.getLogger("runyard.mcp")
+
+PAGE_SIZE = 100
+SUPPORTED_METHODS = "initialize, ping, tools/list and tools/call"
+
+
+class McpError(Exception):
+    """A JSON-RPC error to answer with (code and a message a person can act on)."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.error = types.ErrorData(code=code, message=message, data=data)
+
+
+async def answer(runtime: Runtime, caller: Caller, request: Request) -> Response:
+    """The HTTP answer to one JSON-RPC message posted to /mcp."""
+    try:
+        message = json.loads(await request.body())
+    except ValueError:
+        return _http_error(types.PARSE_ERROR, "the body is not valid JSON")
+    if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+        return _http_error(types.INVALID_REQUEST, "send one JSON-RPC 2.0 object (no batches)")
+    if "method" not in message or "id" not in message:
+        return Response(status_code=202)  # a notification or a response: nothing to answer
+    try:
+        rpc = types.JSONRPCRequest.model_validate(message)
+    except ValidationError as exc:
+        return _http_error(
+            types.INVALID_REQUEST, f"not a JSON-RPC request: {exc.errors()[0]['msg']}"
+        )
+    if rpc.method == "tools/call" and "text/event-stream" in request.headers.get("accept", ""):
+        # A run may take long: keep-alives hold the connection open until its result.
+        return _sse_answer(runtime, lambda: _answer(runtime, caller, rpc))
+    return JSONResponse(_dump(await _answer(runtime, caller, rpc)))
+
+
+async def _answer(
+    runtime: Runtime, caller: Caller, rpc: types.JSONRPCRequest
+) -> types.JSONRPCResponse | types.JSONRPCError:
+    try:
+        result = await _dispatch(runtime, caller, rpc.method, rpc.params or {})
+    except McpError as exc:
+        return types.JSONRPCError(jsonrpc="2.0", id=rpc.id, error=exc.error)
+    except RunyardError as exc:
+        code = types.INTERNAL_ERROR if exc.status_code >= 500 else types.INVALID_PARAMS
+        return types.JSONRPCError(
+            jsonrpc="2.0", id=rpc.id, error=types.ErrorData(code=code, message=exc.message)
+        )
+    except Exception as exc:
+        if is_store_outage(exc):
+            log.warning("mcp_store_unavailable method=%s error=%s", rpc.method, type(exc).__name__)
+            message = STORE_OUTAGE_MESSAGE
+        else:
+            log.exception("mcp_request_failed method=%s", rpc.method)
+            message = "internal server error; see the server log"
+        error = types.ErrorData(code=types.INTERNAL_ERROR, message=message)
+        return types.JSONRPCError(jsonrpc="2.0", id=rpc.id, error=error)
+    return types.JSONRPCResponse(
+        jsonrpc="2.0", id=rpc.id, result=result.model_dump(by_alias=True, exclude_none=True)
+    )
+
+
+async def _dispatch(
+    runtime: Runtime, caller: Caller, method: str, params: dict[str, Any]
+) -> types.Result:
+    if method == "initialize":
+        requested = params.get("protocolVersion")
+        version = (
+            requested if requested in HANDSHAKE_PROTOCOL_VERSIONS else LATEST_HANDSHAKE_VERSION
+        )
+        return types.InitializeResult(
+            protocol_version=version,
+            capabilities=types.ServerCapabilities(tools=types.ToolsCapability(list_changed=False)),
+            server_info=types.Implementation(name="Runyard", version=__version__),
+        )
+    if method == "ping":
+        return types.EmptyResult()
+    if method == "tools/list":
+        return await _list_tools(runtime, caller, params.get("cursor"))
+    if method == "tools/call":
+        return await _call_tool(runtime, caller, params)
+    raise McpError(
+        types.METHOD_NOT_FOUND,
+        f"method {method!r} is not served here; /mcp serves {SUPPORTED_METHODS}",
+    )
+
+
+async def _list_tools(runtime: Runtime, caller: Caller, cursor: Any) -> types.ListToolsResult:
+    try:
+        offset = int(cursor or 0)
+    except (TypeError, ValueError):
+        raise McpError(
+            types.INVALID_PARAMS, f"cursor {cursor!r} is not one tools/list gave"
+        ) from None
+    rows = await _assistants_page(runtime, caller, offset)
+    tools = [tool for _, tool in await _tools(runtime, rows)]
+    next_cursor = str(offset + PAGE_SIZE) if len(rows) == PAGE_SIZE else None
+    return types.ListToolsResult(tools=tools, next_cursor=next_cursor)
+
+
+async def _call_tool(
+    runtime: Runtime, caller: Caller, params: dict[str, Any]
+) -> types.CallToolResult:
+    try:
+        call = types.CallToolRequestParams.model_validate(params)
+    except ValidationError as exc:
+        raise McpError(types.INVALID_PARAMS, f"tools/call needs a tool name: {exc}") from None
+    assistant, tool = await _find_tool(runtime, caller, call.name)
+    arguments = call.arguments or {}
+    problems = argument_problems(tool.input_schema, arguments)
+    if problems:
+        raise McpError(
+            types.INVALID_PARAMS,
+            f"the arguments do not fit the input schema of tool {call.name!r}: "
+            + "; ".join(problems),
+            data={"problems": problems, "inputSchema": tool.input_schema},
+        )
+    body = RunCreate(assistant_id=assistant["assistant_id"], input=arguments)
+    await authorize_new_run(runtime, caller, None, body)
+    _, output = await run_to_end(runtime, None, body)
+    return call_result(output)
+
+
+async def _find_tool(
+    runtime: Runtime, caller: Caller, name: str
+) -> tuple[dict[str, Any], types.Tool]:
+    """The first assistant (newest first, as tools/list lists them) whose tool has this name."""
+    offset, seen = 0, []
+    while True:
+        rows = await _assistants_page(runtime, caller, offset)
+        for row in rows:
+            if tool_name(row["name"]) == name:
+                return (await _tools(runtime, [row]))[0]
+            seen.append(tool_name(row["name"]))
+        if len(rows) < PAGE_SIZE:
+            break
+        offset += PAGE_SIZE
+    known = ", ".join(sorted(set(seen))) or "none"
+    raise McpError(
+        types.INVALID_PARAMS, f"unknown tool {name!r}; tools/list names the tools: {known}"
+    )
+
+
+async def _assistants_page(runtime: Runtime, caller: Caller, offset: int) -> list[dict[str, Any]]:
+    search = AssistantSearch(limit=PAGE_SIZE, offset=offset)
+    auth_filter = await caller.authorize("assistants", "search", search.model_dump(mode="json"))
+    rows, _ = await assistants_service.search_assistants(runtime, search, auth_filter)
+    return rows
+
+
+async def _tools(
+    runtime: Runtime, rows: list[dict[str, Any]]
+) -> list[tuple[dict[str, Any], types.Tool]]:
+    """The tools of these assistants, one per name (the first wins), skipping unusable graphs."""
+    schemas = await asyncio.gather(
+        *(assistants_service.get_schemas(runtime, row["assistant_id"]) for row in rows),
+        return_exceptions=True,
+    )
+    out: list[tuple[dict[str, Any], types.Tool]] = []
+    names: set[str] = set()
+    for row, schema in zip(rows, schemas, strict=True):
+        name = tool_name(row["name"])
+        if isinstance(schema, BaseException):
+            log.warning("mcp_tool_skipped assistant_id=%s error=%s", row["assistant_id"], schema)
+            continue
+        if not name or name in names:
+            continue
+        names.add(name)
+        out.append((row, tool_for(row, schema.get("input_schema"))))
+    return out
+
+
+def _dump(message: types.JSONRPCResponse | types.JSONRPCError) -> dict[str, Any]:
+    return message.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+def _http_error(code: int, message: str) -> JSONResponse:
+    error = types.JSONRPCError(
+        jsonrpc="2.0", id=None, error=types.ErrorData(code=code, message=message)
+    )
+    return JSONResponse(_dump(error), status_code=400)
+
+
+def _sse_answer(
+    runtime: Runtime, pending: Callable[[], Awaitable[types.JSONRPCResponse | types.JSONRPCError]]
+) -> EventSourceResponse:
+    async def frames() -> AsyncIterator[ServerSentEvent]:
+        message = await pending()
+        yield ServerSentEvent(data=json.dumps(_dump(message), ensure_ascii=False), event="message")
+
+    return EventSourceResponse(
+        frames(),
+        ping=runtime.settings.stream_keepalive_seconds,
+        ping_message_factory=lambda: ServerSentEvent(comment="keep-alive"),
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )
