@@ -16,6 +16,7 @@ import pytest
 from a2a.client.errors import A2AClientError
 from a2a.types import CancelTaskRequest, GetTaskRequest, TaskState
 from a2a.utils.errors import (
+    InternalError,
     InvalidParamsError,
     TaskNotCancelableError,
     TaskNotFoundError,
@@ -35,6 +36,7 @@ from tests.support.agent_clients import (
     user_message,
 )
 from tests.support.server import ROOT, ServerProcess
+from tests.support.throwaway import ThrowawayPostgres, postgres_tools
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -267,3 +269,29 @@ async def test_http_switches_turn_both_endpoints_off(tmp_path: Path) -> None:
     assert a2a.status_code == 404 and "http.disable_a2a" in a2a.json()["detail"]
     assert card.status_code == 404
     assert runs.status_code == 200  # the Agent Protocol itself stays on
+
+
+@pytest.mark.slow
+async def test_a_database_outage_is_the_servers_error_not_the_callers(tmp_path: Path) -> None:
+    tools = postgres_tools()
+    if tools is None:
+        pytest.skip("initdb/pg_ctl not installed: the PostgreSQL outage is not covered here")
+    database = await asyncio.to_thread(ThrowawayPostgres(tools).init)
+    proc = ServerProcess(
+        "serve", tmp_path / "server", env={"DATABASE_URL": database.url, "REDIS_URL": ""}
+    )
+    try:
+        await asyncio.to_thread(proc.start)
+        async with mcp_client(proc.url) as mcp:
+            assert "agent" in {tool.name for tool in (await mcp.list_tools()).tools}
+            await asyncio.to_thread(database.stop)
+            with pytest.raises(MCPError) as listing:
+                await mcp.list_tools()
+        assert listing.value.error.code == -32603
+        assert "unavailable" in listing.value.error.message
+        async with a2a_client_for_card(f"{proc.url}/a2a/agent") as client:
+            with pytest.raises(InternalError, match="unavailable"):
+                await send(client, user_message("hello"))
+    finally:
+        await asyncio.to_thread(proc.stop)
+        await asyncio.to_thread(database.destroy)
