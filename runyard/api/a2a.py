@@ -42,6 +42,14 @@ async def a2a_post(
     return await dispatcher.handle_requests(request)
 
 
+@router.get("/a2a/{assistant_id}")
+async def agent_card_at_agent_url(
+    assistant_id: AssistantId, request: Request, runtime: RuntimeDep, caller: CallerDep
+) -> JSONResponse:
+    """The agent card, for clients that GET the agent's URL itself."""
+    return JSONResponse(await _card(runtime, caller, assistant_id, request))
+
+
 @router.get("/a2a/{assistant_id}/.well-known/agent-card.json")
 async def agent_card_of(
     assistant_id: AssistantId, request: Request, runtime: RuntimeDep, caller: CallerDep

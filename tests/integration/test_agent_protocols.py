@@ -187,6 +187,11 @@ async def test_a2a_0_3_clients_use_message_send(base_url: str) -> None:
     """The 0.3 method names (message/send, tasks/get) answer in the 0.3 shapes."""
     async with httpx.AsyncClient(base_url=base_url) as http:
         card = (await http.get("/a2a/agent/.well-known/agent-card.json")).json()
+        assert (await http.get("/a2a/agent")).json() == card
+        root = await http.get("/.well-known/agent-card.json", params={"assistant_id": "agent"})
+        assert root.json() == card
+        unnamed = await http.get("/.well-known/agent-card.json")
+        assert unnamed.status_code == 422 and "assistant_id=" in unnamed.json()["detail"]
     assert card["url"].endswith(f"/a2a/{card['skills'][0]['id'].removesuffix('-main')}")
     async with a2a_client_for_card(card["url"], protocol_version="0.3") as client:
         [event] = await send(client, user_message("hello"))
