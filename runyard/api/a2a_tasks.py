@@ -109,6 +109,16 @@ class AssistantTasks(RequestHandler):
 
     async def _send(self, params: SendMessageRequest) -> Task:
         turn = await self._turn(params.message)
+        if params.configuration.return_immediately:
+            # A non-blocking send: the task as submitted; tasks/get follows it.
+            run = await runs_service.create_run(
+                self.runtime, turn.thread_id, turn.body, new_thread_metadata=turn.owner
+            )
+            task_id, context_id = task_id_of(run), run["thread_id"]
+            task = Task(id=task_id, context_id=context_id)
+            task.status.CopyFrom(wire.status(TaskState.TASK_STATE_SUBMITTED))
+            task.history.append(_stamped(params.message, context_id, task_id))
+            return task
         run, output = await run_waits.run_to_end(
             self.runtime, turn.thread_id, turn.body, new_thread_metadata=turn.owner
         )

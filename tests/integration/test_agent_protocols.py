@@ -143,6 +143,25 @@ async def test_a2a_cancel_stops_a_running_task(base_url: str) -> None:
             await client.cancel_task(CancelTaskRequest(id=task_id))
 
 
+async def test_a2a_send_that_returns_at_once_is_followed_with_tasks_get(base_url: str) -> None:
+    request = user_message(data={"seconds": 0.2})
+    request.configuration.return_immediately = True
+    async with a2a_client(base_url, "slow") as client:
+        [submitted] = await send(client, request)
+        assert submitted.task.status.state == TaskState.TASK_STATE_SUBMITTED
+        for _ in range(300):
+            got = await client.get_task(GetTaskRequest(id=submitted.task.id))
+            if got.status.state == TaskState.TASK_STATE_COMPLETED:
+                break
+            assert got.status.state in (
+                TaskState.TASK_STATE_SUBMITTED,
+                TaskState.TASK_STATE_WORKING,
+            )
+            await asyncio.sleep(0.1)
+    values = MessageToDict(got.artifacts[0].parts[0])["data"]
+    assert values["steps"] == ["first", "second"]
+
+
 async def test_a2a_input_required_task_is_answered_with_its_task_id(base_url: str) -> None:
     async with a2a_client(base_url, "asker") as client:
         [asked] = await send(client, user_message(data={"value": 1}))
