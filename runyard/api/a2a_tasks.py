@@ -143,6 +143,14 @@ class AssistantTasks(RequestHandler):
         yield TaskStatusUpdateEvent(
             task_id=task_id, context_id=context_id, status=wire.status(TaskState.TASK_STATE_WORKING)
         )
+        with protocol_errors():
+            async for event in self._followed(run, task_id, context_id):
+                yield event
+
+    async def _followed(
+        self, run: dict[str, Any], task_id: str, context_id: str
+    ) -> AsyncGenerator[Event]:
+        """The run's reply as it grows, then its answer and its final status."""
         result = run_waits.RunResult()
         events = run_waits.run_events(self.runtime, run, None, None, cancel_on_disconnect=False)
         async for event in events:
@@ -154,12 +162,11 @@ class AssistantTasks(RequestHandler):
                     context_id=context_id,
                     status=wire.status(TaskState.TASK_STATE_WORKING, message),
                 )
+        ended_run = await self._run(run["run_id"])
         output = result.body()
         if output is None:
-            output = await run_waits.result_body(
-                self.runtime, await runs_service.get_run(self.runtime, None, run["run_id"])
-            )
-        ended = await self._ended_task(await self._run(run["run_id"]), output, 0)
+            output = await run_waits.result_body(self.runtime, ended_run)
+        ended = await self._ended_task(ended_run, output, 0)
         for artifact in ended.artifacts:
             yield TaskArtifactUpdateEvent(
                 task_id=task_id, context_id=context_id, artifact=artifact, last_chunk=True
