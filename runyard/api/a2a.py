@@ -11,7 +11,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
 
-from runyard.api.deps import CallerDep, RuntimeDep
+from runyard.api.deps import CallerDep, RuntimeDep, preload
 from runyard.auth.guards import require_assistant
 from runyard.auth.handlers import Caller
 from runyard.domain.errors import InvalidInputError, NotFoundError
@@ -33,6 +33,7 @@ async def a2a_post(
     _require_enabled(runtime)
     # Loaded on first use: protobuf, the SDK's dispatcher and the grpc it imports cost about
     # 20 MiB of resident memory on every instance, most of which never serve A2A.
+    await preload("a2a.server.routes.jsonrpc_dispatcher", "runyard.api.a2a_tasks")
     from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
 
     from runyard.api.a2a_tasks import AssistantTasks
@@ -95,6 +96,7 @@ async def _card(
     assistant = await assistants_service.get_assistant(runtime, assistant_id)
     schemas = await assistants_service.get_schemas(runtime, assistant["assistant_id"])
     url = f"{str(request.base_url).rstrip('/')}/a2a/{assistant['assistant_id']}"
-    from runyard.schemas.a2a import agent_card  # on first use, as above
+    await preload("runyard.schemas.a2a")  # on first use, as above
+    from runyard.schemas.a2a import agent_card
 
     return agent_card(assistant, schemas.get("input_schema") or {}, url)

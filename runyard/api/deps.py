@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import importlib
 import uuid
 from typing import Annotated, Any
 
@@ -59,3 +61,9 @@ def set_page_headers(response: Response, offset: int, size: int, next_offset: in
     else:
         response.headers["X-Pagination-Total"] = str(next_offset + 1)
         response.headers["X-Pagination-Next"] = str(next_offset)
+
+
+async def preload(*modules: str) -> None:
+    """Import modules off the event loop (a first import of a heavy SDK takes about a second)."""
+    for name in modules:
+        await asyncio.to_thread(importlib.import_module, name)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
-from runyard.api.deps import CallerDep, RuntimeDep
+from runyard.api.deps import CallerDep, RuntimeDep, preload
 from runyard.domain.errors import NotFoundError
 from runyard.runtime import Runtime
 
@@ -17,6 +17,7 @@ async def mcp_post(request: Request, runtime: RuntimeDep, caller: CallerDep) -> 
     _require_enabled(runtime)
     # Loaded on first use: the wire models and the schema validator cost resident memory
     # (about 6 MiB) on every instance, most of which never serve MCP.
+    await preload("runyard.api.mcp_rpc")
     from runyard.api import mcp_rpc
 
     return await mcp_rpc.answer(runtime, caller, request)
