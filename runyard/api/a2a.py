@@ -1,7 +1,8 @@
 """`/a2a/{assistant_id}`: every assistant as an Agent2Agent agent (JSON-RPC, A2A 1.0 and 0.3).
 
 The `a2a-sdk` dispatcher parses requests and writes answers (both protocol versions); the
-tasks behind it are Runyard runs, handled by `AssistantTasks`.
+tasks behind it are Runyard runs, handled by `AssistantTasks`. Mounted unless
+`http.disable_a2a` is set in the project config.
 """
 
 from __future__ import annotations
@@ -11,10 +12,10 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
 
-from runyard.api.deps import CallerDep, RuntimeDep, preload
+from runyard.api.deps import CallerDep, RunConfigurableDep, RuntimeDep, preload
 from runyard.auth.guards import require_assistant
 from runyard.auth.handlers import Caller
-from runyard.domain.errors import InvalidInputError, NotFoundError
+from runyard.domain.errors import InvalidInputError
 from runyard.runtime import Runtime
 from runyard.services import assistants as assistants_service
 
@@ -27,10 +28,13 @@ AssistantId = Annotated[
 
 @router.post("/a2a/{assistant_id}", response_model=None)
 async def a2a_post(
-    assistant_id: AssistantId, request: Request, runtime: RuntimeDep, caller: CallerDep
+    assistant_id: AssistantId,
+    request: Request,
+    runtime: RuntimeDep,
+    caller: CallerDep,
+    configurable: RunConfigurableDep,
 ) -> Response:
     """One A2A JSON-RPC request: message/send, message/stream, tasks/get, tasks/cancel."""
-    _require_enabled(runtime)
     # Loaded on first use: protobuf, the SDK's dispatcher and the grpc it imports cost about
     # 20 MiB of resident memory on every instance, most of which never serve A2A.
     await preload("a2a.server.routes.jsonrpc_dispatcher", "runyard.api.a2a_tasks")
@@ -38,7 +42,7 @@ async def a2a_post(
 
     from runyard.api.a2a_tasks import AssistantTasks
 
-    tasks = AssistantTasks(runtime, caller, assistant_id)
+    tasks = AssistantTasks(runtime, caller, assistant_id, configurable)
     dispatcher = JsonRpcDispatcher(tasks, enable_v0_3_compat=True)
     return await dispatcher.handle_requests(request)
 
@@ -83,15 +87,9 @@ async def root_agent_card(
     return JSONResponse(await _card(runtime, caller, assistant_id, request))
 
 
-def _require_enabled(runtime: Runtime) -> None:
-    if runtime.project.disable_a2a:
-        raise NotFoundError("the A2A endpoint is turned off (http.disable_a2a in the config)")
-
-
 async def _card(
     runtime: Runtime, caller: Caller, assistant_id: str, request: Request
 ) -> dict[str, Any]:
-    _require_enabled(runtime)
     await require_assistant(runtime, caller, assistant_id, "read")
     assistant = await assistants_service.get_assistant(runtime, assistant_id)
     schemas = await assistants_service.get_schemas(runtime, assistant["assistant_id"])

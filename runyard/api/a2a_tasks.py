@@ -96,10 +96,18 @@ class Turn:
 class AssistantTasks(RequestHandler):
     """The A2A operations of one assistant for one caller."""
 
-    def __init__(self, runtime: Runtime, caller: Caller, assistant_id: str) -> None:
+    def __init__(
+        self,
+        runtime: Runtime,
+        caller: Caller,
+        assistant_id: str,
+        configurable: dict[str, Any] | None = None,
+    ) -> None:
         self.runtime = runtime
         self.caller = caller
         self.assistant_ref = assistant_id
+        # What the server adds to the `configurable` of the runs (the user, chosen headers).
+        self.configurable = configurable or {}
         self._assistant: dict[str, Any] | None = None
 
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Task:
@@ -112,7 +120,11 @@ class AssistantTasks(RequestHandler):
         if params.configuration.return_immediately:
             # A non-blocking send: the task as submitted; tasks/get follows it.
             run = await runs_service.create_run(
-                self.runtime, turn.thread_id, turn.body, new_thread_metadata=turn.owner
+                self.runtime,
+                turn.thread_id,
+                turn.body,
+                new_thread_metadata=turn.owner,
+                configurable=self.configurable,
             )
             task_id, context_id = task_id_of(run), run["thread_id"]
             task = Task(id=task_id, context_id=context_id)
@@ -120,7 +132,11 @@ class AssistantTasks(RequestHandler):
             task.history.append(_stamped(params.message, context_id, task_id))
             return task
         run, output = await run_waits.run_to_end(
-            self.runtime, turn.thread_id, turn.body, new_thread_metadata=turn.owner
+            self.runtime,
+            turn.thread_id,
+            turn.body,
+            new_thread_metadata=turn.owner,
+            configurable=self.configurable,
         )
         return await self._ended_task(run, output, _history_length(params))
 
@@ -133,7 +149,11 @@ class AssistantTasks(RequestHandler):
             turn = await self._turn(params.message)
             body = turn.body.model_copy(update={"stream_mode": ["values", "messages"]})
             run = await runs_service.create_run(
-                self.runtime, turn.thread_id, body, new_thread_metadata=turn.owner
+                self.runtime,
+                turn.thread_id,
+                body,
+                new_thread_metadata=turn.owner,
+                configurable=self.configurable,
             )
         task_id, context_id = task_id_of(run), run["thread_id"]
         first = Task(id=task_id, context_id=context_id)

@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
@@ -33,6 +34,14 @@ PAGE_SIZE = 100
 SUPPORTED_METHODS = "initialize, ping, tools/list and tools/call"
 
 
+@dataclass(frozen=True)
+class Call:
+    """Who calls, and what the server adds to the `configurable` of the runs they make."""
+
+    caller: Caller
+    configurable: dict[str, Any]
+
+
 class McpError(Exception):
     """A JSON-RPC error to answer with (code and a message a person can act on)."""
 
@@ -41,8 +50,13 @@ class McpError(Exception):
         self.error = types.ErrorData(code=code, message=message, data=data)
 
 
-async def answer(runtime: Runtime, caller: Caller, request: Request) -> Response:
-    """The HTTP answer to one JSON-RPC message posted to /mcp."""
+async def answer(
+    runtime: Runtime, caller: Caller, configurable: dict[str, Any], request: Request
+) -> Response:
+    """The HTTP answer to one JSON-RPC message posted to /mcp.
+
+    `configurable` is what the server adds to a run's `configurable` (the user, headers).
+    """
     try:
         message = json.loads(await request.body())
     except ValueError:
@@ -59,15 +73,15 @@ async def answer(runtime: Runtime, caller: Caller, request: Request) -> Response
         )
     if rpc.method == "tools/call" and "text/event-stream" in request.headers.get("accept", ""):
         # A run may take long: keep-alives hold the connection open until its result.
-        return _sse_answer(runtime, lambda: _answer(runtime, caller, rpc))
-    return JSONResponse(_dump(await _answer(runtime, caller, rpc)))
+        return _sse_answer(runtime, lambda: _answer(runtime, Call(caller, configurable), rpc))
+    return JSONResponse(_dump(await _answer(runtime, Call(caller, configurable), rpc)))
 
 
 async def _answer(
-    runtime: Runtime, caller: Caller, rpc: types.JSONRPCRequest
+    runtime: Runtime, call: Call, rpc: types.JSONRPCRequest
 ) -> types.JSONRPCResponse | types.JSONRPCError:
     try:
-        result = await _dispatch(runtime, caller, rpc.method, rpc.params or {})
+        result = await _dispatch(runtime, call, rpc.method, rpc.params or {})
     except McpError as exc:
         return types.JSONRPCError(jsonrpc="2.0", id=rpc.id, error=exc.error)
     except RunyardError as exc:
@@ -90,7 +104,7 @@ async def _answer(
 
 
 async def _dispatch(
-    runtime: Runtime, caller: Caller, method: str, params: dict[str, Any]
+    runtime: Runtime, call: Call, method: str, params: dict[str, Any]
 ) -> types.Result:
     if method == "initialize":
         requested = params.get("protocolVersion")
@@ -105,9 +119,9 @@ async def _dispatch(
     if method == "ping":
         return types.EmptyResult()
     if method == "tools/list":
-        return await _list_tools(runtime, caller, params.get("cursor"))
+        return await _list_tools(runtime, call.caller, params.get("cursor"))
     if method == "tools/call":
-        return await _call_tool(runtime, caller, params)
+        return await _call_tool(runtime, call, params)
     raise McpError(
         types.METHOD_NOT_FOUND,
         f"method {method!r} is not served here; /mcp serves {SUPPORTED_METHODS}",
@@ -127,26 +141,24 @@ async def _list_tools(runtime: Runtime, caller: Caller, cursor: Any) -> types.Li
     return types.ListToolsResult(tools=tools, next_cursor=next_cursor)
 
 
-async def _call_tool(
-    runtime: Runtime, caller: Caller, params: dict[str, Any]
-) -> types.CallToolResult:
+async def _call_tool(runtime: Runtime, call: Call, params: dict[str, Any]) -> types.CallToolResult:
     try:
-        call = types.CallToolRequestParams.model_validate(params)
+        request = types.CallToolRequestParams.model_validate(params)
     except ValidationError as exc:
         raise McpError(types.INVALID_PARAMS, f"tools/call needs a tool name: {exc}") from None
-    assistant, tool = await _find_tool(runtime, caller, call.name)
-    arguments = call.arguments or {}
+    assistant, tool = await _find_tool(runtime, call.caller, request.name)
+    arguments = request.arguments or {}
     problems = argument_problems(tool.input_schema, arguments)
     if problems:
         raise McpError(
             types.INVALID_PARAMS,
-            f"the arguments do not fit the input schema of tool {call.name!r}: "
+            f"the arguments do not fit the input schema of tool {request.name!r}: "
             + "; ".join(problems),
             data={"problems": problems, "inputSchema": tool.input_schema},
         )
     body = RunCreate(assistant_id=assistant["assistant_id"], input=arguments)
-    await authorize_new_run(runtime, caller, None, body)
-    _, output = await run_to_end(runtime, None, body)
+    await authorize_new_run(runtime, call.caller, None, body)
+    _, output = await run_to_end(runtime, None, body, configurable=call.configurable)
     return call_result(output)
 
 

@@ -233,6 +233,7 @@ async def run_to_end(
     *,
     stream_modes: list[str] | None = None,
     new_thread_metadata: dict[str, Any] | None = None,
+    configurable: dict[str, Any] | None = None,
 ) -> tuple[dict[str, Any], Any]:
     """Create a run, wait for it to end, and return it with its /wait result.
 
@@ -247,6 +248,7 @@ async def run_to_end(
             body,
             stream_modes=stream_modes,
             new_thread_metadata=new_thread_metadata,
+            configurable=configurable,
             on_created=watch.register,
         )
         return run, await final_result(runtime, run, watch)

@@ -289,8 +289,8 @@ async def test_http_switches_turn_both_endpoints_off(tmp_path: Path) -> None:
             runs = await http.post("/runs/wait", json={"assistant_id": "agent", "input": {}})
     finally:
         await asyncio.to_thread(proc.stop)
-    assert mcp.status_code == 404 and "http.disable_mcp" in mcp.json()["detail"]
-    assert a2a.status_code == 404 and "http.disable_a2a" in a2a.json()["detail"]
+    assert mcp.status_code == 404
+    assert a2a.status_code == 404
     assert card.status_code == 404
     assert runs.status_code == 200  # the Agent Protocol itself stays on
 

@@ -215,16 +215,10 @@ def test_optional_sections_are_kept(tmp_path: Path) -> None:
 
 def test_http_switches_turn_off_mcp_and_a2a(tmp_path: Path) -> None:
     plain = load_config(write_project(tmp_path, {"graphs": {"g": "./graph.py:graph"}}))
-    assert (plain.disable_mcp, plain.disable_a2a) == (False, False)
+    assert plain.http_config.enabled("mcp") and plain.http_config.enabled("a2a")
     raw = {"graphs": {"g": "./graph.py:graph"}, "http": {"disable_mcp": True}}
-    config = load_config(write_project(tmp_path, raw))
-    assert (config.disable_mcp, config.disable_a2a) == (True, False)
-
-
-def test_an_http_switch_that_is_not_a_boolean_names_the_key(tmp_path: Path) -> None:
-    raw = {"graphs": {"g": "./graph.py:graph"}, "http": {"disable_a2a": "yes"}}
-    with pytest.raises(ConfigError, match=r"'http.disable_a2a' must be true or false, got 'yes'"):
-        load_config(write_project(tmp_path, raw))
+    config = load_config(write_project(tmp_path, raw)).http_config
+    assert (config.enabled("mcp"), config.enabled("a2a")) == (False, True)
 
 
 # --- env and dependencies -----------------------------------------------------------------
