@@ -14,6 +14,7 @@ from starlette.middleware.cors import CORSMiddleware
 
 from runyard import __version__
 from runyard.api import assistants, crons, runs, store, system, threads
+from runyard.api.bodies import JsonBodyMiddleware
 from runyard.api.cors import cors_options
 from runyard.api.custom_app import (
     Lifespan,
@@ -76,6 +77,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if http.enabled(group):
             add_routes(app, router, dependencies=[Depends(get_caller)])
     protected = app.router.routes[len(system_routes) :]
+    app.add_middleware(JsonBodyMiddleware)
     # Added last = outermost: latency covers the whole request, 413s included.
     app.add_middleware(BodySizeLimitMiddleware, limit=settings.max_body_bytes)
     app.add_middleware(HttpMetricsMiddleware, metrics=runtime.metrics)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -29,6 +30,9 @@ def install_error_handlers(app: FastAPI) -> None:
     async def validation_error(_request: Request, exc: RequestValidationError) -> JSONResponse:
         problems = []
         for error in exc.errors():
+            if error.get("type") == "json_invalid":
+                problems.append(_json_problem(error))
+                continue
             where = ".".join(str(part) for part in error.get("loc", ()) if part != "body")
             problems.append(f"{where or 'body'}: {error.get('msg')}")
         return JSONResponse(
@@ -60,6 +64,12 @@ def install_error_handlers(app: FastAPI) -> None:
         if str(exc) == "Integer exceeds 64-bit range":
             return JSONResponse({"detail": BIG_INTEGER_MESSAGE}, status_code=422)
         raise exc
+
+
+def _json_problem(error: Any) -> str:
+    position = error.get("loc", ("body", 0))[-1]
+    reason = (error.get("ctx") or {}).get("error", "malformed")
+    return f"the request body is not valid JSON: {reason} at character {position}"
 
 
 def _is_unstorable_text(exc: DBAPIError) -> bool:
