@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from runyard.schemas.common import IsoDatetime, Limit, Metadata, MetadataIn, Offset, SortOrder
 
@@ -37,6 +37,15 @@ class CheckpointConfig(BaseModel):
     checkpoint_ns: str | None = None
     checkpoint_id: str | None = None
     checkpoint_map: dict[str, Any] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def unwrap_configurable(cls, data: Any) -> Any:
+        """Take a RunnableConfig too (`{"configurable": {...}}`), as the SDK sends `before`."""
+        if isinstance(data, dict) and isinstance(data.get("configurable"), dict):
+            flat = {k: v for k, v in data.items() if k != "configurable"}
+            return {**data["configurable"], **flat}
+        return data
 
 
 class ThreadTTL(BaseModel):
