@@ -7,7 +7,17 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from runyard.schemas.common import IsoDatetime, Limit, Metadata, MetadataIn, Offset, SortOrder
+from runyard.schemas.common import (
+    IsoDatetime,
+    JsonBool,
+    JsonFloat,
+    Limit,
+    Metadata,
+    MetadataIn,
+    NotBool,
+    Offset,
+    SortOrder,
+)
 
 ThreadStatusName = Literal["idle", "busy", "interrupted", "error"]
 ThreadSortBy = Literal["thread_id", "status", "created_at", "updated_at", "state_updated_at"]
@@ -25,7 +35,9 @@ ThreadField = Literal[
     "error",
 ]
 StateValues = dict[str, Any] | list[Any] | None
-HistoryLimit = Annotated[int, Field(ge=1, le=1000, description="Number of states, 1 to 1000.")]
+HistoryLimit = Annotated[
+    int, Field(ge=1, le=1000, description="Number of states, 1 to 1000."), NotBool
+]
 
 
 class CheckpointConfig(BaseModel):
@@ -54,7 +66,7 @@ class ThreadTTL(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     strategy: Literal["delete", "keep_latest"] = "delete"
-    ttl: float | None = None
+    ttl: JsonFloat | None = None
 
 
 class StateCommand(BaseModel):
@@ -93,14 +105,14 @@ class ThreadCreate(BaseModel):
     supersteps: list[Superstep] | None = Field(
         default=None, description="State updates to apply at creation (needs a graph_id)."
     )
-    ttl: ThreadTTL | float | None = None
+    ttl: ThreadTTL | JsonFloat | None = None
 
 
 class ThreadPatch(BaseModel):
     """Body of PATCH /threads/{thread_id}."""
 
     metadata: MetadataIn = Field(default_factory=dict, description="Merged into the current one.")
-    ttl: ThreadTTL | float | None = None
+    ttl: ThreadTTL | JsonFloat | None = None
 
 
 class ThreadFilter(BaseModel):
@@ -140,7 +152,7 @@ class ThreadStateAtCheckpoint(BaseModel):
     """Body of POST /threads/{thread_id}/state/checkpoint."""
 
     checkpoint: CheckpointConfig
-    subgraphs: bool = False
+    subgraphs: JsonBool = False
 
 
 class ThreadHistorySearch(BaseModel):

@@ -81,7 +81,7 @@ async def test_json_bodies_are_read_whatever_their_declared_type(
 
 
 @pytest.mark.parametrize("content_type", [*DECLARED_TYPES, "application/json"])
-@pytest.mark.parametrize("body", [b"not json", b'{"metadata": ', b"\xff\xfe"])
+@pytest.mark.parametrize("body", [b"not json", b'{"metadata": ', b"\xff\xfe", b'{"a": "\xe9\x80"}'])
 async def test_a_body_that_is_not_json_gets_a_clear_422(
     base_url: str, content_type: str | None, body: bytes
 ) -> None:
