@@ -11,8 +11,9 @@ import httpx
 import pytest
 from langgraph_sdk import get_client
 
+from tests.support.backends import backend_server
 from tests.support.runs import new_tag, status_error
-from tests.support.server import ROOT, ServerProcess, backend_server
+from tests.support.server import ROOT, ServerProcess
 
 AUTH_CONFIG = ROOT / "tests" / "graphs" / "langgraph_auth.json"
 Sdk = Any

@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 from langgraph_sdk import get_client
 
+from tests.support.backends import backend_server
 from tests.support.runs import status_error
-from tests.support.server import ROOT, ServerProcess, backend_server
+from tests.support.server import ROOT, ServerProcess
 
 CONFIG = ROOT / "tests" / "graphs" / "langgraph_auth_shared.json"
 HELLO = {"messages": [{"role": "user", "content": "hello"}]}
