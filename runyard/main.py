@@ -15,7 +15,6 @@ from starlette.middleware.cors import CORSMiddleware
 
 from runyard import __version__
 from runyard.api import assistants, crons, runs, store, system, threads
-from runyard.api.bodies import JsonBodyMiddleware
 from runyard.api.cors import cors_options
 from runyard.api.custom_app import (
     Lifespan,
@@ -29,7 +28,7 @@ from runyard.api.errors import install_error_handlers
 from runyard.api.limits import BodySizeLimitMiddleware
 from runyard.api.responses import error_responses
 from runyard.api.routing import (
-    LiteralFirstRoute,
+    ProtocolRoute,
     install_method_not_allowed,
     reserve_literal_paths,
 )
@@ -86,7 +85,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     protected = app.router.routes[len(system_routes) :]
     reserve_literal_paths(app)
     install_method_not_allowed(app)
-    app.add_middleware(JsonBodyMiddleware)
     # Added last = outermost: latency covers the whole request, 413s included.
     app.add_middleware(BodySizeLimitMiddleware, limit=settings.max_body_bytes)
     app.add_middleware(HttpMetricsMiddleware, metrics=runtime.metrics)
@@ -207,5 +205,5 @@ def add_routes(app: FastAPI, router: APIRouter, dependencies: list[Any] | None =
             response_class=route.response_class,
             name=route.name,
             openapi_extra=route.openapi_extra,
-            route_class_override=LiteralFirstRoute,
+            route_class_override=ProtocolRoute,
         )

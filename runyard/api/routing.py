@@ -1,20 +1,24 @@
-"""Route matching as the OpenAPI document describes it: literal paths first, honest 405s."""
+"""Routes as the OpenAPI document describes them: JSON bodies, literal paths first, honest 405s."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 from starlette.types import Scope
 
+from runyard.api.bodies import as_json_request
 
-class LiteralFirstRoute(APIRoute):
-    """A route whose path parameters never capture a literal segment of another route.
+
+class ProtocolRoute(APIRoute):
+    """A route of the Agent Protocol: bodies read as JSON whatever their declared type, and
+    path parameters that never capture a literal segment of another route.
 
     `PATCH /threads/search` must answer 405 (the path takes only POST), not be read as
     `PATCH /threads/{thread_id}` with the id "search" and answered 422; likewise
@@ -22,6 +26,15 @@ class LiteralFirstRoute(APIRoute):
     """
 
     shadowing: tuple[re.Pattern[str], ...] = ()
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        """FastAPI's handler, given the request with its body declared JSON."""
+        handler = super().get_route_handler()
+
+        async def json_bodied(request: Request) -> Response:
+            return await handler(as_json_request(request))
+
+        return json_bodied
 
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
         """Starlette's match, refused when a more literal route of the app takes the path."""
@@ -35,7 +48,7 @@ class LiteralFirstRoute(APIRoute):
 
 def reserve_literal_paths(app: FastAPI) -> None:
     """Give every parameterised route the patterns of the routes more literal than it."""
-    routes = [route for route in app.router.routes if isinstance(route, LiteralFirstRoute)]
+    routes = [route for route in app.router.routes if isinstance(route, ProtocolRoute)]
     for route in routes:
         if route.param_convertors:
             route.shadowing = tuple(
