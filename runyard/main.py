@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import APIRouter, Depends, FastAPI
+from fastapi.dependencies.utils import get_flat_params
 from fastapi.routing import APIRoute
 from starlette.applications import Starlette
 from starlette.middleware.cors import CORSMiddleware
@@ -25,6 +26,12 @@ from runyard.api.custom_app import (
 from runyard.api.deps import get_caller
 from runyard.api.errors import install_error_handlers
 from runyard.api.limits import BodySizeLimitMiddleware
+from runyard.api.responses import error_responses
+from runyard.api.routing import (
+    ProtocolRoute,
+    install_method_not_allowed,
+    reserve_literal_paths,
+)
 from runyard.domain.errors import ConfigError
 from runyard.graphs.config import ProjectConfig, apply_environment, find_config, load_config
 from runyard.graphs.http_config import HttpConfig
@@ -78,6 +85,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if http.enabled(group):
             add_routes(app, router, dependencies=[Depends(get_caller)])
     protected = app.router.routes[len(system_routes) :]
+    reserve_literal_paths(app)
+    install_method_not_allowed(app)
     # Added last = outermost: latency covers the whole request, 413s included.
     app.add_middleware(BodySizeLimitMiddleware, limit=settings.max_body_bytes)
     app.add_middleware(HttpMetricsMiddleware, metrics=runtime.metrics)
@@ -171,6 +180,13 @@ def add_routes(app: FastAPI, router: APIRouter, dependencies: list[Any] | None =
     for route in router.routes:
         if not isinstance(route, APIRoute):
             raise TypeError(f"only API routes can be added this way, not {route!r}")
+        errors = error_responses(
+            sorted(route.methods or ())[0],
+            route.path,
+            authenticated=bool(dependencies),
+            has_body=route.body_field is not None,
+            has_params=bool(get_flat_params(route.dependant)),
+        )
         app.router.add_api_route(
             route.path,
             route.endpoint,
@@ -181,7 +197,7 @@ def add_routes(app: FastAPI, router: APIRouter, dependencies: list[Any] | None =
             summary=route.summary,
             description=route.description,
             response_description=route.response_description,
-            responses=route.responses,
+            responses={**errors, **route.responses},
             deprecated=route.deprecated,
             methods=route.methods,
             operation_id=route.operation_id,
@@ -191,4 +207,5 @@ def add_routes(app: FastAPI, router: APIRouter, dependencies: list[Any] | None =
             response_class=route.response_class,
             name=route.name,
             openapi_extra=route.openapi_extra,
+            route_class_override=ProtocolRoute,
         )

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Body, Path, Query, Response
 
 from runyard.api.deps import CallerDep, RuntimeDep
 from runyard.auth.guards import require_assistant
+from runyard.graphs.introspection import XRAY_PATTERN
 from runyard.schemas.assistants import (
     Assistant,
     AssistantCreate,
@@ -139,7 +140,13 @@ async def get_graph(
     runtime: RuntimeDep,
     caller: CallerDep,
     assistant_id: AssistantId,
-    xray: Annotated[str | None, Query(description="true, false, or a subgraph depth")] = None,
+    xray: Annotated[
+        str | None,
+        Query(
+            description="true, false, or a subgraph depth",
+            json_schema_extra={"pattern": XRAY_PATTERN},
+        ),
+    ] = None,
 ) -> dict[str, Any]:
     """The assistant's graph as nodes and edges, subgraphs expanded with `xray`."""
     await require_assistant(runtime, caller, assistant_id, "read")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -31,6 +32,9 @@ def install_error_handlers(app: FastAPI) -> None:
     async def validation_error(_request: Request, exc: RequestValidationError) -> JSONResponse:
         problems = []
         for error in exc.errors():
+            if error.get("type") == "json_invalid":
+                problems.append(_json_problem(error))
+                continue
             where = ".".join(str(part) for part in error.get("loc", ()) if part != "body")
             problems.append(f"{where or 'body'}: {error.get('msg')}")
         return JSONResponse(
@@ -74,6 +78,12 @@ def is_store_outage(exc: BaseException) -> bool:
             exc, OperationalError | InterfaceError
         )
     return isinstance(exc, RedisConnectionError | RedisTimeoutError | ConnectionError)
+
+
+def _json_problem(error: Any) -> str:
+    position = error.get("loc", ("body", 0))[-1]
+    reason = (error.get("ctx") or {}).get("error", "malformed")
+    return f"the request body is not valid JSON: {reason} at character {position}"
 
 
 def _is_unstorable_text(exc: DBAPIError) -> bool:

@@ -5,6 +5,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from runyard.auth.handlers import Caller, Filter
+from runyard.domain.auth_filters import (
+    contained_items,
+    field_operator,
+    filter_groups,
+    unknown_operator,
+)
 from runyard.domain.errors import NotFoundError
 from runyard.services import assistants as assistants_service
 from runyard.services import crons as crons_service
@@ -16,31 +22,49 @@ if TYPE_CHECKING:
 
 
 def metadata_matches(metadata: dict[str, Any] | None, spec: Filter) -> bool:
-    """Whether metadata satisfies an auth filter (plain values, `$eq`, `$contains`)."""
+    """Whether metadata satisfies an auth filter (`runyard.domain.auth_filters`).
+
+    The same meaning as `runyard.db.dialect.json_filter` gives it in SQL.
+    """
     metadata = metadata or {}
     for key, wanted in spec.items():
-        if key not in metadata:
-            return False
-        actual = metadata[key]
-        if isinstance(wanted, dict) and "$contains" in wanted:
-            items = wanted["$contains"]
-            needed = items if isinstance(items, list) else [items]
-            if not isinstance(actual, list) or any(item not in actual for item in needed):
+        if key == "$or":
+            if not any(metadata_matches(metadata, g) for g in filter_groups(key, wanted)):
                 return False
-        elif isinstance(wanted, dict) and "$eq" in wanted:
-            if actual != wanted["$eq"]:
+        elif key == "$and":
+            if not all(metadata_matches(metadata, g) for g in filter_groups(key, wanted)):
                 return False
-        elif not _contains(actual, wanted):
+        elif key.startswith("$"):
+            raise unknown_operator(key)
+        elif key not in metadata:
             return False
+        else:
+            operator, operand = field_operator(wanted)
+            actual = metadata[key]
+            if operator == "$eq" and not json_equal(actual, operand):
+                return False
+            if operator == "$contains" and not (
+                isinstance(actual, list)
+                and all(
+                    any(json_equal(a, item) for a in actual) for item in contained_items(operand)
+                )
+            ):
+                return False
     return True
 
 
-def _contains(actual: Any, wanted: Any) -> bool:
-    # JSON containment, as the SQL filter applies it on PostgreSQL.
-    if isinstance(wanted, dict):
-        return isinstance(actual, dict) and all(
-            k in actual and _contains(actual[k], v) for k, v in wanted.items()
+def json_equal(actual: Any, wanted: Any) -> bool:
+    """Equality of JSON values as the databases compare them: `true` is not `1`."""
+    if isinstance(actual, bool) or isinstance(wanted, bool):
+        return type(actual) is type(wanted) and actual == wanted
+    if isinstance(actual, dict) and isinstance(wanted, dict):
+        return actual.keys() == wanted.keys() and all(
+            json_equal(actual[k], wanted[k]) for k in actual
         )
+    if isinstance(actual, list) and isinstance(wanted, list):
+        return len(actual) == len(wanted) and all(map(json_equal, actual, wanted))
+    if isinstance(actual, dict | list) or isinstance(wanted, dict | list):
+        return False
     return bool(actual == wanted)
 
 

@@ -12,6 +12,7 @@ from typing import Any
 from langgraph_sdk import Auth
 from starlette.requests import Request
 
+from runyard.domain.auth_filters import AuthFilterError, check_filter
 from runyard.domain.errors import ConfigError, ForbiddenError, RunyardError, UnauthorizedError
 from runyard.graphs.config import ProjectConfig
 from runyard.graphs.modules import import_attribute
@@ -94,7 +95,30 @@ class Caller:
                 f"the auth handler for {resource}.{action} returned a {type(result).__name__}; "
                 "expected None, True, False or a filter dict"
             )
+        if result:
+            _check_returned_filter(handler, resource, action, result)
         return result or None
+
+
+def _check_returned_filter(handler: Any, resource: str, action: str, result: Filter) -> None:
+    """Refuse a filter Runyard cannot apply, naming the handler: never match nothing or all."""
+    try:
+        check_filter(result)
+    except AuthFilterError as exc:
+        name = getattr(handler, "__qualname__", repr(handler))
+        log.error(
+            "auth_filter_invalid handler=%s resource=%s action=%s operator=%s error=%s",
+            name,
+            resource,
+            action,
+            exc.operator,
+            exc.message,
+        )
+        raise AuthFilterError(
+            f"the auth handler {name} ({resource}.{action}) returned a filter Runyard cannot "
+            f"apply: {exc.message}",
+            exc.operator,
+        ) from None
 
 
 def load_auth(project: ProjectConfig) -> Auth | None:

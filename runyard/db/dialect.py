@@ -11,15 +11,26 @@ from sqlalchemy import (
     Float,
     String,
     Table,
+    and_,
     bindparam,
+    case,
     cast,
     exists,
     func,
     literal,
+    or_,
     select,
+    true,
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
+
+from runyard.domain.auth_filters import (
+    contained_items,
+    field_operator,
+    filter_groups,
+    unknown_operator,
+)
 
 
 def dialect_name(session: AsyncConnection) -> str:
@@ -77,35 +88,63 @@ def json_contains(session: AsyncConnection, column: Any, subset: dict[str, Any])
         return []
     if dialect_name(session) == "postgresql":
         return [column.op("@>")(cast(literal(json.dumps(subset)), postgresql.JSONB))]
-    conditions = []
-    for key, value in subset.items():
-        path = '$."' + str(key).replace('"', '\\"') + '"'
-        extracted = func.json_extract(column, path)
-        if value is None:
-            conditions.append(func.json_type(column, path) == "null")
-        elif isinstance(value, bool):
-            conditions.append(func.json_type(column, path) == ("true" if value else "false"))
-        elif isinstance(value, (int, float, str)):
-            conditions.append(extracted == value)
-        else:
-            compact = json.dumps(value, separators=(",", ":"))
-            conditions.append(func.json(extracted) == func.json(compact))
-    return conditions
+    return [_sqlite_json_equals(column, str(key), value) for key, value in subset.items()]
+
+
+def _sqlite_json_equals(column: Any, key: str, value: Any) -> Any:
+    # json_extract answers SQL values (true is 1, an array is its JSON text): compare the
+    # JSON type too, so true is not 1 and a string is never parsed as JSON.
+    path = '$."' + key.replace('"', '\\"') + '"'
+    kind = func.json_type(column, path)
+    extracted = func.json_extract(column, path)
+    if value is None:
+        return kind == "null"
+    if isinstance(value, bool):
+        return kind == ("true" if value else "false")
+    if isinstance(value, int | float):
+        return and_(kind.in_(("integer", "real")), extracted == value)
+    if isinstance(value, str):
+        return and_(kind == "text", extracted == value)
+    compact = json.dumps(value, separators=(",", ":"))
+    wanted_kind = "object" if isinstance(value, dict) else "array"
+    return case((kind == wanted_kind, func.json(extracted)), else_=None) == func.json(compact)
 
 
 def json_filter(session: AsyncConnection, column: Any, spec: dict[str, Any]) -> list[Any]:
-    """Conditions of an auth filter: plain values, `{"$eq": v}` or `{"$contains": v}` per key."""
+    """Conditions (ANDed) of an auth filter (`runyard.domain.auth_filters`).
+
+    The same meaning as `runyard.auth.guards.metadata_matches` gives it in Python: plain values
+    and `$eq` compare exactly, `$contains` looks into a list, `$or`/`$and` group filters.
+    """
     conditions: list[Any] = []
     for key, wanted in spec.items():
-        if isinstance(wanted, dict) and "$contains" in wanted:
-            items = wanted["$contains"]
-            for item in items if isinstance(items, list) else [items]:
-                conditions.append(_json_array_has(session, column, str(key), item))
-        elif isinstance(wanted, dict) and "$eq" in wanted:
-            conditions += json_contains(session, column, {key: wanted["$eq"]})
+        if key in ("$or", "$and"):
+            groups = [
+                and_(true(), *json_filter(session, column, group))
+                for group in filter_groups(key, wanted)
+            ]
+            conditions.append(or_(*groups) if key == "$or" else and_(*groups))
+        elif key.startswith("$"):
+            raise unknown_operator(key)
         else:
-            conditions += json_contains(session, column, {key: wanted})
+            operator, operand = field_operator(wanted)
+            if operator == "$eq":
+                conditions.append(_json_field_equals(session, column, key, operand))
+            else:
+                conditions += [
+                    _json_array_has(session, column, key, item) for item in contained_items(operand)
+                ]
     return conditions
+
+
+def _json_field_equals(session: AsyncConnection, column: Any, key: str, value: Any) -> Any:
+    if dialect_name(session) == "postgresql":
+        # Equality, not containment (`@>`): {"$eq": ["x"]} must not match ["x", "y"].
+        field = column.op("->", return_type=postgresql.JSONB)(literal(key, String()))
+        return field == cast(literal(json.dumps(value)), postgresql.JSONB)
+    # SQLite's per-key comparison in json_contains is already exact.
+    (condition,) = json_contains(session, column, {key: value})
+    return condition
 
 
 def _json_array_has(session: AsyncConnection, column: Any, key: str, item: Any) -> Any:

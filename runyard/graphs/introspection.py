@@ -4,6 +4,7 @@ its drawable structure, and its subgraphs."""
 from __future__ import annotations
 
 import logging
+import re
 import warnings
 from collections.abc import Sequence
 from typing import Any, get_type_hints
@@ -99,21 +100,22 @@ def configurable_jsonschema(graph: Pregel) -> dict[str, Any]:
     return schema
 
 
+XRAY_DEPTH = "[1-9][0-9]{0,8}"
+# What `parse_xray` accepts, as the OpenAPI document declares it.
+XRAY_PATTERN = f"^(|true|True|false|False|0|{XRAY_DEPTH})$"
+
+
 def parse_xray(value: str | None) -> bool | int:
     """The `xray` query value as LangGraph reads it: true/false or a depth of at least 1."""
     if value is None or value in ("", "false", "False", "0"):
         return False
     if value in ("true", "True"):
         return True
-    try:
-        depth = int(value)
-    except ValueError:
-        depth = 0
-    if depth <= 0:
+    if not re.fullmatch(XRAY_DEPTH, value):
         raise InvalidInputError(
             f"invalid xray value {value!r}: use true, false or a positive depth such as 1"
         )
-    return depth
+    return int(value)
 
 
 async def drawable_graph(graph: Pregel, xray: bool | int) -> dict[str, Any]:

@@ -6,7 +6,16 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from runyard.schemas.common import IsoDatetime, Limit, Metadata, MetadataIn, Offset, SortOrder
+from runyard.schemas.common import (
+    IsoDatetime,
+    JsonInt,
+    Limit,
+    Metadata,
+    MetadataIn,
+    NotBool,
+    Offset,
+    SortOrder,
+)
 
 AssistantSortBy = Literal["assistant_id", "graph_id", "name", "created_at", "updated_at"]
 AssistantField = Literal[
@@ -29,7 +38,7 @@ class AssistantConfig(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     tags: list[str] | None = None
-    recursion_limit: Annotated[int, Field(ge=1)] | None = None
+    recursion_limit: Annotated[int, Field(ge=1), NotBool] | None = None
     configurable: dict[str, Any] | None = None
 
 
@@ -86,14 +95,14 @@ class AssistantVersionsSearch(BaseModel):
 class AssistantVersionChange(BaseModel):
     """Body of POST /assistants/{assistant_id}/latest."""
 
-    version: Annotated[int, Field(ge=1)]
+    version: Annotated[int, Field(ge=1), NotBool]
 
 
 class AssistantVersion(BaseModel):
     """One stored version of an assistant."""
 
     assistant_id: str
-    version: int
+    version: JsonInt
     graph_id: str
     config: dict[str, Any]
     context: dict[str, Any]
@@ -114,7 +123,7 @@ class Assistant(BaseModel):
     name: str
     created_at: IsoDatetime
     updated_at: IsoDatetime
-    version: int
+    version: JsonInt
     description: str | None = None
 
 

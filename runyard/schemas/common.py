@@ -6,7 +6,22 @@ import json
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, PlainSerializer
+from pydantic import AfterValidator, BeforeValidator, Field, PlainSerializer, StrictBool
+
+
+def _not_a_boolean(value: Any) -> Any:
+    # pydantic's lax mode reads true as 1; the document says number, so true is refused.
+    if isinstance(value, bool):
+        raise ValueError("expected a number, not true or false")
+    return value
+
+
+# Numbers and booleans of request bodies as the OpenAPI document declares them: a boolean
+# is no number, and "yes" or 1 is no boolean.
+NotBool = BeforeValidator(_not_a_boolean)
+JsonInt = Annotated[int, NotBool]
+JsonFloat = Annotated[float, NotBool]
+JsonBool = StrictBool
 
 # LangGraph Platform writes timestamps as `2024-06-25T17:10:33.109781+00:00`, not with `Z`.
 IsoDatetime = Annotated[datetime, PlainSerializer(lambda value: value.isoformat(), return_type=str)]
@@ -32,11 +47,13 @@ def _bounded_metadata(value: dict[str, Any]) -> dict[str, Any]:
 
 # Metadata a client sends; responses use plain `Metadata` (merged rows may grow past it).
 MetadataIn = Annotated[dict[str, Any], AfterValidator(_bounded_metadata)]
-Limit = Annotated[int, Field(ge=1, le=1000, description="Page size, 1 to 1000.")]
+Limit = Annotated[int, Field(ge=1, le=1000, description="Page size, 1 to 1000."), NotBool]
 # Bounded so a huge offset is a 422, not a database integer overflow.
 MAX_OFFSET = 2**31 - 1
 Offset = Annotated[
-    int, Field(ge=0, le=MAX_OFFSET, description=f"Number of rows to skip, 0 to {MAX_OFFSET}.")
+    int,
+    Field(ge=0, le=MAX_OFFSET, description=f"Number of rows to skip, 0 to {MAX_OFFSET}."),
+    NotBool,
 ]
 
 SortOrder = Literal["asc", "desc"]

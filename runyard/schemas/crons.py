@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from runyard.schemas.common import IsoDatetime, Limit, Metadata, Offset, SortOrder
+from runyard.schemas.common import IsoDatetime, JsonBool, Limit, Metadata, Offset, SortOrder
 from runyard.schemas.runs import StreamModeName
 
 CronSortBy = Literal[
@@ -60,12 +60,14 @@ class CronRunFields(BaseModel):
     context: dict[str, Any] | None = None
     interrupt_before: Interrupts = None
     interrupt_after: Interrupts = None
-    webhook: str | None = Field(default=None, max_length=2048)
+    webhook: str | None = Field(
+        default=None, max_length=2048, json_schema_extra={"pattern": "^https?://"}
+    )
     stream_mode: StreamModeName | list[StreamModeName] | None = None
-    stream_subgraphs: bool | None = None
-    stream_resumable: bool | None = None
+    stream_subgraphs: JsonBool | None = None
+    stream_resumable: JsonBool | None = None
     durability: Literal["sync", "async", "exit"] | None = None
-    checkpoint_during: bool | None = None
+    checkpoint_during: JsonBool | None = None
 
     @field_validator("webhook")
     @classmethod
@@ -83,7 +85,7 @@ class ThreadCronCreate(CronRunFields):
     timezone: str | None = Field(default=None, max_length=64)
     end_time: datetime | None = None
     metadata: Metadata | None = None
-    enabled: bool = True
+    enabled: JsonBool = True
     multitask_strategy: Literal["reject", "enqueue", "interrupt", "rollback"] = "enqueue"
 
 
@@ -100,7 +102,7 @@ class CronPatch(CronRunFields):
     timezone: str | None = Field(default=None, max_length=64)
     end_time: datetime | None = None
     metadata: Metadata | None = None
-    enabled: bool | None = None
+    enabled: JsonBool | None = None
     on_run_completed: Literal["delete", "keep"] | None = None
 
 
@@ -111,7 +113,7 @@ class CronSearch(BaseModel):
 
     assistant_id: str | None = None
     thread_id: str | None = None
-    enabled: bool | None = None
+    enabled: JsonBool | None = None
     metadata: Metadata | None = None
     limit: Limit = 10
     offset: Offset = 0

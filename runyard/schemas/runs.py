@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from runyard.domain.stream_modes import StreamModeName
-from runyard.schemas.common import IsoDatetime, MetadataIn
+from runyard.schemas.common import IsoDatetime, JsonBool, MetadataIn, NotBool
 
 
 class CommandBody(BaseModel):
@@ -36,17 +36,19 @@ class RunCreate(BaseModel):
     interrupt_before: Literal["*"] | list[str] | None = None
     interrupt_after: Literal["*"] | list[str] | None = None
     stream_mode: StreamModeName | list[StreamModeName] | None = None
-    stream_subgraphs: bool = False
-    stream_resumable: bool = False
-    webhook: str | None = Field(default=None, max_length=2048)
+    stream_subgraphs: JsonBool = False
+    stream_resumable: JsonBool = False
+    webhook: str | None = Field(
+        default=None, max_length=2048, json_schema_extra={"pattern": "^https?://"}
+    )
     multitask_strategy: Literal["reject", "enqueue", "interrupt", "rollback"] = "enqueue"
     if_not_exists: Literal["create", "reject"] = "reject"
     on_disconnect: Literal["cancel", "continue"] = "continue"
     on_completion: Literal["delete", "keep"] | None = None
-    after_seconds: float | None = Field(default=None, ge=0, le=30 * 24 * 3600)
+    after_seconds: Annotated[float, Field(ge=0, le=30 * 24 * 3600), NotBool] | None = None
     durability: Literal["sync", "async", "exit"] | None = None
     feedback_keys: list[str] | None = None
-    checkpoint_during: bool | None = None
+    checkpoint_during: JsonBool | None = None
 
     @field_validator("webhook")
     @classmethod

@@ -6,12 +6,16 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-Namespace = list[str]
+from runyard.schemas.common import JsonBool, JsonFloat, JsonInt, NotBool
+
+# Labels are joined with periods in the namespace's stored form (as LangGraph's stores do).
+NamespaceLabel = Annotated[str, Field(json_schema_extra={"pattern": "^[^.\\x00]+$"})]
+Namespace = list[NamespaceLabel]
 # Minutes, as LangGraph's stores count them.
 # From 0.06 s (smaller ones print in a notation PostgreSQL intervals refuse) to 1,000 years
 # (larger ones overflow the expiry date).
 TtlMinutes = Annotated[
-    float, Field(ge=0.001, le=525_600_000, description="Time to live in minutes.")
+    float, Field(ge=0.001, le=525_600_000, description="Time to live in minutes."), NotBool
 ]
 
 
@@ -43,10 +47,10 @@ class StoreSearch(BaseModel):
 
     namespace_prefix: Namespace | None = None
     filter: dict[str, Any] | None = None
-    limit: int = Field(default=10, ge=1, le=1000)
-    offset: int = Field(default=0, ge=0, le=2**31 - 1)
+    limit: JsonInt = Field(default=10, ge=1, le=1000)
+    offset: JsonInt = Field(default=0, ge=0, le=2**31 - 1)
     query: str | None = None
-    refresh_ttl: bool | None = None
+    refresh_ttl: JsonBool | None = None
 
 
 class StoreNamespaces(BaseModel):
@@ -56,9 +60,9 @@ class StoreNamespaces(BaseModel):
 
     prefix: Namespace | None = None
     suffix: Namespace | None = None
-    max_depth: int | None = Field(default=None, ge=1, le=2**31 - 1)
-    limit: int = Field(default=100, ge=1, le=1000)
-    offset: int = Field(default=0, ge=0, le=2**31 - 1)
+    max_depth: Annotated[int, Field(ge=1, le=2**31 - 1), NotBool] | None = None
+    limit: JsonInt = Field(default=100, ge=1, le=1000)
+    offset: JsonInt = Field(default=0, ge=0, le=2**31 - 1)
 
 
 class Item(BaseModel):
@@ -74,7 +78,7 @@ class Item(BaseModel):
 class SearchItem(Item):
     """An item found by a search; `score` is set for semantic (query) searches."""
 
-    score: float | None = None
+    score: JsonFloat | None = None
 
 
 class SearchItemsResponse(BaseModel):

@@ -5,9 +5,19 @@ from __future__ import annotations
 import uuid
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from runyard.schemas.common import IsoDatetime, Limit, Metadata, MetadataIn, Offset, SortOrder
+from runyard.schemas.common import (
+    IsoDatetime,
+    JsonBool,
+    JsonFloat,
+    Limit,
+    Metadata,
+    MetadataIn,
+    NotBool,
+    Offset,
+    SortOrder,
+)
 
 ThreadStatusName = Literal["idle", "busy", "interrupted", "error"]
 ThreadSortBy = Literal["thread_id", "status", "created_at", "updated_at", "state_updated_at"]
@@ -25,7 +35,9 @@ ThreadField = Literal[
     "error",
 ]
 StateValues = dict[str, Any] | list[Any] | None
-HistoryLimit = Annotated[int, Field(ge=1, le=1000, description="Number of states, 1 to 1000.")]
+HistoryLimit = Annotated[
+    int, Field(ge=1, le=1000, description="Number of states, 1 to 1000."), NotBool
+]
 
 
 class CheckpointConfig(BaseModel):
@@ -38,6 +50,15 @@ class CheckpointConfig(BaseModel):
     checkpoint_id: str | None = None
     checkpoint_map: dict[str, Any] | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def unwrap_configurable(cls, data: Any) -> Any:
+        """Take a RunnableConfig too (`{"configurable": {...}}`), as the SDK sends `before`."""
+        if isinstance(data, dict) and isinstance(data.get("configurable"), dict):
+            flat = {k: v for k, v in data.items() if k != "configurable"}
+            return {**data["configurable"], **flat}
+        return data
+
 
 class ThreadTTL(BaseModel):
     """A thread's time-to-live; accepted for compatibility, not enforced yet."""
@@ -45,7 +66,7 @@ class ThreadTTL(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     strategy: Literal["delete", "keep_latest"] = "delete"
-    ttl: float | None = None
+    ttl: JsonFloat | None = None
 
 
 class StateCommand(BaseModel):
@@ -84,14 +105,14 @@ class ThreadCreate(BaseModel):
     supersteps: list[Superstep] | None = Field(
         default=None, description="State updates to apply at creation (needs a graph_id)."
     )
-    ttl: ThreadTTL | float | None = None
+    ttl: ThreadTTL | JsonFloat | None = None
 
 
 class ThreadPatch(BaseModel):
     """Body of PATCH /threads/{thread_id}."""
 
     metadata: MetadataIn = Field(default_factory=dict, description="Merged into the current one.")
-    ttl: ThreadTTL | float | None = None
+    ttl: ThreadTTL | JsonFloat | None = None
 
 
 class ThreadFilter(BaseModel):
@@ -131,7 +152,7 @@ class ThreadStateAtCheckpoint(BaseModel):
     """Body of POST /threads/{thread_id}/state/checkpoint."""
 
     checkpoint: CheckpointConfig
-    subgraphs: bool = False
+    subgraphs: JsonBool = False
 
 
 class ThreadHistorySearch(BaseModel):

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from runyard.db import threads as threads_db
 from runyard.domain.errors import NotFoundError
+from runyard.domain.results import with_interrupts
 from runyard.domain.status import TERMINAL_RUN_STATUSES, RunStatus
 from runyard.schemas.runs import RunCreate
 from runyard.services.runs import cancel_run, create_run, get_run
@@ -163,11 +164,11 @@ async def result_body(runtime: Runtime, run: dict[str, Any]) -> dict[str, Any]:
         thread = await threads_db.get_thread(session, run["thread_id"])
     if thread is None:
         return {}
+    values = dict(thread["values"]) if thread["values"] else {}
     if thread["status"] == "interrupted" and thread["interrupts"]:
         flat = [i for items in thread["interrupts"].values() for i in items]
-        if flat:
-            return {"__interrupt__": flat}
-    return dict(thread["values"]) if thread["values"] else {}
+        return dict(with_interrupts(values, flat))
+    return values
 
 
 class RunResult:
@@ -194,7 +195,7 @@ class RunResult:
         if self.error is not None:
             return {"__error__": self.error}
         if self.interrupts:
-            return {"__interrupt__": self.interrupts}
+            return with_interrupts(self.latest, self.interrupts)
         return self.latest
 
 

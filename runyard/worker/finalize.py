@@ -12,6 +12,7 @@ from langgraph.pregel import Pregel
 from runyard.db import runs as runs_db
 from runyard.db import threads as threads_db
 from runyard.db.threads import ThreadState
+from runyard.domain.results import with_interrupts
 from runyard.domain.status import RunStatus, ThreadStatus
 from runyard.graphs.checkpointer import delete_run_checkpoints
 from runyard.graphs.serialize import to_jsonable
@@ -145,9 +146,9 @@ def _thread_state(thread_id: str, outcome: Outcome, snapshot: ThreadSnapshot) ->
 
 
 def _result(snapshot: ThreadSnapshot) -> Any:
-    """What /join and /wait answer for a successful run: its interrupts, or the values."""
+    """What /join and /wait answer for a successful run: the values, with its interrupts."""
     interrupts = [item for items in snapshot.interrupts.values() for item in items]
-    return {"__interrupt__": interrupts} if interrupts else snapshot.values
+    return with_interrupts(snapshot.values, interrupts)
 
 
 def _thread_status(outcome: Outcome, snapshot: ThreadSnapshot) -> str:

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from langgraph_sdk import get_client
 
-from tests.support.databases import create_database, drop_database, postgres_available
+from tests.support.backends import backend_server
 from tests.support.runs import new_tag, status_error
 from tests.support.server import ROOT, ServerProcess
 
@@ -25,25 +25,8 @@ def auth_server(
 ) -> Iterator[ServerProcess]:
     """A server whose langgraph.json declares the test auth handlers."""
     workdir: Path = tmp_path_factory.mktemp(f"auth-{request.param}")
-    if request.param == "sqlite":
-        proc = ServerProcess("dev", workdir, config=AUTH_CONFIG).start()
-        try:
-            yield proc
-        finally:
-            proc.stop()
-        return
-    if not postgres_available():
-        pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (see README)")
-    url = create_database()
-    proc = ServerProcess(
-        "serve", workdir, config=AUTH_CONFIG, env={"DATABASE_URL": url, "REDIS_URL": ""}
-    )
-    try:
-        proc.start()
+    with backend_server(request.param, workdir, config=AUTH_CONFIG) as proc:
         yield proc
-    finally:
-        proc.stop()
-        drop_database(url)
 
 
 def sdk_for(server: ServerProcess, token: str) -> Sdk:

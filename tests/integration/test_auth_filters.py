@@ -1,24 +1,36 @@
-"""Auth filters: the metadata matcher and the SQL conditions agree, on SQLite and PostgreSQL."""
+"""Auth filters: the metadata matcher and the SQL conditions agree, on SQLite and PostgreSQL.
+
+The operators are LangGraph's (`$eq`, `$contains`, `$or`, `$and`, nesting included), with the
+meaning langgraph-runtime-inmem gives them (`_check_filter_match`, read in its source): plain
+values and `$eq` compare exactly, `$or`/`$and` are ANDed with the keys beside them.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
 from sqlalchemy import JSON, Column, MetaData, String, Table, insert, select
 from sqlalchemy.dialects import postgresql
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from runyard.auth.guards import metadata_matches
 from runyard.db.dialect import json_filter
 from runyard.db.engine import create_engine
+from runyard.domain.auth_filters import AuthFilterError, check_filter
 from tests.support.databases import create_database, drop_database, postgres_available
 
 ROWS = {
     "a": {"owner": "user-a", "tags": ["x", "y"]},
     "b": {"owner": "user-b", "tags": ["y"]},
     "c": {"tags": "x"},
+    "s": {"created_by": "system"},
+    "f": {"flag": True, "level": {"n": 1, "m": 2}},
 }
+HAS_X = {"tags": {"$contains": "x"}}
+OWN_OR_SYSTEM = {"$or": [{"owner": "user-a"}, {"created_by": "system"}]}
 FILTERS: list[tuple[dict[str, Any], set[str]]] = [
     ({"owner": "user-a"}, {"a"}),
     ({"owner": {"$eq": "user-b"}}, {"b"}),
@@ -26,6 +38,33 @@ FILTERS: list[tuple[dict[str, Any], set[str]]] = [
     ({"tags": {"$contains": ["x", "y"]}}, {"a"}),
     ({"owner": "user-b", "tags": {"$contains": "x"}}, set()),
     ({"owner": "nobody"}, set()),
+    # Exact equality, as LangGraph compares: no containment of lists or objects.
+    ({"tags": {"$eq": ["y"]}}, {"b"}),
+    ({"tags": ["y"]}, {"b"}),
+    ({"level": {"n": 1}}, set()),
+    ({"level": {"$eq": {"n": 1, "m": 2}}}, {"f"}),
+    ({"flag": True}, {"f"}),
+    ({"flag": 1}, set()),
+    # LangGraph's documented pattern: own resources and the system's.
+    (OWN_OR_SYSTEM, {"a", "s"}),
+    ({"$and": [{"tags": {"$contains": "y"}}, {"owner": "user-b"}]}, {"b"}),
+    ({"$or": [{"owner": "user-a"}, {"owner": "user-b"}], "tags": {"$contains": "x"}}, {"a"}),
+    ({"$or": [{"owner": "user-b"}, {"$and": [{"owner": "user-a"}, {"tags": "x"}]}]}, {"b"}),
+    ({"$or": [{"owner": "user-b"}, {"$and": [{"owner": "user-a"}, HAS_X]}]}, {"a", "b"}),
+    ({"$and": [OWN_OR_SYSTEM, {"$or": [{"tags": {"$contains": "x"}}, {"flag": True}]}]}, {"a"}),
+    ({"$or": [{"owner": "user-a"}]}, {"a"}),
+]
+# Filters Runyard cannot read: each must fail, never match nothing or everything.
+INVALID: list[tuple[Any, str]] = [
+    ({"$in": {"owner": ["user-a"]}}, "$in"),
+    ({"owner": {"$ne": "user-a"}}, "$ne"),
+    ({"$or": [{"owner": "user-a"}, {"owner": {"$regex": "."}}]}, "$regex"),
+    ({"$and": [OWN_OR_SYSTEM, {"$not": {"owner": "user-b"}}]}, "$not"),
+    ({"owner": {"$eq": "user-a", "$contains": "x"}}, "$contains,$eq"),
+    ({"$or": []}, "$or"),
+    ({"$or": {"owner": "user-a"}}, "$or"),
+    ({"$and": [{}, {"owner": "user-a"}]}, "$and"),
+    ({"tags": {"$contains": []}}, "$contains"),
 ]
 
 
@@ -53,6 +92,33 @@ def test_metadata_matches(spec: dict[str, Any], expected: set[str]) -> None:
 async def test_json_filter_selects_the_same_rows(
     database_url: str, spec: dict[str, Any], expected: set[str]
 ) -> None:
+    check_filter(spec)
+    async with filled_table(database_url) as (session, table):
+        statement = select(table.c.id).where(*json_filter(session, table.c.metadata, spec))
+        found = set((await session.execute(statement)).scalars())
+    assert found == expected
+
+
+@pytest.mark.parametrize(("spec", "operator"), INVALID)
+def test_an_unknown_or_malformed_operator_is_refused(spec: Any, operator: str) -> None:
+    with pytest.raises(AuthFilterError) as raised:
+        check_filter(spec)
+    assert raised.value.operator == operator
+    assert operator.split(",")[0] in raised.value.message
+
+
+@pytest.mark.parametrize(("spec", "operator"), INVALID)
+async def test_json_filter_refuses_what_it_cannot_read(
+    database_url: str, spec: Any, operator: str
+) -> None:
+    async with filled_table(database_url) as (session, table):
+        with pytest.raises(AuthFilterError):
+            json_filter(session, table.c.metadata, spec)
+
+
+@asynccontextmanager
+async def filled_table(database_url: str) -> AsyncIterator[tuple[AsyncConnection, Table]]:
+    """A table of ROWS (id, metadata) and a connection to query it."""
     json_type = JSON().with_variant(postgresql.JSONB(), "postgresql")
     table = Table("auth_items", MetaData(), Column("id", String), Column("metadata", json_type))
     engine = create_engine(database_url)
@@ -62,8 +128,6 @@ async def test_json_filter_selects_the_same_rows(
             await conn.run_sync(table.metadata.create_all)
             await conn.execute(insert(table), [{"id": k, "metadata": v} for k, v in ROWS.items()])
         async with engine.connect() as session:
-            statement = select(table.c.id).where(*json_filter(session, table.c.metadata, spec))
-            found = set((await session.execute(statement)).scalars())
-        assert found == expected
+            yield session, table
     finally:
         await engine.dispose()

@@ -186,6 +186,24 @@ async def test_custom_routes_are_served_beside_the_api_under_the_prefix(
         assert (await http.post(PREFIX + "/threads", json={}, headers=ANN)).status_code == 200
 
 
+async def test_bodies_are_json_on_the_api_and_as_declared_on_custom_routes(
+    full: ServerProcess,
+) -> None:
+    form = {"Content-Type": "application/x-www-form-urlencoded", **ANN}
+    async with httpx.AsyncClient(base_url=full.url + PREFIX) as http:
+        custom = await http.post("/form", content=b"a=1&b=2", headers=form)
+        assert custom.json() == {
+            "content_type": "application/x-www-form-urlencoded",
+            "body": "a=1&b=2",
+        }
+        thread = await http.post("/threads", content=b'{"metadata": {"k": 1}}', headers=form)
+        assert thread.status_code == 200, thread.text
+        assert thread.json()["metadata"]["k"] == 1
+        refused = await http.patch("/threads/search", headers=ANN)
+        assert refused.status_code == 405
+        assert refused.headers["allow"] == "POST"
+
+
 async def test_custom_routes_go_through_auth_when_asked(full: ServerProcess) -> None:
     async with httpx.AsyncClient(base_url=full.url + PREFIX) as http:
         refused = await http.get("/hello")

@@ -58,18 +58,40 @@ async def test_values_only_stream_still_reports_the_interrupt(client: LangGraphC
     check_interrupts(data_of(parts, "values")[-1]["__interrupt__"], QUESTION)
 
 
-async def test_wait_and_join_return_the_interrupt(client: LangGraphClient) -> None:
+PAUSED_VALUES = {"request": "deploy", "draft": "About to: deploy"}
+
+
+async def test_wait_and_join_return_the_values_beside_the_interrupt(
+    client: LangGraphClient,
+) -> None:
+    # Reference: `langgraph dev` (langgraph-api 0.16.7) answers /wait and /join of a run
+    # stopped at interrupt() with the thread's values and `__interrupt__` beside them:
+    # {"request": "x", "draft": "About to: x", "__interrupt__": [...]}.
     thread_id = await new_thread(client)
     body = await client.runs.wait(
         thread_id, "approval", input={"request": "deploy"}, if_not_exists="create"
     )
     assert isinstance(body, dict)
-    assert list(body) == ["__interrupt__"]
+    assert list(body) == [*PAUSED_VALUES, "__interrupt__"]
+    assert {k: body[k] for k in PAUSED_VALUES} == PAUSED_VALUES
     check_interrupts(body["__interrupt__"], QUESTION)
     (run,) = await client.runs.list(thread_id)
     joined = await client.runs.join(thread_id, run["run_id"])
-    check_interrupts(joined["__interrupt__"], QUESTION)
-    assert joined["__interrupt__"][0]["id"] == body["__interrupt__"][0]["id"]
+    assert joined == body
+
+    queued = await client.runs.create(thread_id, "approval", input={"request": "deploy"})
+    joined_while_running = await client.runs.join(thread_id, queued["run_id"])
+    assert {k: joined_while_running[k] for k in PAUSED_VALUES} == PAUSED_VALUES
+    check_interrupts(joined_while_running["__interrupt__"], QUESTION)
+
+
+async def test_stateless_wait_returns_the_values_beside_the_interrupt(
+    client: LangGraphClient,
+) -> None:
+    body = await client.runs.wait(None, "approval", input={"request": "deploy"})
+    assert isinstance(body, dict)
+    assert {k: body[k] for k in PAUSED_VALUES} == PAUSED_VALUES
+    check_interrupts(body["__interrupt__"], QUESTION)
 
 
 async def test_resume_with_a_command_finishes_the_graph(client: LangGraphClient) -> None:

@@ -177,6 +177,13 @@ async def test_history_is_newest_first_with_limit_before_and_metadata(
         before={"checkpoint_id": ids[1]},
     )
     assert [s["checkpoint"]["checkpoint_id"] for s in older_by_dict] == [ids[0]]
+    # Reference: `langgraph dev` (langgraph-api 0.16.7) honours `before` as the config object
+    # the SDK documents (a RunnableConfig); there the plain id answers 422 and the flat
+    # object 500, both kept working here.
+    older_by_config = await client.threads.get_history(
+        thread_id, before={"configurable": {"checkpoint_id": ids[2]}}
+    )
+    assert [s["checkpoint"]["checkpoint_id"] for s in older_by_config] == [ids[1], ids[0]]
     assert len(await client.threads.get_history(thread_id, metadata={"source": "update"})) == 3
     assert await client.threads.get_history(thread_id, metadata={"source": "loop"}) == []
 

@@ -58,3 +58,12 @@ async def started(request: Request) -> dict[str, Any]:
 async def info() -> dict[str, Any]:
     """Replaces the server's /info, as LangGraph lets a custom app do."""
     return {"custom": True}
+
+
+@app.post("/form")
+async def form(request: Request) -> dict[str, Any]:
+    """A body as this app receives it: the server reads bodies as JSON only on its own routes."""
+    return {
+        "content_type": request.headers.get("content-type"),
+        "body": (await request.body()).decode(),
+    }
