@@ -1,0 +1,1 @@
+"""A user's own package named `app`, as most Python web projects name theirs."""
