@@ -1,4 +1,4 @@
-"""The `runyard` command: dev, serve, migrate."""
+"""The `runyard` command: dev, serve, migrate, dockerfile, build, up."""
 
 from __future__ import annotations
 
@@ -11,7 +11,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from runyard.domain.errors import RunyardError
+
 if TYPE_CHECKING:
+    from runyard.deploy.project import BuildConfig
     from runyard.settings import Settings
 
 DEFAULT_DEV_PORT = 2024
@@ -27,7 +30,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(2)
     try:
         args.handler(args)
-    except _CliError as exc:
+    except (_CliError, RunyardError) as exc:
         print(f"runyard: error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
 
@@ -53,13 +56,48 @@ def _parser() -> argparse.ArgumentParser:
     mig = sub.add_parser("migrate", help="apply database migrations to DATABASE_URL")
     mig.set_defaults(handler=_migrate)
 
-    up = sub.add_parser(
-        "up", help="start PostgreSQL, Redis, N instances and nginx with Docker Compose"
+    dockerfile = sub.add_parser(
+        "dockerfile", help="write the Dockerfile of the project (and the Runyard wheel it installs)"
     )
+    _add_project_options(dockerfile)
+    dockerfile.add_argument("save_path", type=Path, help="where to write the Dockerfile")
+    dockerfile.set_defaults(handler=_dockerfile)
+
+    build = sub.add_parser("build", help="build a Docker image of the project")
+    _add_project_options(build)
+    _add_image_options(build)
+    build.add_argument("--pull", action="store_true", help="pull a newer base image first")
+    build.set_defaults(handler=_build)
+
+    up = sub.add_parser(
+        "up", help="build the project's image, start PostgreSQL, Redis, N instances and nginx"
+    )
+    _add_project_options(up)
+    _add_image_options(up)
     up.add_argument("--instances", type=int, default=3, help="Runyard instances (default 3)")
-    up.add_argument("--file", type=Path, default=None, help="compose file (default: the repo's)")
+    up.add_argument("--host", default="127.0.0.1", help="address nginx listens on")
+    up.add_argument("--port", type=int, default=8000, help="port nginx listens on (default 8000)")
+    up.add_argument("--postgres-port", type=int, default=5433, help="PostgreSQL's port (5433)")
+    up.add_argument("--redis-port", type=int, default=6380, help="Redis's port (default 6380)")
+    up.add_argument("--no-build", action="store_true", help="use the image as it is")
+    up.add_argument(
+        "--dir", type=Path, default=None, help="where to write the compose file (.runyard/up)"
+    )
     up.set_defaults(handler=_up)
     return parser
+
+
+def _add_project_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-c", "--config", type=Path, default=None, help="langgraph.json / runyard.json"
+    )
+
+
+def _add_image_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-t", "--tag", default=None, help="image tag (runyard-<project>:latest)")
+    parser.add_argument(
+        "--base-image", default=None, help="base image (python:<python_version>-slim)"
+    )
 
 
 def _add_server_options(parser: argparse.ArgumentParser) -> None:
@@ -158,38 +196,57 @@ def _migrate(_args: argparse.Namespace) -> None:
     print("runyard: database is at the newest migration", flush=True)
 
 
-def _up(args: argparse.Namespace) -> None:
-    import shutil
-    import subprocess
+def _project(args: argparse.Namespace) -> BuildConfig:
+    from runyard.deploy.project import load_build_config
+    from runyard.graphs.config import find_config
 
-    compose_file = args.file or Path(__file__).resolve().parents[1] / "docker-compose.yml"
-    if not compose_file.is_file():
-        raise _CliError(f"compose file {compose_file} not found; pass --file PATH")
+    return load_build_config(find_config(args.config))
+
+
+def _dockerfile(args: argparse.Namespace) -> None:
+    from runyard.deploy.images import write_dockerfile
+
+    build = _project(args)
+    dockerfile, wheel = write_dockerfile(build, args.save_path.resolve())
+    print(f"runyard: wrote {dockerfile} and {wheel}", flush=True)
+    print(
+        f"runyard: build it with: docker build --network host -f {dockerfile} "
+        f"{build.project_dir}",
+        flush=True,
+    )
+
+
+def _build(args: argparse.Namespace) -> None:
+    from runyard.deploy.images import build_image, default_tag
+
+    build = _project(args)
+    tag = args.tag or default_tag(build)
+    build_image(build, tag, base_image=args.base_image, pull=args.pull)
+    print(f"runyard: built image {tag}", flush=True)
+
+
+def _up(args: argparse.Namespace) -> None:
+    from runyard.deploy.compose import Deployment
+    from runyard.deploy.images import build_image, default_tag, start_deployment, write_deployment
+
     if args.instances < 1:
         raise _CliError("--instances must be at least 1")
-    if shutil.which("docker") and _docker_compose_v2():
-        command = ["docker", "compose"]
-    elif shutil.which("docker-compose"):
-        command = ["docker-compose"]
-    else:
-        raise _CliError(
-            "Docker Compose is not installed; install Docker, or start instances without it "
-            "with scripts/cluster (see the README's production section)"
-        )
-    command += ["-f", str(compose_file), "up", "--build", "-d"]
-    command += ["--scale", f"runyard={args.instances}"]
-    print("runyard: " + " ".join(command), flush=True)
-    result = subprocess.run(command, check=False)
-    if result.returncode != 0:
-        raise _CliError(f"docker compose failed with exit code {result.returncode}")
-    print("runyard: load balancer on http://127.0.0.1:8000", flush=True)
-
-
-def _docker_compose_v2() -> bool:
-    import subprocess
-
-    probe = subprocess.run(["docker", "compose", "version"], capture_output=True, check=False)
-    return probe.returncode == 0
+    build = _project(args)
+    tag = args.tag or default_tag(build)
+    deployment = Deployment(
+        image=tag,
+        instances=args.instances,
+        host=args.host,
+        port=args.port,
+        postgres_port=args.postgres_port,
+        redis_port=args.redis_port,
+    )
+    compose_file = write_deployment(deployment, args.dir or build.project_dir / ".runyard" / "up")
+    print(f"runyard: wrote {compose_file}", flush=True)
+    if not args.no_build:
+        build_image(build, tag, base_image=args.base_image)
+    start_deployment(compose_file)
+    print(f"runyard: load balancer on {deployment.url}", flush=True)
 
 
 def _load_settings(settings_cls: type[Settings]) -> Settings:

@@ -1,0 +1,1 @@
+"""Images and deployments of a user's project: Dockerfile, wheel, compose file, nginx."""

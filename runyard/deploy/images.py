@@ -1,0 +1,127 @@
+"""Builds the image of a project with Docker, and starts a `runyard up` deployment."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from runyard.deploy.compose import Deployment, nginx_listen, render_compose, render_nginx_conf
+from runyard.deploy.dockerfile import WHEEL_DIR, default_base_image, render_dockerfile
+from runyard.deploy.project import BuildConfig
+from runyard.deploy.wheel import wheel_name, write_runyard_wheel
+from runyard.domain.errors import ConfigError
+
+# Never part of an image: environments, caches, VCS data, the dev store.
+IGNORED = (
+    ".git",
+    ".hg",
+    ".venv",
+    "venv",
+    "__pycache__",
+    "*.pyc",
+    ".runyard",
+    ".mypy_cache",
+    ".pytest_cache",
+    ".ruff_cache",
+    "node_modules",
+    WHEEL_DIR,
+)
+
+
+class DeployError(ConfigError):
+    """Docker is missing or a docker command failed; the message says which and what to do."""
+
+
+def default_tag(build: BuildConfig) -> str:
+    """The image tag used when none is given: `runyard-<project>:latest`."""
+    return f"runyard-{build.project_name.lower()}:latest"
+
+
+def write_dockerfile(build: BuildConfig, save_path: Path) -> tuple[Path, Path]:
+    """Write the Dockerfile and, in the project's `.runyard-dist/`, the wheel it installs."""
+    wheel = write_runyard_wheel(build.project_dir / WHEEL_DIR)
+    save_path.write_text(render_dockerfile(build, wheel.name))
+    return save_path, wheel
+
+
+def stage_context(build: BuildConfig, folder: Path) -> tuple[Path, Path]:
+    """Copy the project into `folder` with the wheel and the Dockerfile: (context, Dockerfile)."""
+    context = folder / "context"
+    shutil.copytree(
+        build.project_dir, context, ignore=shutil.ignore_patterns(*IGNORED), symlinks=True
+    )
+    write_runyard_wheel(context / WHEEL_DIR)
+    dockerfile = context / WHEEL_DIR / "Dockerfile"
+    dockerfile.write_text(render_dockerfile(build, wheel_name()))
+    return context, dockerfile
+
+
+def docker_binary() -> str:
+    """The docker CLI, or DeployError saying how to get it."""
+    found = shutil.which("docker")
+    if found is None:
+        raise DeployError(
+            "docker is not installed; install Docker (on Debian: apt-get install docker.io)"
+        )
+    return found
+
+
+def build_image(
+    build: BuildConfig,
+    tag: str,
+    base_image: str | None = None,
+    docker: list[str] | None = None,
+    pull: bool = False,
+) -> None:
+    """`docker build --network host` of the project; raises DeployError when it fails."""
+    command = docker or [docker_binary()]
+    base = base_image or default_base_image(build.python_version)
+    with tempfile.TemporaryDirectory(prefix="runyard-build-") as scratch:
+        context, dockerfile = stage_context(build, Path(scratch))
+        args = [*command, "build", "--network", "host", "-t", tag, "-f", str(dockerfile)]
+        args += ["--build-arg", f"BASE_IMAGE={base}"]
+        if pull:
+            args.append("--pull")
+        print("runyard: " + " ".join(args[len(command) :]) + " <project>", flush=True)
+        result = subprocess.run([*args, str(context)], check=False)
+    if result.returncode != 0:
+        raise DeployError(f"docker build failed with exit code {result.returncode} (output above)")
+
+
+def write_deployment(deployment: Deployment, folder: Path) -> Path:
+    """Write the compose file and nginx.conf of `runyard up` into `folder`; return the first."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "nginx.conf").write_text(
+        render_nginx_conf(deployment.instance_ports, nginx_listen(deployment))
+    )
+    compose = folder / "docker-compose.yml"
+    compose.write_text(render_compose(deployment))
+    return compose
+
+
+def compose_command(docker: list[str] | None = None) -> list[str]:
+    """`docker compose` (v2) or `docker-compose` (v1), whichever is installed."""
+    found = shutil.which("docker")
+    command = docker or ([found] if found else None)
+    if command:
+        probe = subprocess.run([*command, "compose", "version"], capture_output=True, check=False)
+        if probe.returncode == 0:
+            return [*command, "compose"]
+    legacy = shutil.which("docker-compose")
+    if legacy:
+        return [legacy]
+    raise DeployError(
+        "Docker Compose is not installed; install it (on Debian: apt-get install "
+        "docker-compose), or run the image yourself with `runyard build` and `docker run`"
+    )
+
+
+def start_deployment(compose_file: Path, docker: list[str] | None = None) -> None:
+    """`docker compose up -d` of a written deployment; raises DeployError when it fails."""
+    command = [*compose_command(docker), "-f", str(compose_file), "up", "-d", "--remove-orphans"]
+    print("runyard: " + " ".join(command), flush=True)
+    result = subprocess.run(command, check=False)
+    if result.returncode != 0:
+        raise DeployError(f"docker compose failed with exit code {result.returncode}")

@@ -1,0 +1,128 @@
+"""The build keys of `langgraph.json`, as the LangGraph CLI reads them for `build`."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from runyard.domain.errors import ConfigError
+from runyard.graphs.config import load_config
+
+DEFAULT_PYTHON_VERSION = "3.11"
+MIN_PYTHON_VERSION = (3, 11)
+
+DependencyKind = Literal["pip", "package", "requirements", "folder"]
+
+
+@dataclass(frozen=True)
+class Dependency:
+    """One `dependencies` entry: a pip spec, or a local folder and how it is installed."""
+
+    spec: str
+    kind: DependencyKind
+    # For local folders: the folder relative to the project, as a POSIX path ('.' for it).
+    folder: str | None = None
+
+
+@dataclass(frozen=True)
+class BuildConfig:
+    """What an image of the project needs: the project folder and the build keys."""
+
+    config_file: Path
+    python_version: str
+    dependencies: list[Dependency]
+    dockerfile_lines: list[str]
+    pip_config_file: str | None
+
+    @property
+    def project_dir(self) -> Path:
+        """The folder of the config file: the build context, copied into the image."""
+        return self.config_file.parent
+
+    @property
+    def project_name(self) -> str:
+        """The project's name in the image (`/deps/<name>`), from its folder's name."""
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "-", self.project_dir.name).strip("-.")
+        return name or "project"
+
+
+def load_build_config(config_file: Path) -> BuildConfig:
+    """Read and check the build keys; errors name the file, the key and what to change."""
+    config_file = config_file.resolve()
+    project = load_config(config_file)  # the graphs must be valid to be worth building
+    raw: dict[str, Any] = json.loads(config_file.read_text())
+    base = config_file.parent
+    for spec in project.graphs.values():
+        _inside(config_file, base, spec.file, f"graph {spec.graph_id!r}")
+    return BuildConfig(
+        config_file=config_file,
+        python_version=_python_version(config_file, raw.get("python_version")),
+        dependencies=[_dependency(config_file, base, dep) for dep in project.dependencies],
+        dockerfile_lines=_lines(config_file, raw.get("dockerfile_lines")),
+        pip_config_file=_pip_config(config_file, base, raw.get("pip_config_file")),
+    )
+
+
+def _python_version(config_file: Path, value: Any) -> str:
+    if value is None:
+        return DEFAULT_PYTHON_VERSION
+    text = str(value)
+    match = re.fullmatch(r"(\d+)\.(\d+)", text)
+    if match is None:
+        raise ConfigError(
+            f"{config_file}: 'python_version' must look like '3.11' (major.minor), got {value!r}"
+        )
+    if (int(match.group(1)), int(match.group(2))) < MIN_PYTHON_VERSION:
+        raise ConfigError(
+            f"{config_file}: 'python_version' {text} is too old; Runyard needs 3.11 or newer"
+        )
+    return text
+
+
+def _lines(config_file: Path, value: Any) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(line, str) for line in value):
+        raise ConfigError(f"{config_file}: 'dockerfile_lines' must be a list of strings")
+    return list(value)
+
+
+def _pip_config(config_file: Path, base: Path, value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ConfigError(f"{config_file}: 'pip_config_file' must be a path")
+    path = (base / value).resolve()
+    if not path.is_file():
+        raise ConfigError(f"{config_file}: pip_config_file {path} does not exist")
+    return _inside(config_file, base, path, "pip_config_file")
+
+
+def _dependency(config_file: Path, base: Path, spec: str) -> Dependency:
+    if not spec.startswith((".", "/")):
+        return Dependency(spec, "pip")
+    folder = (base / spec).resolve()
+    if not folder.is_dir():
+        raise ConfigError(f"{config_file}: dependency {spec!r} is not a folder ({folder})")
+    relative = _inside(config_file, base, folder, f"dependency {spec!r}")
+    kind: DependencyKind
+    if (folder / "pyproject.toml").is_file() or (folder / "setup.py").is_file():
+        kind = "package"
+    elif (folder / "requirements.txt").is_file():
+        kind = "requirements"
+    else:
+        kind = "folder"
+    return Dependency(spec, kind, relative)
+
+
+def _inside(config_file: Path, base: Path, path: Path, what: str) -> str:
+    try:
+        return path.resolve().relative_to(base).as_posix()
+    except ValueError:
+        raise ConfigError(
+            f"{config_file}: {what} ({path}) is outside the project folder {base}; the image "
+            "holds the project folder only, so move it inside"
+        ) from None
