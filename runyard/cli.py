@@ -227,11 +227,18 @@ def _build(args: argparse.Namespace) -> None:
 
 def _up(args: argparse.Namespace) -> None:
     from runyard.deploy.compose import Deployment
-    from runyard.deploy.images import build_image, default_tag, start_deployment, write_deployment
+    from runyard.deploy.images import (
+        build_image,
+        compose_command,
+        default_tag,
+        start_deployment,
+        write_deployment,
+    )
 
     if args.instances < 1:
         raise _CliError("--instances must be at least 1")
     build = _project(args)
+    compose = compose_command()  # before a build that would be wasted without it
     tag = args.tag or default_tag(build)
     deployment = Deployment(
         image=tag,
@@ -245,7 +252,7 @@ def _up(args: argparse.Namespace) -> None:
     print(f"runyard: wrote {compose_file}", flush=True)
     if not args.no_build:
         build_image(build, tag, base_image=args.base_image)
-    start_deployment(compose_file)
+    start_deployment(compose, compose_file)
     print(f"runyard: load balancer on {deployment.url}", flush=True)
 
 

@@ -132,8 +132,8 @@ def alembic_config(url: str | None = None) -> Any:
 
     if not (MIGRATIONS_DIR / "env.py").exists():
         raise ConfigError(
-            f"migration scripts not found at {MIGRATIONS_DIR}; install Runyard from its "
-            "source tree (pip install -e .) so migrations/ is available"
+            f"migration scripts not found at {MIGRATIONS_DIR}: this Runyard installation is "
+            "incomplete; reinstall it (pip install --force-reinstall runyard)"
         )
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))

@@ -25,14 +25,16 @@ class Deployment:
     instances: int = 3
     host: str = "127.0.0.1"
     port: int = SERVER_PORT
-    first_instance_port: int = SERVER_PORT + 1
+    # Empty: the ports right after the load balancer's.
+    first_instance_port: int | None = None
     postgres_port: int = 5433
     redis_port: int = 6380
 
     @property
     def instance_ports(self) -> list[int]:
         """The port of each Runyard instance, on 127.0.0.1."""
-        return [self.first_instance_port + i for i in range(self.instances)]
+        first = self.first_instance_port or self.port + 1
+        return [first + i for i in range(self.instances)]
 
     @property
     def url(self) -> str:

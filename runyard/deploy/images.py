@@ -118,9 +118,9 @@ def compose_command(docker: list[str] | None = None) -> list[str]:
     )
 
 
-def start_deployment(compose_file: Path, docker: list[str] | None = None) -> None:
+def start_deployment(compose: list[str], compose_file: Path) -> None:
     """`docker compose up -d` of a written deployment; raises DeployError when it fails."""
-    command = [*compose_command(docker), "-f", str(compose_file), "up", "-d", "--remove-orphans"]
+    command = [*compose, "-f", str(compose_file), "up", "-d", "--remove-orphans"]
     print("runyard: " + " ".join(command), flush=True)
     result = subprocess.run(command, check=False)
     if result.returncode != 0:

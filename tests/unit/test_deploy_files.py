@@ -1,0 +1,137 @@
+"""The files `runyard dockerfile` and `runyard up` write, read back as Docker would."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from runyard.cli import main
+from runyard.deploy.compose import Deployment, render_compose, render_nginx_conf
+from runyard.deploy.dockerfile import render_dockerfile
+from runyard.deploy.project import load_build_config
+from runyard.domain.errors import ConfigError
+
+WHEEL = "runyard-0.1.0-py3-none-any.whl"
+
+
+def project(tmp_path: Path, **keys: object) -> Path:
+    """A project folder with a graph file and a langgraph.json holding `keys`."""
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "__init__.py").write_text("")
+    (tmp_path / "app" / "graph.py").write_text("graph = None\n")
+    config = {"graphs": {"agent": "./app/graph.py:graph"}, **keys}
+    (tmp_path / "langgraph.json").write_text(json.dumps(config))
+    return tmp_path / "langgraph.json"
+
+
+def instructions(dockerfile: str) -> list[str]:
+    """The Dockerfile's instructions, continuation lines joined, comments dropped."""
+    joined = re.sub(r"\\\n\s*", " ", dockerfile)
+    return [line for line in joined.splitlines() if line.strip() and not line.startswith("#")]
+
+
+def test_dockerfile_follows_the_build_keys(tmp_path: Path) -> None:
+    (tmp_path / "libs" / "tools").mkdir(parents=True)
+    (tmp_path / "libs" / "tools" / "requirements.txt").write_text("httpx\n")
+    (tmp_path / "libs" / "pkg").mkdir(parents=True)
+    (tmp_path / "libs" / "pkg" / "pyproject.toml").write_text("[project]\nname = 'pkg'\n")
+    (tmp_path / "pip.conf").write_text("[global]\n")
+    config = project(
+        tmp_path,
+        dependencies=[".", "inflection==0.5.1", "some pkg[extra]>=1", "./libs/tools", "./libs/pkg"],
+        python_version="3.12",
+        pip_config_file="pip.conf",
+        dockerfile_lines=["RUN apt-get update && apt-get install -y curl"],
+    )
+    build = load_build_config(config)
+    steps = instructions(render_dockerfile(build, WHEEL))
+    home = f"/deps/{tmp_path.name}"
+
+    assert steps[:2] == ["ARG BASE_IMAGE=python:3.12-slim", "FROM ${BASE_IMAGE}"]
+    order = [
+        "RUN python3 -m venv /opt/runyard",
+        "RUN apt-get update && apt-get install -y curl",
+        "ADD pip.conf /pipconfig.txt",
+        f"COPY .runyard-dist/{WHEEL} /tmp/{WHEEL}",
+        "RUN pip install inflection==0.5.1 'some pkg[extra]>=1'",
+        f"ADD ./libs/tools/requirements.txt {home}/libs/tools/requirements.txt",
+        f"RUN pip install -r {home}/libs/tools/requirements.txt",
+        f"ADD . {home}",
+        f"RUN pip install -e {home}/libs/pkg",
+    ]
+    assert [steps.index(step) for step in order] == sorted(steps.index(step) for step in order)
+    assert "ENV PIP_CONFIG_FILE=/pipconfig.txt" in steps
+    # "." has no pyproject.toml: copied and put on sys.path by the server, not pip-installed.
+    assert f"RUN pip install -e {home}" not in steps
+    assert f'ENV RUNYARD_CONFIG="{home}/langgraph.json" RUNYARD_DATA_DIR="/data"' in steps
+    assert steps[-1] == 'CMD ["runyard", "serve", "--host", "0.0.0.0", "--port", "8000"]'
+
+
+def test_default_python_version_is_the_usual_public_base(tmp_path: Path) -> None:
+    steps = instructions(render_dockerfile(load_build_config(project(tmp_path)), WHEEL))
+    assert steps[0] == "ARG BASE_IMAGE=python:3.11-slim"
+
+
+@pytest.mark.parametrize(
+    ("keys", "message"),
+    [
+        ({"python_version": "3.10"}, "too old"),
+        ({"python_version": "latest"}, "major.minor"),
+        ({"dependencies": ["../elsewhere"]}, "outside the project folder"),
+        ({"dependencies": ["./missing"]}, "is not a folder"),
+        ({"pip_config_file": "nope.conf"}, "does not exist"),
+        ({"dockerfile_lines": "RUN x"}, "list of strings"),
+    ],
+)
+def test_unusable_build_keys_are_refused_naming_them(
+    tmp_path: Path, keys: dict[str, object], message: str
+) -> None:
+    (tmp_path / "elsewhere").mkdir()
+    root = tmp_path / "proj"
+    root.mkdir()
+    with pytest.raises(ConfigError, match=message):
+        load_build_config(project(root, **keys))
+
+
+def test_compose_runs_every_part_on_the_host_network(tmp_path: Path) -> None:
+    deployment = Deployment(image="runyard-x:latest", instances=3, port=8100)
+    compose = yaml.safe_load(render_compose(deployment))
+    services = compose["services"]
+    instances = {f"runyard-{i}" for i in (1, 2, 3)}
+    assert set(services) == {"postgres", "redis", "migrate", "lb"} | instances
+    assert {s["network_mode"] for s in services.values()} == {"host"}
+    assert not any("ports" in s or "networks" in s for s in services.values())
+    ports = [services[f"runyard-{i}"]["command"][5] for i in (1, 2, 3)]
+    assert ports == ["8101", "8102", "8103"]
+    for i in (1, 2, 3):
+        instance = services[f"runyard-{i}"]
+        assert instance["image"] == "runyard-x:latest"
+        assert instance["command"][:2] == ["runyard", "serve"]
+        assert instance["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
+        assert instance["environment"]["DATABASE_URL"].endswith("@127.0.0.1:5433/runyard")
+        assert instance["environment"]["REDIS_URL"] == "redis://127.0.0.1:6380/0"
+    assert services["migrate"]["command"] == ["runyard", "migrate"]
+    assert services["migrate"]["depends_on"]["postgres"]["condition"] == "service_healthy"
+    assert deployment.url == "http://127.0.0.1:8100"
+
+
+def test_nginx_spreads_over_the_instances_without_buffering() -> None:
+    conf = render_nginx_conf([8101, 8102], "127.0.0.1:8100")
+    assert re.findall(r"server (127\.0\.0\.1:\d+)", conf) == ["127.0.0.1:8101", "127.0.0.1:8102"]
+    assert "listen 127.0.0.1:8100;" in conf
+    assert "proxy_buffering off;" in conf
+
+
+def test_up_without_compose_says_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = project(tmp_path)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    with pytest.raises(SystemExit) as exited:
+        main(["up", "--config", str(config)])
+    assert exited.value.code == 2
+    assert "Docker Compose is not installed" in capsys.readouterr().err
