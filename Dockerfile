@@ -1,20 +1,25 @@
-# Runyard server image: `runyard serve` on PostgreSQL (DATABASE_URL), with Redis if REDIS_URL is set.
-# Graphs come from /app/langgraph.json (the bundled examples); mount your own project over
-# /app/project and set RUNYARD_CONFIG=/app/project/langgraph.json to serve yours.
-FROM python:3.11-slim
+# Runyard server image of this repository: `runyard serve` on PostgreSQL (DATABASE_URL), with
+# Redis if REDIS_URL is set, serving the bundled examples (/app/langgraph.json).
+#   docker build --network host -t runyard:latest .
+# For your own project, `runyard build` (or `runyard dockerfile`) in its folder writes the same
+# image with your graphs and dependencies in it; see the README's deploy section.
+ARG BASE_IMAGE=python:3.11-slim
+FROM ${BASE_IMAGE}
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
-    RUNYARD_DATA_DIR=/data \
-    RUNYARD_CONFIG=/app/langgraph.json
+    PATH=/opt/runyard/bin:$PATH
+# One virtual environment, which works on any Debian-like base (python3 with venv).
+RUN python3 -m venv /opt/runyard
 
 WORKDIR /app
 
+# A regular (not editable) install: the wheel carries the migrations.
 COPY pyproject.toml README.md ./
 COPY runyard ./runyard
-RUN pip install . && rm -rf runyard
+RUN pip install . && rm -rf runyard build
 
 COPY langgraph.json ./
 COPY examples ./examples
@@ -22,6 +27,8 @@ COPY examples ./examples
 RUN useradd --create-home --uid 10001 runyard \
     && mkdir -p /data \
     && chown runyard:runyard /data
+ENV RUNYARD_CONFIG=/app/langgraph.json \
+    RUNYARD_DATA_DIR=/data
 USER runyard
 
 EXPOSE 8000

@@ -137,13 +137,17 @@ class DockerDaemon:
         if self.process is None or self.process.poll() is not None:
             return
         listed = subprocess.run(
-            self.command("ps", "-q"), capture_output=True, check=False, timeout=30
+            self.command("ps", "-aq"), capture_output=True, check=False, timeout=30
         )
         ids = listed.stdout.decode().split()
         if ids:
             subprocess.run(
                 self.command("rm", "-f", *ids), capture_output=True, check=False, timeout=60
             )
+        # Images replaced by newer builds; the layers of the current ones stay as build cache.
+        subprocess.run(
+            self.command("image", "prune", "-f"), capture_output=True, check=False, timeout=120
+        )
         self.process.terminate()
         try:
             self.process.wait(timeout=30)

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from runyard.cli import main
-from runyard.deploy.compose import Deployment, render_compose, render_nginx_conf
+from runyard.deploy.compose import Deployment, nginx_listen, render_compose, render_nginx_conf
 from runyard.deploy.dockerfile import render_dockerfile
 from runyard.deploy.project import load_build_config
 from runyard.domain.errors import ConfigError
@@ -135,3 +135,22 @@ def test_up_without_compose_says_what_to_install(
         main(["up", "--config", str(config)])
     assert exited.value.code == 2
     assert "Docker Compose is not installed" in capsys.readouterr().err
+
+
+def test_the_repository_compose_files_are_the_generated_ones() -> None:
+    # docker-compose.yml and deploy/nginx.conf at the root are what `runyard up` writes for
+    # the bundled examples; regenerate them with these calls when the generator changes.
+    root = Path(__file__).resolve().parents[2]
+    deployment = Deployment(image="runyard:latest")
+    compose = (root / "docker-compose.yml").read_text()
+    assert compose == render_compose(
+        deployment, nginx_conf="./deploy/nginx.conf", header=compose_header(compose)
+    )
+    nginx = render_nginx_conf(deployment.instance_ports, nginx_listen(deployment))
+    assert (root / "deploy" / "nginx.conf").read_text() == nginx
+
+
+def compose_header(compose: str) -> str:
+    """The repository's own comment lines, after the three generated ones."""
+    lines = compose.split("services:\n", 1)[0].splitlines()
+    return "\n".join(lines[3:])
