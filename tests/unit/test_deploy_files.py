@@ -142,15 +142,12 @@ def test_the_repository_compose_files_are_the_generated_ones() -> None:
     # the bundled examples; regenerate them with these calls when the generator changes.
     root = Path(__file__).resolve().parents[2]
     deployment = Deployment(image="runyard:latest")
-    compose = (root / "docker-compose.yml").read_text()
-    assert compose == render_compose(
-        deployment, nginx_conf="./deploy/nginx.conf", header=compose_header(compose)
-    )
+    compose = render_compose(deployment, nginx_conf="./deploy/nginx.conf", header=REPO_HEADER)
+    assert (root / "docker-compose.yml").read_text() == compose
     nginx = render_nginx_conf(deployment.instance_ports, nginx_listen(deployment))
     assert (root / "deploy" / "nginx.conf").read_text() == nginx
 
 
-def compose_header(compose: str) -> str:
-    """The repository's own comment lines, after the three generated ones."""
-    lines = compose.split("services:\n", 1)[0].splitlines()
-    return "\n".join(lines[3:])
+REPO_HEADER = """# The repository's own deployment of the bundled examples:
+#   docker build --network host -t runyard:latest .   then   docker compose up -d
+# For your own project, run `runyard up` in its folder instead (see the README)."""
