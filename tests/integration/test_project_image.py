@@ -102,7 +102,7 @@ def nginx_binary() -> str:
         "/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None
     )
     if found is None:
-        pytest.skip("nginx is not installed (apt-get install nginx-light)")
+        pytest.skip("nginx is not installed (apt-get install nginx)")
     return found
 
 

@@ -1,9 +1,9 @@
-"""A private Docker daemon for one test session, and a base image built without a registry.
+"""A private Docker daemon for one test run, and a base image built without a registry.
 
 The daemon has its own data root, exec root and socket, no bridge network and no iptables
 rules: containers run with host networking only. No image registry is reachable here, so the
 base image is a debootstrap of Debian bookworm with Python, imported into the daemon; its
-tarball is cached outside the repository so later sessions skip the debootstrap.
+tarball is cached outside the repository so later test runs skip the debootstrap.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ class DockerDaemon:
     """`dockerd` started as root with `--bridge=none --iptables=false`, stopped by `stop`."""
 
     root: Path
-    # Images and build cache; under CACHE_DIR it outlives the session, so builds are warm.
+    # Images and build cache; under CACHE_DIR it outlives the test run, so builds are warm.
     data_root: Path | None = None
     process: subprocess.Popen[bytes] | None = None
     client: str = field(default="")
@@ -102,6 +102,7 @@ class DockerDaemon:
                 timeout=10,
             )
             if probe.returncode == 0:
+                self._remove_containers()  # left by a test run that was killed
                 return self
             time.sleep(0.3)
         self.stop()
@@ -136,14 +137,7 @@ class DockerDaemon:
         """Stop every container, then the daemon (SIGTERM, SIGKILL if it hangs)."""
         if self.process is None or self.process.poll() is not None:
             return
-        listed = subprocess.run(
-            self.command("ps", "-aq"), capture_output=True, check=False, timeout=30
-        )
-        ids = listed.stdout.decode().split()
-        if ids:
-            subprocess.run(
-                self.command("rm", "-f", *ids), capture_output=True, check=False, timeout=60
-            )
+        self._remove_containers()
         # Images replaced by newer builds; the layers of the current ones stay as build cache.
         subprocess.run(
             self.command("image", "prune", "-f"), capture_output=True, check=False, timeout=120
@@ -155,6 +149,16 @@ class DockerDaemon:
             self.process.kill()
             self.process.wait(timeout=10)
 
+    def _remove_containers(self) -> None:
+        listed = subprocess.run(
+            self.command("ps", "-aq"), capture_output=True, check=False, timeout=30
+        )
+        ids = listed.stdout.decode().split()
+        if ids:
+            subprocess.run(
+                self.command("rm", "-f", *ids), capture_output=True, check=False, timeout=60
+            )
+
     def _log_tail(self) -> str:
         try:
             return self.log_path.read_text(errors="replace")[-2000:]
@@ -165,7 +169,7 @@ class DockerDaemon:
 @contextmanager
 def cached_data_root() -> Iterator[Path | None]:
     """The daemon data root kept in CACHE_DIR, locked for the block; None when another
-    session holds it (its daemon owns it, so this one starts from scratch)."""
+    test run holds it (its daemon owns it, so this one starts from scratch)."""
     try:
         CACHE_DIR.mkdir(parents=True, exist_ok=True)
         lock = (CACHE_DIR / "dockerd.lock").open("w")
