@@ -77,7 +77,7 @@ def build_image(
 ) -> None:
     """`docker build --network host` of the project; raises DeployError when it fails."""
     command = docker or [docker_binary()]
-    base = base_image or default_base_image(build.python_version)
+    base = base_image or build.base_image or default_base_image(build.python_version)
     with tempfile.TemporaryDirectory(prefix="runyard-build-") as scratch:
         context, dockerfile = stage_context(build, Path(scratch))
         args = [*command, "build", "--network", "host", "-t", tag, "-f", str(dockerfile)]

@@ -33,6 +33,8 @@ class BuildConfig:
 
     config_file: Path
     python_version: str
+    # langgraph.json's `base_image`: the default of the BASE_IMAGE build argument.
+    base_image: str | None
     dependencies: list[Dependency]
     dockerfile_lines: list[str]
     pip_config_file: str | None
@@ -56,10 +58,12 @@ def load_build_config(config_file: Path) -> BuildConfig:
     raw: dict[str, Any] = json.loads(config_file.read_text())
     base = config_file.parent
     for spec in project.graphs.values():
-        _inside(config_file, base, spec.file, f"graph {spec.graph_id!r}")
+        if spec.file is not None:  # a module path is imported from the dependencies
+            _inside(config_file, base, spec.file, f"graph {spec.graph_id!r}")
     return BuildConfig(
         config_file=config_file,
         python_version=_python_version(config_file, raw.get("python_version")),
+        base_image=_base_image(config_file, raw.get("base_image")),
         dependencies=[_dependency(config_file, base, dep) for dep in project.dependencies],
         dockerfile_lines=_lines(config_file, raw.get("dockerfile_lines")),
         pip_config_file=_pip_config(config_file, base, raw.get("pip_config_file")),
@@ -80,6 +84,14 @@ def _python_version(config_file: Path, value: Any) -> str:
             f"{config_file}: 'python_version' {text} is too old; Runyard needs 3.11 or newer"
         )
     return text
+
+
+def _base_image(config_file: Path, value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip() or any(c.isspace() for c in value):
+        raise ConfigError(f"{config_file}: 'base_image' must be an image name, got {value!r}")
+    return value
 
 
 def _lines(config_file: Path, value: Any) -> list[str]:

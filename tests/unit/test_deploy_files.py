@@ -76,6 +76,20 @@ def test_default_python_version_is_the_usual_public_base(tmp_path: Path) -> None
     assert steps[0] == "ARG BASE_IMAGE=python:3.11-slim"
 
 
+def test_base_image_key_is_the_build_argument_default(tmp_path: Path) -> None:
+    config = project(tmp_path, base_image="registry.example/python:3.12-bookworm")
+    steps = instructions(render_dockerfile(load_build_config(config), WHEEL))
+    assert steps[0] == "ARG BASE_IMAGE=registry.example/python:3.12-bookworm"
+
+
+def test_a_module_path_graph_needs_no_file_in_the_project(tmp_path: Path) -> None:
+    config = project(tmp_path, dependencies=["."])
+    raw = json.loads(config.read_text())
+    raw["graphs"]["other"] = "app.graph:graph"
+    config.write_text(json.dumps(raw))
+    assert load_build_config(config).project_name == tmp_path.name
+
+
 @pytest.mark.parametrize(
     ("keys", "message"),
     [
