@@ -39,6 +39,17 @@ CHAOS_ENV = {
     "RUNYARD_KEEPALIVE_SECONDS": "1",
 }
 
+# The timings users run (runyard/settings.py defaults): faults are tested with these too.
+DEFAULT_ENV = {
+    "LEASE_DURATION_SECONDS": "8",
+    "HEARTBEAT_INTERVAL_SECONDS": "2",
+    "REAPER_INTERVAL_SECONDS": "1",
+    "STUCK_PENDING_THRESHOLD_SECONDS": "30",
+    "POSTGRES_POLL_INTERVAL_SECONDS": "2",
+    "WORKER_DRAIN_TIMEOUT": "30",
+    "BG_JOB_MAX_RETRIES": "3",
+}
+
 
 @dataclass
 class Instance:
@@ -312,3 +323,26 @@ def done_counts(lines: list[dict[str, Any]], run_id: str) -> dict[str, int]:
     for line in lines_of(lines, run_id, phase="done"):
         counts[line["node"]] = counts.get(line["node"], 0) + 1
     return counts
+
+
+def concurrent_attempts(lines: list[dict[str, Any]], run_id: str) -> list[tuple[int, int]]:
+    """Pairs of the run's attempts whose logged activity overlapped in time (ran side by side).
+
+    An attempt's activity spans its first to its last logged line.
+    """
+    spans: dict[int, tuple[float, float]] = {}
+    for line in lines_of(lines, run_id):
+        first, last = spans.get(line["attempt"], (line["t"], line["t"]))
+        spans[line["attempt"]] = (min(first, line["t"]), max(last, line["t"]))
+    ordered = sorted(spans.items(), key=lambda item: item[1][0])
+    return [
+        (a, b)
+        for index, (a, (_, a_end)) in enumerate(ordered)
+        for b, (b_start, _) in ordered[index + 1 :]
+        if b_start < a_end
+    ]
+
+
+def steps_done_twice(lines: list[dict[str, Any]], run_id: str) -> int:
+    """How many of the run's steps finished more than once (a side effect repeated)."""
+    return sum(count - 1 for count in done_counts(lines, run_id).values() if count > 1)
