@@ -53,6 +53,31 @@ log = logging.getLogger("runyard.runtime")
 GC_YOUNG_THRESHOLD = 7000
 
 
+class LoopGroup:
+    """Background loops stopped together: one stop event, then a grace period, then cancel."""
+
+    def __init__(self) -> None:
+        self._stop = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def start(self, name: str, body: Callable[[asyncio.Event], Coroutine[Any, Any, None]]) -> None:
+        """Start a loop that runs until the group's stop event is set."""
+        self._tasks.append(asyncio.create_task(body(self._stop), name=name))
+
+    def dead(self) -> list[str]:
+        """Names of the loops that ended while they should run."""
+        return [t.get_name() for t in self._tasks if t.done() and not self._stop.is_set()]
+
+    async def stop(self, grace: float = 5) -> None:
+        """Set the stop event, wait up to `grace`, cancel what is left (idempotent)."""
+        self._stop.set()
+        if self._tasks:
+            _done, pending = await asyncio.wait(self._tasks, timeout=grace)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
 class Runtime:
     """The one root of an instance: parts are started in order and stopped in reverse."""
 
@@ -64,8 +89,10 @@ class Runtime:
         self.tracing = Tracing.from_settings(settings, self.instance_id)
         self.draining = False
         self._stack = AsyncExitStack()
-        self._stop_loops = asyncio.Event()
-        self._loops: list[asyncio.Task[None]] = []
+        # The parts the runs in flight need (lease renewal, cancel delivery) stop only after
+        # the worker pool drained; the others stop before it.
+        self._run_support = LoopGroup()
+        self._background = LoopGroup()
         self._spawned: set[asyncio.Task[Any]] = set()
         self._given_project = project
         self.project: ProjectConfig
@@ -157,6 +184,9 @@ class Runtime:
         from runyard.services.assistants import ensure_default_assistants
 
         await ensure_default_assistants(self)
+        # Stopped after the worker pool (pushed before it), so runs keep their leases
+        # and hear cancels through the whole drain.
+        self._stack.push_async_callback(self._run_support.stop)
         if settings.redis_url:
             await self._build_redis_engine(settings.redis_url)
         else:
@@ -181,12 +211,12 @@ class Runtime:
         )
         self.workers.start()
         self._stack.push_async_callback(self._stop_workers)
-        self._start_loop("lease-keeper", LeaseKeeper(self).run_forever)
-        self._start_loop("reaper", Reaper(self).run_forever)
+        self._run_support.start("lease-keeper", LeaseKeeper(self).run_forever)
+        self._background.start("reaper", Reaper(self).run_forever)
         sweeper = TtlSweeper(self.store, self.store_options.sweep_interval_seconds)
-        self._start_loop("store-ttl-sweeper", sweeper.run_forever)
+        self._background.start("store-ttl-sweeper", sweeper.run_forever)
         self.cron_scheduler = CronScheduler(self, settings.cron_interval_seconds)
-        self._start_loop("cron-scheduler", self.cron_scheduler.run_forever)
+        self._background.start("cron-scheduler", self.cron_scheduler.run_forever)
         self._stack.push_async_callback(self._stop_background_loops)
         queue_kind = "redis" if settings.redis_url else "in-process"
         self.metrics.describe_instance(
@@ -255,7 +285,7 @@ class Runtime:
         )
         self.cancel_bus = RedisCancelBus(self.redis, f"{prefix}cancel", self.running.stop)
         listener = NotificationListener(self.redis, f"{prefix}cancel", self.running.stop, signals)
-        self._start_loop("notifications", listener.run_forever)
+        self._run_support.start("notifications", listener.run_forever)
         try:
             await asyncio.wait_for(listener.connected.wait(), timeout=5)
         except TimeoutError:
@@ -273,12 +303,6 @@ class Runtime:
         if recovered or pending:
             log.info("runs_recovered running=%s pending=%s", recovered, len(pending))
 
-    def _start_loop(
-        self, name: str, body: Callable[[asyncio.Event], Coroutine[Any, Any, None]]
-    ) -> None:
-        task = asyncio.create_task(body(self._stop_loops), name=name)
-        self._loops.append(task)
-
     def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> None:
         """Run a short background job owned by the runtime (awaited at shutdown)."""
         task = asyncio.create_task(coro, name=name)
@@ -291,7 +315,7 @@ class Runtime:
 
     def dead_parts(self) -> list[str]:
         """Names of the background parts that stopped while they should run (for /livez)."""
-        dead = [t.get_name() for t in self._loops if t.done() and not self._stop_loops.is_set()]
+        dead = self._run_support.dead() + self._background.dead()
         if self.workers_started and not self.workers.healthy():
             dead.append("worker-pool")
         return dead
@@ -317,14 +341,9 @@ class Runtime:
             await self._drain
 
     async def _stop_background_loops(self) -> None:
-        self._stop_loops.set()
+        await self._background.stop()
         if self._spawned:
             await asyncio.wait(set(self._spawned), timeout=5)
-        if self._loops:
-            _done, pending = await asyncio.wait(self._loops, timeout=5)
-            for task in pending:
-                task.cancel()
-            await asyncio.gather(*self._loops, return_exceptions=True)
 
     async def stop(self) -> None:
         """Stop every part in reverse order of start (idempotent)."""
