@@ -78,3 +78,38 @@ _ask.add_edge(START, "echo")
 _ask.add_edge("echo", "ask")
 _ask.add_edge("ask", END)
 asker = _ask.compile()
+
+
+def nul_text(state: EchoState) -> dict[str, Any]:
+    """Return text holding a NUL character (as a tool's output may): PostgreSQL's JSON
+    type cannot store it."""
+    return {"value": "tool output\x00with a NUL", "seen": ["nul"]}
+
+
+_nul = StateGraph(EchoState)
+_nul.add_node("nul", nul_text)
+_nul.add_edge(START, "nul")
+_nul.add_edge("nul", END)
+nul = _nul.compile()
+
+
+def provider_timeout(state: EchoState) -> dict[str, Any]:
+    """Fail as a node whose model provider did not answer in time."""
+    raise TimeoutError("the model provider did not answer within 30 s")
+
+
+_provider_timeout = StateGraph(EchoState)
+_provider_timeout.add_node("call_model", provider_timeout)
+_provider_timeout.add_edge(START, "call_model")
+_provider_timeout.add_edge("call_model", END)
+node_timeout = _provider_timeout.compile()
+
+
+async def slow_build(config: dict[str, Any]) -> Any:
+    """A factory that takes `configurable.build_seconds` to build the echo graph."""
+    await asyncio.sleep(float(config.get("configurable", {}).get("build_seconds", 0)))
+    builder = StateGraph(EchoState)
+    builder.add_node("echo", echo_node)
+    builder.add_edge(START, "echo")
+    builder.add_edge("echo", END)
+    return builder.compile()
