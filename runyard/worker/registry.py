@@ -1,4 +1,4 @@
-"""The runs executing in this instance, so cancels and shutdown can reach their tasks."""
+"""The attempts executing in this instance, so cancels, renewal and shutdown can reach them."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 @dataclass
 class RunningRun:
-    """One run held by this instance: its task, attempt and why it was stopped, if it was."""
+    """One attempt held by this instance: its task, and why it was stopped, if it was."""
 
     run_id: str
     attempt: int
@@ -18,13 +18,20 @@ class RunningRun:
     # The thread had no checkpoint when this first attempt claimed the run (PostgreSQL).
     thread_empty: bool = False
     stop_reason: str | None = None
+    # The outcome is known and being written: a stop no longer cancels the task (the final
+    # write is fenced, so a stale attempt's is refused anyway).
+    finalizing: bool = False
 
 
 class RunningRuns:
-    """Run id → the task executing it here."""
+    """(run id, attempt) → the task executing that attempt here.
+
+    Keyed by attempt as well: a stale attempt 1 unwinding here must not remove the entry
+    of attempt 2 of the same run, claimed here meanwhile.
+    """
 
     def __init__(self) -> None:
-        self._runs: dict[str, RunningRun] = {}
+        self._runs: dict[tuple[str, int], RunningRun] = {}
 
     def add(
         self,
@@ -34,22 +41,26 @@ class RunningRuns:
         held_at: float = float("-inf"),
         thread_empty: bool = False,
     ) -> RunningRun:
-        """Register a claimed run."""
-        entry = self._runs[run_id] = RunningRun(run_id, attempt, task, held_at, thread_empty)
+        """Register a claimed attempt."""
+        entry = RunningRun(run_id, attempt, task, held_at, thread_empty)
+        self._runs[(run_id, attempt)] = entry
         return entry
 
-    def remove(self, run_id: str) -> None:
-        """Forget a run that ended here."""
-        self._runs.pop(run_id, None)
-
-    def get(self, run_id: str) -> RunningRun | None:
-        """The entry of a run executing here."""
-        return self._runs.get(run_id)
+    def remove(self, run_id: str, attempt: int) -> None:
+        """Forget an attempt that ended here."""
+        self._runs.pop((run_id, attempt), None)
 
     def stop(self, run_id: str, reason: str) -> bool:
-        """Cancel the run's task with a reason (interrupt, rollback, release, stale...)."""
-        entry = self._runs.get(run_id)
-        if entry is None or entry.task.done():
+        """Cancel the run's attempts here with a reason (interrupt, rollback, release...)."""
+        stopped = False
+        for entry in self.all():
+            if entry.run_id == run_id:
+                stopped = self.stop_attempt(entry, reason) or stopped
+        return stopped
+
+    def stop_attempt(self, entry: RunningRun, reason: str) -> bool:
+        """Cancel one attempt's task with a reason, unless it ended or is finalizing."""
+        if entry.task.done() or entry.finalizing:
             return False
         if entry.stop_reason is None:
             entry.stop_reason = reason
@@ -57,7 +68,7 @@ class RunningRuns:
         return True
 
     def all(self) -> list[RunningRun]:
-        """Every run executing here."""
+        """Every attempt executing here."""
         return list(self._runs.values())
 
     def __len__(self) -> int:
