@@ -103,6 +103,7 @@ class Runtime:
         self.auth: Auth | None = None
         self.engine: AsyncEngine
         self.sessions: Sessions
+        self.lease_sessions: Sessions
         # Each statement commits on its own: for reads and for single-statement writes,
         # which then cost no BEGIN and COMMIT/ROLLBACK round trips.
         self.autocommit: Sessions
@@ -156,6 +157,14 @@ class Runtime:
         on_each_statement(self.engine, self.metrics.runs_statements.inc)
         self._stack.push_async_callback(self.engine.dispose)
         self.sessions = session_factory(self.engine)
+        # Lease renewal has a connection of its own: a pool busy with API traffic must not
+        # make it wait past the lease (SQLite serializes writers anyway).
+        self.lease_sessions = self.sessions
+        if self.dialect == "postgresql":
+            lease_engine = create_engine(url, pool_size=1)
+            on_each_statement(lease_engine, self.metrics.runs_statements.inc)
+            self._stack.push_async_callback(lease_engine.dispose)
+            self.lease_sessions = session_factory(lease_engine)
         statements = None
         if self.dialect == "postgresql":
             statements = StatementPool(self.engine, settings.db_pool_size)
@@ -211,7 +220,10 @@ class Runtime:
         )
         self.workers.start()
         self._stack.push_async_callback(self._stop_workers)
-        self._run_support.start("lease-keeper", LeaseKeeper(self).run_forever)
+        keeper = LeaseKeeper(
+            self.running, self.lease_sessions, self.instance_id, settings, self.metrics
+        )
+        self._run_support.start("lease-keeper", keeper.run_forever)
         self._background.start("reaper", Reaper(self).run_forever)
         sweeper = TtlSweeper(self.store, self.store_options.sweep_interval_seconds)
         self._background.start("store-ttl-sweeper", sweeper.run_forever)

@@ -24,6 +24,7 @@ from sqlalchemy import (
     select,
     table,
     true,
+    tuple_,
     update,
 )
 from sqlalchemy.dialects import postgresql
@@ -503,17 +504,31 @@ async def delete_run(session: AsyncConnection, run_id: str) -> bool:
 
 
 async def extend_leases(
-    session: AsyncConnection, owner: str, lease_seconds: float
+    session: AsyncConnection,
+    owner: str,
+    attempts: Sequence[tuple[str, int]],
+    lease_seconds: float,
 ) -> Sequence[RowMapping]:
-    """Renew every lease an instance holds in one statement; returns cancel flags too."""
+    """Renew the leases of exactly these (run id, attempt) pairs, in one statement.
+
+    Only attempts this owner executes are named, so a run whose task ended without
+    finishing is not kept alive by its instance. Returns the renewed rows with their
+    cancel flags.
+    """
+    if not attempts:
+        return []
     dialect = dialect_name(session)
     stmt = (
         update(runs)
-        .where(runs.c.owner == owner, runs.c.status == "running")
+        .where(
+            tuple_(runs.c.run_id, runs.c.attempt).in_(bindparam("p_attempts", expanding=True)),
+            runs.c.owner == owner,
+            runs.c.status == "running",
+        )
         .values(lease_expires_at=clock_plus(dialect, "p_lease"))
         .returning(runs.c.run_id, runs.c.attempt, runs.c.cancel_action)
     )
-    params = {"p_lease": seconds_param(dialect, lease_seconds)}
+    params = {"p_attempts": list(attempts), "p_lease": seconds_param(dialect, lease_seconds)}
     return (await session.execute(stmt, params)).mappings().all()
 
 

@@ -15,26 +15,42 @@ from runyard.domain.status import RunStatus
 from runyard.graphs.checkpointer import delete_run_checkpoints
 
 if TYPE_CHECKING:
+    from runyard.db.engine import Sessions
+    from runyard.observability.metrics import Metrics
     from runyard.runtime import Runtime
+    from runyard.settings import Settings
+    from runyard.worker.registry import RunningRuns
 
 log = logging.getLogger("runyard.lease")
 
 
 class LeaseKeeper:
-    """Renews every lease this instance holds in one statement per heartbeat.
+    """Renews the leases of exactly the attempts this instance executes, one statement a beat.
 
     The renewal also returns cancel flags, so a cancel whose message was missed still
-    stops the run; and a run whose lease could not be renewed in time is stopped rather
-    than left running unfenced.
+    stops the run; and an attempt whose lease could not be renewed in time is stopped
+    rather than left running unfenced. Renewal has a connection of its own and a time
+    limit of one heartbeat, so busy API traffic cannot starve it past the lease.
     """
 
-    def __init__(self, runtime: Runtime) -> None:
-        self._rt = runtime
+    def __init__(
+        self,
+        running: RunningRuns,
+        sessions: Sessions,
+        instance_id: str,
+        settings: Settings,
+        metrics: Metrics,
+    ) -> None:
+        self._running = running
+        self._sessions = sessions
+        self._instance_id = instance_id
+        self._settings = settings
+        self._metrics = metrics
         self._last_renewal = time.monotonic()
 
     async def run_forever(self, stop: asyncio.Event) -> None:
         """Loop until `stop` is set."""
-        interval = self._rt.settings.heartbeat_interval_seconds
+        interval = self._settings.heartbeat_interval_seconds
         while not stop.is_set():
             try:
                 await asyncio.wait_for(stop.wait(), interval)
@@ -45,35 +61,42 @@ class LeaseKeeper:
 
     async def renew_once(self) -> None:
         """One renewal round."""
-        rt = self._rt
-        # Only runs registered before the UPDATE can be judged by its answer: one claimed
-        # while the statement is in flight would look stale when it is not.
-        entries = rt.running.all()
+        settings = self._settings
+        # Only attempts registered before the UPDATE can be judged by its answer: one
+        # claimed while the statement is in flight would look stale when it is not.
+        entries = self._running.all()
         if not entries:
             self._last_renewal = time.monotonic()
             return
+        attempts = [(entry.run_id, entry.attempt) for entry in entries]
         try:
-            async with rt.sessions() as session, session.begin():
-                rows = await runs_db.extend_leases(
-                    session, rt.instance_id, rt.settings.lease_duration_seconds
-                )
+            async with asyncio.timeout(settings.heartbeat_interval_seconds):
+                async with self._sessions() as session, session.begin():
+                    rows = await runs_db.extend_leases(
+                        session, self._instance_id, attempts, settings.lease_duration_seconds
+                    )
         except Exception:
-            log.exception("lease_renewal_failed instance=%s", rt.instance_id)
-            rt.metrics.lease_renewal_failures.inc()
-            if time.monotonic() - self._last_renewal > rt.settings.lease_duration_seconds:
+            log.warning(
+                "lease_renewal_failed instance=%s attempts=%s",
+                self._instance_id,
+                len(attempts),
+                exc_info=True,
+            )
+            self._metrics.lease_renewal_failures.inc()
+            if time.monotonic() - self._last_renewal > settings.lease_duration_seconds:
                 for entry in entries:
-                    rt.running.stop(entry.run_id, "stale")
+                    self._running.stop_attempt(entry, "stale")
             return
         self._last_renewal = time.monotonic()
-        rt.metrics.lease_renewals.inc(len(rows))
-        held = {row["run_id"]: row for row in rows}
+        self._metrics.lease_renewals.inc(len(rows))
+        held = {(row["run_id"], row["attempt"]): row for row in rows}
         for entry in entries:
-            row = held.get(entry.run_id)
-            if row is None or row["attempt"] != entry.attempt:
-                # Someone else holds the run now (or it was deleted): stand down.
-                rt.running.stop(entry.run_id, "stale")
+            row = held.get((entry.run_id, entry.attempt))
+            if row is None:
+                # Someone else holds the run now, or it ended or was deleted: stand down.
+                self._running.stop_attempt(entry, "stale")
             elif row["cancel_action"]:
-                rt.running.stop(entry.run_id, row["cancel_action"])
+                self._running.stop_attempt(entry, row["cancel_action"])
 
 
 class Reaper:

@@ -6,7 +6,6 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -103,19 +102,18 @@ async def test_one_lease_renewal_is_one_statement_however_many_runs_are_held(
     sleeper = asyncio.create_task(asyncio.sleep(3600))
     for row in claimed:
         running.add(row["run_id"], row["attempt"], sleeper)
-    # The parts of a runtime a lease keeper uses; the database behind them is real.
-    runtime: Any = SimpleNamespace(
-        running=running,
-        sessions=session_factory(database.engine),
-        settings=Settings(LEASE_DURATION_SECONDS=60),
-        instance_id=owner,
-        metrics=Metrics(in_flight=lambda: held),
+    keeper = LeaseKeeper(
+        running,
+        session_factory(database.engine),
+        owner,
+        Settings(LEASE_DURATION_SECONDS=60),
+        Metrics(in_flight=lambda: held),
     )
     ids = [row["run_id"] for row in claimed]
     before = await _leases(database, ids)
     try:
         counted = database.statements
-        await LeaseKeeper(runtime).renew_once()
+        await keeper.renew_once()
         assert database.statements - counted == 1
     finally:
         sleeper.cancel()
@@ -194,3 +192,29 @@ async def test_a_claim_also_says_whether_the_thread_has_a_checkpoint(database: C
     async with sessions() as session, session.begin():
         claimed = await runs_db.claim_run(session, again["run_id"], owner, 30.0)
     assert claimed is not None and claimed[runs_db.THREAD_HAS_CHECKPOINT] is True
+
+
+async def test_renewal_keeps_only_the_attempts_this_instance_executes(database: Counted) -> None:
+    """A run claimed by this instance whose task is gone (it ended without finishing or
+    releasing the run) is not renewed: its lease runs out and the reaper recovers it."""
+    owner = f"instance-{uuid.uuid4().hex[:8]}"
+    executing, abandoned = await _claimed_runs(database, owner, 2)
+    running = RunningRuns()
+    sleeper = asyncio.create_task(asyncio.sleep(3600))
+    running.add(executing["run_id"], executing["attempt"], sleeper)
+    keeper = LeaseKeeper(
+        running,
+        session_factory(database.engine),
+        owner,
+        Settings(LEASE_DURATION_SECONDS=60),
+        Metrics(in_flight=lambda: 1),
+    )
+    ids = [executing["run_id"], abandoned["run_id"]]
+    before = await _leases(database, ids)
+    try:
+        await keeper.renew_once()
+    finally:
+        sleeper.cancel()
+    after = await _leases(database, ids)
+    assert after[executing["run_id"]] > before[executing["run_id"]]
+    assert after[abandoned["run_id"]] == before[abandoned["run_id"]]
