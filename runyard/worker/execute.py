@@ -7,15 +7,16 @@ import copy
 import logging
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from langgraph.pregel import Pregel
 from langgraph.types import Command, Send
 
 from runyard.auth.user import user_from_config
 from runyard.db import runs as runs_db
+from runyard.db.faults import store_unavailable
 from runyard.domain.configurable import AUTH_USER_KEY
 from runyard.domain.errors import StaleAttemptError
 from runyard.domain.status import RunStatus
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from runyard.runtime import Runtime
 
 log = logging.getLogger("runyard.worker")
+T = TypeVar("T")
 
 
 class RunExecutor:
@@ -66,6 +68,11 @@ class RunExecutor:
     async def _execute_and_finalize(
         self, run: dict[str, Any], attempt: int, claim_started: float, thread_empty: bool
     ) -> None:
+        """The one owner of the attempt, from its claim to its end.
+
+        The attempt stays registered (so its lease is renewed) until its end is written
+        or it was handed back; BG_JOB_TIMEOUT_SECS bounds everything up to the final write.
+        """
         rt = self._rt
         run_id = run["run_id"]
         task = asyncio.current_task()
@@ -74,25 +81,91 @@ class RunExecutor:
             run_id, attempt, task, held_at=claim_started, thread_empty=thread_empty
         )
         log.info("run_claimed run_id=%s thread_id=%s attempt=%s", run_id, run["thread_id"], attempt)
+        deadline = asyncio.get_running_loop().time() + rt.settings.bg_job_timeout_secs
+        try:
+            with rt.metrics.run_seconds.time():
+                outcome = await self._execute_claimed(dict(run), entry, deadline)
+            if outcome is not None:
+                # From here a stop no longer cancels the task: the outcome is known.
+                entry.finalizing = True
+                with rt.metrics.finalize_seconds.time(), rt.tracing.step_span("finalize"):
+                    await self._finalize(run, attempt, outcome)
+        finally:
+            rt.running.remove(run_id, attempt)
+
+    async def _finalize(self, run: dict[str, Any], attempt: int, outcome: Outcome) -> None:
+        """Write the known outcome, retrying while the store is unreachable (within a lease).
+
+        An outcome the store refuses (text PostgreSQL cannot hold) ends the run `error`
+        with the reason, rather than leaving it running.
+        """
+        rt = self._rt
+        try:
+            await self._until_store_answers(
+                "finalize", run["run_id"], lambda: finalize_run(rt, dict(run), attempt, outcome)
+            )
+        except Exception as exc:
+            if store_unavailable(exc):
+                # The lease runs out and the reaper hands the run to another attempt, which
+                # resumes from the last checkpoint.
+                log.warning("run_finalize_abandoned run_id=%s attempt=%s", run["run_id"], attempt)
+                return
+            log.warning(
+                "run_outcome_unstorable run_id=%s attempt=%s error=%s",
+                run["run_id"],
+                attempt,
+                type(exc).__name__,
+                exc_info=True,
+            )
+            failed = Outcome(
+                RunStatus.ERROR,
+                error={
+                    "error": "UnstorableOutcome",
+                    "message": "the run ended but its result could not be stored "
+                    f"({type(exc).__name__}: {str(exc)[:300]})",
+                },
+                snapshot=ThreadSnapshot(None, {}, False),
+            )
+            await self._until_store_answers(
+                "finalize", run["run_id"], lambda: finalize_run(rt, dict(run), attempt, failed)
+            )
+
+    async def _until_store_answers(
+        self, what: str, run_id: str, call: Callable[[], Awaitable[T]]
+    ) -> T:
+        """`call()`, again while the store is unreachable, for at most one lease."""
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + self._rt.settings.lease_duration_seconds
+        pause = 0.2
+        while True:
+            try:
+                return await call()
+            except Exception as exc:
+                if not store_unavailable(exc) or loop.time() + pause > give_up:
+                    raise
+                log.warning(
+                    "store_unavailable_retrying step=%s run_id=%s error=%s",
+                    what,
+                    run_id,
+                    type(exc).__name__,
+                )
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 2.0)
+
+    async def _begin_attempt(self, run_id: str, attempt: int) -> None:
         try:
             # The metadata event opens every attempt's events, in the same round trip.
             metadata = dumps({"run_id": run_id, "attempt": attempt})
-            await rt.broker.begin_attempt(run_id, attempt, [("metadata", metadata)])
+            await self._rt.broker.begin_attempt(run_id, attempt, [("metadata", metadata)])
         except Exception:
             # Events of this attempt will still be fenced by the database writes.
             log.warning("begin_attempt_failed run_id=%s attempt=%s", run_id, attempt, exc_info=True)
-        try:
-            with rt.metrics.run_seconds.time():
-                outcome = await self._execute_claimed(dict(run), entry)
-        finally:
-            rt.running.remove(run_id)
-        if outcome is not None:
-            with rt.metrics.finalize_seconds.time(), rt.tracing.step_span("finalize"):
-                await finalize_run(rt, dict(run), attempt, outcome)
 
-    async def _execute_claimed(self, run: dict[str, Any], entry: RunningRun) -> Outcome | None:
+    async def _execute_claimed(
+        self, run: dict[str, Any], entry: RunningRun, deadline: float
+    ) -> Outcome | None:
         events = EventPublisher(self._rt.broker, run["run_id"], entry.attempt)
-        outcome = await self._run_graph(run, entry, events)
+        outcome = await self._run_graph(run, entry, events, deadline)
         try:
             # Every event is stored before the outcome is: a client that sees the run
             # finished and replays its stream gets all of it.
@@ -105,7 +178,7 @@ class RunExecutor:
         return outcome
 
     async def _run_graph(
-        self, run: dict[str, Any], entry: RunningRun, events: EventPublisher
+        self, run: dict[str, Any], entry: RunningRun, events: EventPublisher, deadline: float
     ) -> Outcome | None:
         rt = self._rt
         run_id = run["run_id"]
@@ -113,9 +186,13 @@ class RunExecutor:
         attempt = entry.attempt
         graph: Pregel | None = None
         final = FinalState()
+        limit = asyncio.timeout_at(deadline)
         try:
-            # A factory that is a context manager is set up for this run, torn down after it.
-            async with AsyncExitStack() as resources:
+            # The job timeout covers the whole attempt: graph building and the resume read
+            # as well as the stream. A factory that is a context manager is set up for this
+            # run, torn down after it.
+            async with limit, AsyncExitStack() as resources:
+                await self._begin_attempt(run_id, attempt)
                 config = self._config(run)
                 graph = await self._graph(kwargs, config, entry, resources)
                 graph_input = await self._input(graph, run, config)
@@ -130,18 +207,22 @@ class RunExecutor:
         except StaleAttemptError:
             log.warning("run_stood_down run_id=%s attempt=%s reason=stale", run_id, attempt)
             return None
-        except TimeoutError:
-            limit = rt.settings.bg_job_timeout_secs
-            return Outcome(
-                RunStatus.TIMEOUT,
-                error={
-                    "error": "TimeoutError",
-                    "message": f"the run exceeded BG_JOB_TIMEOUT_SECS ({limit:g} s) "
-                    "and was stopped",
-                },
-                graph=graph,
-            )
         except Exception as exc:
+            if isinstance(exc, TimeoutError) and limit.expired():
+                job_limit = rt.settings.bg_job_timeout_secs
+                return Outcome(
+                    RunStatus.TIMEOUT,
+                    error={
+                        "error": "TimeoutError",
+                        "message": f"the run exceeded BG_JOB_TIMEOUT_SECS ({job_limit:g} s) "
+                        "and was stopped",
+                    },
+                    graph=graph,
+                )
+            if store_unavailable(exc):
+                # Not the graph's fault: the run resumes from its last checkpoint.
+                await self._hand_back(run, entry, "store_unavailable")
+                return None
             log.warning("run_failed run_id=%s error=%s", run_id, type(exc).__name__, exc_info=True)
             return Outcome(
                 RunStatus.ERROR,
@@ -159,20 +240,19 @@ class RunExecutor:
         final: FinalState,
         events: EventPublisher,
     ) -> None:
-        async with asyncio.timeout(self._rt.settings.bg_job_timeout_secs):
-            async for name, data in stream_graph(
-                graph,
-                graph_input,
-                config,
-                kwargs.get("stream_mode") or ["values"],
-                subgraphs=bool(kwargs.get("stream_subgraphs")),
-                context=kwargs.get("context") or None,
-                interrupt_before=kwargs.get("interrupt_before"),
-                interrupt_after=kwargs.get("interrupt_after"),
-                durability=kwargs.get("durability"),
-                final=final,
-            ):
-                await events.send(name, dumps(data))
+        async for name, data in stream_graph(
+            graph,
+            graph_input,
+            config,
+            kwargs.get("stream_mode") or ["values"],
+            subgraphs=bool(kwargs.get("stream_subgraphs")),
+            context=kwargs.get("context") or None,
+            interrupt_before=kwargs.get("interrupt_before"),
+            interrupt_after=kwargs.get("interrupt_after"),
+            durability=kwargs.get("durability"),
+            final=final,
+        ):
+            await events.send(name, dumps(data))
 
     async def _stopped(
         self, run: dict[str, Any], entry: RunningRun, reason: str, graph: Pregel | None
@@ -182,16 +262,7 @@ class RunExecutor:
         if reason == "rollback":
             return Outcome(RunStatus.INTERRUPTED, rollback=True, graph=graph)
         if reason == "release":
-            async with self._rt.sessions() as session, session.begin():
-                released = await runs_db.release_run(session, run["run_id"], entry.attempt)
-            log.info(
-                "run_released run_id=%s attempt=%s released=%s",
-                run["run_id"],
-                entry.attempt,
-                released,
-            )
-            if released:
-                await self._rt.queue.push(run["run_id"])
+            await self._hand_back(run, entry, "drain")
         else:
             log.warning(
                 "run_stood_down run_id=%s attempt=%s reason=%s",
@@ -200,6 +271,41 @@ class RunExecutor:
                 reason,
             )
         return None
+
+    async def _hand_back(self, run: dict[str, Any], entry: RunningRun, reason: str) -> None:
+        """Return the run to pending (if this attempt still holds it) and queue it again."""
+        rt = self._rt
+        run_id = run["run_id"]
+
+        async def release() -> bool:
+            async with rt.sessions() as session, session.begin():
+                return await runs_db.release_run(session, run_id, entry.attempt)
+
+        try:
+            released = await self._until_store_answers("hand_back", run_id, release)
+        except Exception:
+            # The lease runs out instead, and the reaper hands the run on.
+            log.warning(
+                "run_hand_back_failed run_id=%s attempt=%s reason=%s",
+                run_id,
+                entry.attempt,
+                reason,
+                exc_info=True,
+            )
+            return
+        log.info(
+            "run_handed_back run_id=%s attempt=%s reason=%s released=%s",
+            run_id,
+            entry.attempt,
+            reason,
+            released,
+        )
+        if released:
+            try:
+                await rt.queue.push(run_id)
+            except Exception:
+                # The sweeper finds a pending run nobody queued.
+                log.warning("run_requeue_failed run_id=%s", run_id, exc_info=True)
 
     async def _graph(
         self,

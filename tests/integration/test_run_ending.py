@@ -59,10 +59,14 @@ async def test_a_node_raising_timeout_error_is_a_graph_error(
 ) -> None:
     """A node's own TimeoutError fails the run with its message; it is not the job timeout."""
     thread_id = await new_thread(short_client)
-    body = await short_client.runs.wait(thread_id, "node_timeout", input={}, if_not_exists="create")
-    runs = await short_client.runs.list(thread_id)
-    assert runs[0]["status"] == "error", runs[0]
-    assert "model provider did not answer" in str(body), body
+    run = await short_client.runs.create(
+        thread_id, "node_timeout", input={}, if_not_exists="create"
+    )
+    ended = await wait_for_status(short_client, thread_id, run["run_id"], TERMINAL, timeout=30)
+    assert ended["status"] == "error", ended
+    # /join answers the run's error as the node raised it.
+    joined = await short_client.runs.join(thread_id, run["run_id"])
+    assert "model provider did not answer" in str(joined), joined
 
 
 @pytest.mark.timeout(60)
