@@ -13,7 +13,7 @@ import redis
 from tests.chaos.cluster import CHAOS_CONFIG, CHAOS_ENV, SHARED_REDIS, Cluster, ClusterFactory
 from tests.support.databases import create_database, drop_database, postgres_available
 from tests.support.server import free_port
-from tests.support.throwaway import ThrowawayRedis
+from tests.support.throwaway import ThrowawayPostgres, ThrowawayRedis, postgres_tools
 
 
 @pytest.fixture
@@ -22,15 +22,18 @@ async def cluster_factory(tmp_path: Path) -> AsyncIterator[ClusterFactory]:
     if not postgres_available():
         pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (see README)")
     made: list[Cluster] = []
+    private: set[str] = set()  # databases of a throwaway server: it goes with them
 
     async def make(
         count: int = 2,
         redis_url: str = SHARED_REDIS,
         config: Path = CHAOS_CONFIG,
+        postgres: ThrowawayPostgres | None = None,
         **overrides: str,
     ) -> Cluster:
+        """`postgres`: a private server to use instead of a database on the shared one."""
         prefix = f"chaos-{uuid.uuid4().hex[:12]}:"
-        url = create_database("runyard_chaos")
+        url = postgres.url if postgres is not None else create_database("runyard_chaos")
         env = {
             **CHAOS_ENV,
             **overrides,
@@ -40,6 +43,8 @@ async def cluster_factory(tmp_path: Path) -> AsyncIterator[ClusterFactory]:
         }
         cluster = Cluster(tmp_path / f"cluster-{len(made)}", url, redis_url, prefix, env, config)
         made.append(cluster)
+        if postgres is not None:
+            private.add(url)
         await asyncio.to_thread(cluster.start, count)
         return cluster
 
@@ -50,7 +55,8 @@ async def cluster_factory(tmp_path: Path) -> AsyncIterator[ClusterFactory]:
             try:
                 await cluster.close()
             finally:
-                drop_database(cluster.database_url)
+                if cluster.database_url not in private:
+                    drop_database(cluster.database_url)
                 _delete_keys(cluster.redis_url, cluster.prefix)
 
 
@@ -78,3 +84,16 @@ def throwaway_redis() -> Iterator[ThrowawayRedis]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def throwaway_postgres() -> Iterator[ThrowawayPostgres]:
+    """A PostgreSQL server only this test uses, so it may stop it (never the shared one)."""
+    tools = postgres_tools()
+    if tools is None:
+        pytest.fail("initdb and pg_ctl were not found; install PostgreSQL's server package")
+    server = ThrowawayPostgres(tools).init()
+    try:
+        yield server
+    finally:
+        server.destroy()
