@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+import asyncio
+import copy
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -10,7 +13,10 @@ from typing import Any, Protocol, runtime_checkable
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from runyard.db.driver import StatementPool
+from runyard.db.faults import store_unavailable
 from runyard.graphs.setup_lock import CHECKPOINTER_SETUP_LOCK, setup_alone
+
+log = logging.getLogger("runyard.checkpointer")
 
 
 @asynccontextmanager
@@ -161,6 +167,48 @@ def fenced(
         nonlocal known_empty
         known_empty = False
         await put_writes(config, writes, task_id, task_path)
+
+    view.aget_tuple = aget_tuple  # type: ignore[method-assign]
+    view.aput = aput  # type: ignore[method-assign]
+    view.aput_writes = aput_writes  # type: ignore[method-assign]
+    return view
+
+
+def riding_out_store_faults(
+    saver: BaseCheckpointSaver, budget_seconds: float
+) -> BaseCheckpointSaver:
+    """A view of `saver` whose reads and writes are tried again while the database is
+    unreachable (a restart, a killed connection), for up to `budget_seconds` each.
+
+    A step whose checkpoint cannot be written is otherwise lost with the attempt, and runs
+    again when the run resumes: its side effects twice. The writes are upserts keyed by
+    checkpoint and task, so sending one again is harmless.
+    """
+    view = copy.copy(saver)
+    get_tuple, put, put_writes = saver.aget_tuple, saver.aput, saver.aput_writes
+
+    async def again(call: Callable[[], Awaitable[Any]]) -> Any:
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + budget_seconds
+        pause = 0.2
+        while True:
+            try:
+                return await call()
+            except Exception as exc:
+                if not store_unavailable(exc) or loop.time() + pause > give_up:
+                    raise
+                log.warning("checkpoint_store_unavailable_retrying error=%s", type(exc).__name__)
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 2.0)
+
+    async def aget_tuple(config: Any) -> Any:
+        return await again(lambda: get_tuple(config))
+
+    async def aput(config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        return await again(lambda: put(config, checkpoint, metadata, new_versions))
+
+    async def aput_writes(config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
+        await again(lambda: put_writes(config, writes, task_id, task_path))
 
     view.aget_tuple = aget_tuple  # type: ignore[method-assign]
     view.aput = aput  # type: ignore[method-assign]

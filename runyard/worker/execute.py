@@ -20,7 +20,7 @@ from runyard.db.faults import store_unavailable
 from runyard.domain.configurable import AUTH_USER_KEY
 from runyard.domain.errors import StaleAttemptError
 from runyard.domain.status import RunStatus
-from runyard.graphs.checkpointer import fenced
+from runyard.graphs.checkpointer import fenced, riding_out_store_faults
 from runyard.graphs.factories import GraphAccess
 from runyard.graphs.serialize import dumps, to_jsonable
 from runyard.graphs.streaming import FinalState, stream_graph
@@ -326,6 +326,7 @@ class RunExecutor:
         graph = await resources.enter_async_context(loaded.open(config, access))
 
         saver = fenced(rt.checkpointer, run_id, attempt, empty=entry.thread_empty)
+        saver = riding_out_store_faults(saver, rt.settings.lease_duration_seconds)
         return graph.copy(update={"checkpointer": saver, "store": rt.store})
 
     def _config(self, run: Mapping[str, Any]) -> dict[str, Any]:
