@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 
 from bench import cost, scenarios
+from bench.chaos import chaos
 from bench.client import HTTPError, open_client
 from bench.recovery import recovery
 from bench.scenarios import Fleet, Target, scenario_target, warm_up
@@ -24,8 +25,13 @@ log = logging.getLogger("bench")
 
 ScenarioFn = Callable[[Target, int], Awaitable[dict[str, Any]]]
 
-# `all` runs the load scenarios; `recovery` kills instances, so it runs only when asked for.
-SCENARIOS: dict[str, tuple[ScenarioFn, int]] = {**scenarios.SCENARIOS, "recovery": (recovery, 5)}
+# `all` runs the load scenarios; `recovery` and `chaos` kill instances (chaos also restarts
+# PostgreSQL), so they run only when asked for.
+SCENARIOS: dict[str, tuple[ScenarioFn, int]] = {
+    **scenarios.SCENARIOS,
+    "recovery": (recovery, 5),
+    "chaos": (chaos, 8),
+}
 DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
 
 
@@ -140,7 +146,12 @@ def _servers(
 
     overrides = dict(item.split("=", 1) for item in args.env)
     with started_deployment(
-        args.start, args.instances, overrides, args.redis_url, args.keep_logs
+        args.start,
+        args.instances,
+        overrides,
+        args.redis_url,
+        args.keep_logs,
+        private_postgres=args.scenario == "chaos",
     ) as deployment:
         yield deployment.urls, deployment.effective, deployment
 
@@ -175,8 +186,12 @@ async def _run_all(
                 *(_run_one(target, name, args, head) for target, head in targets)
             )
             for line in lines:
-                print(json.dumps(line), flush=True)
-                failures += 1 if line.get("errors") else 0
+                # Chaos: one line per fault, each with the scenario's head.
+                faults = line.pop("faults", None)
+                for item in faults if faults is not None else [{}]:
+                    out = {**line, **item}
+                    print(json.dumps(out), flush=True)
+                    failures += 1 if out.get("errors") or out.get("runs_failed") else 0
         return failures
 
 
@@ -195,6 +210,9 @@ async def _run_one(
     head["host_load_1m"] = round(os.getloadavg()[0], 2)
     # Recovery restarts an instance after each repetition; --timeout bounds one repetition.
     budget = args.timeout * (runs + 1) if name == "recovery" else args.timeout
+    if name == "chaos":
+        # Three faults, the rolling one an instance at a time.
+        budget = args.timeout * 6
     # Recovery restarts instances and is about time, not cost: it has no per-run figures.
     per_leg = scenarios.MEASURED_RUNS_PER_LEG.get(name)
     log.info("bench_scenario_started scenario=%s runs=%s", name, runs)

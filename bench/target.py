@@ -6,9 +6,11 @@ import json
 import logging
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -21,6 +23,7 @@ import redis
 
 from tests.support.databases import create_database, drop_database, postgres_available
 from tests.support.server import ROOT, ServerProcess
+from tests.support.throwaway import ThrowawayPostgres, postgres_tools
 
 log = logging.getLogger("bench")
 
@@ -72,6 +75,8 @@ class Deployment:
     env: dict[str, str]
     servers: list[ServerProcess] = field(default_factory=list)
     effective: dict[str, Any] = field(default_factory=dict)
+    # The deployment's own PostgreSQL server (chaos restarts it), or None: the shared one.
+    postgres: ThrowawayPostgres | None = None
 
     @property
     def urls(self) -> list[str]:
@@ -121,6 +126,24 @@ class Deployment:
         self.servers[index] = self._server(index, port=old.port).start()
         log.info("bench_instance_restarted index=%s url=%s", index, old.url)
 
+    def terminate(self, index: int) -> None:
+        """SIGTERM one instance and wait until it exits (it drains first)."""
+        process = self.servers[index].process
+        if process is not None and process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=120)
+        log.info("bench_instance_terminated index=%s url=%s", index, self.servers[index].url)
+
+    def restart_database(self, outage_s: float) -> None:
+        """Stop the deployment's own PostgreSQL at once (no checkpoint), start it after
+        `outage_s`."""
+        if self.postgres is None:
+            raise RuntimeError("this deployment runs on the shared PostgreSQL: not restarting it")
+        self.postgres.stop()
+        time.sleep(outage_s)
+        self.postgres.start()
+        log.info("bench_database_restarted outage_s=%s", outage_s)
+
     def stop(self) -> None:
         """SIGTERM every instance at once (they drain in parallel), SIGKILL stragglers."""
         with ThreadPoolExecutor(max_workers=max(len(self.servers), 1)) as pool:
@@ -141,14 +164,30 @@ class Deployment:
 
 @contextmanager
 def started_deployment(
-    mode: str, instances: int, overrides: dict[str, str], redis_url: str, keep_logs: bool
+    mode: str,
+    instances: int,
+    overrides: dict[str, str],
+    redis_url: str,
+    keep_logs: bool,
+    private_postgres: bool = False,
 ) -> Iterator[Deployment]:
-    """Start `runyard dev`, `serve` (PostgreSQL) or `instances` x `serve` (PostgreSQL + Redis)."""
+    """Start `runyard dev`, `serve` (PostgreSQL) or `instances` x `serve` (PostgreSQL + Redis).
+
+    `private_postgres`: on a PostgreSQL server of their own (initdb on a free port), which
+    the chaos scenario may restart; otherwise on a database of the shared server.
+    """
     workdir = Path(tempfile.mkdtemp(prefix=f"runyard-bench-{mode}-"))
     database: str | None = None
     prefix: str | None = None
     env: dict[str, str] = {}
-    if mode in ("serve", "redis"):
+    postgres: ThrowawayPostgres | None = None
+    if mode in ("serve", "redis") and private_postgres:
+        tools = postgres_tools()
+        if tools is None:
+            raise SystemExit("bench: initdb and pg_ctl not found (PostgreSQL server package)")
+        postgres = ThrowawayPostgres(tools).init()
+        env = {"DATABASE_URL": postgres.url, "REDIS_URL": ""}
+    elif mode in ("serve", "redis"):
         if not postgres_available():
             raise SystemExit("bench: PostgreSQL is not reachable (RUNYARD_TEST_POSTGRES)")
         database = create_database("runyard_bench")
@@ -158,7 +197,7 @@ def started_deployment(
         _require_redis(redis_url)
         prefix = f"runyard-bench-{uuid.uuid4().hex[:12]}:"
         env.update({"REDIS_URL": redis_url, "RUNYARD_REDIS_PREFIX": prefix})
-    deployment = Deployment(mode, workdir, {**env, **overrides})
+    deployment = Deployment(mode, workdir, {**env, **overrides}, postgres=postgres)
     clean = False
     try:
         # Probe first: invalid settings fail here with pydantic's message, before any start-up.
@@ -175,6 +214,8 @@ def started_deployment(
         deployment.stop()
         if database is not None:
             drop_database(database)
+        if postgres is not None:
+            postgres.destroy()
         if prefix is not None:
             _delete_keys(redis_url, prefix)
         if clean and not keep_logs:

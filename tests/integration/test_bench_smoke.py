@@ -118,6 +118,18 @@ def test_recovery_refuses_a_server_it_cannot_kill(server: ServerProcess) -> None
     assert "--start redis" in line["failure"]
 
 
+def test_chaos_refuses_a_server_it_cannot_kill(server: ServerProcess) -> None:
+    args = [sys.executable, "-m", "bench.run", "--url", server.url, "--scenario", "chaos"]
+    args += ["--runs", "1", "--warmup", "0"]
+    done = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=60)
+
+    assert done.returncode == 1
+    line = json.loads(done.stdout)
+    assert line["scenario"] == "chaos"
+    assert line["errors"] == 1
+    assert "--start redis" in line["failure"]
+
+
 def test_the_bench_needs_nothing_from_the_test_extras() -> None:
     # A plain `pip install -e .` has no pytest: the bench must import without it.
     code = "import sys; sys.modules['pytest'] = None; import bench.run, bench.target"
