@@ -28,6 +28,8 @@ from tests.support.throwaway import ThrowawayPostgres, postgres_tools
 log = logging.getLogger("bench")
 
 BENCH_CONFIG = Path(__file__).resolve().parent / "graphs" / "langgraph.json"
+# A shared host under load can take a minute to start an instance.
+START_TIMEOUT_S = 120.0
 
 # Settings the bench sets itself to wire a deployment together; they say nothing about tuning.
 PLUMBING = frozenset(
@@ -90,7 +92,7 @@ class Deployment:
             self._migrate()
         self.servers.extend(self._server(i) for i in range(count))
         with ThreadPoolExecutor(max_workers=count) as pool:
-            list(pool.map(lambda server: server.start(), self.servers))
+            list(pool.map(lambda server: server.start(START_TIMEOUT_S), self.servers))
 
     def _migrate(self) -> None:
         done = _python(["-m", "runyard.cli", "migrate"], {**os.environ, **self.env}, timeout=120)
@@ -123,7 +125,7 @@ class Deployment:
     def restart(self, index: int) -> None:
         """Start a fresh process in place of a dead instance, on the same port."""
         old = self.servers[index]
-        self.servers[index] = self._server(index, port=old.port).start()
+        self.servers[index] = self._server(index, port=old.port).start(START_TIMEOUT_S)
         log.info("bench_instance_restarted index=%s url=%s", index, old.url)
 
     def terminate(self, index: int) -> None:
