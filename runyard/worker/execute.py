@@ -71,7 +71,7 @@ class RunExecutor:
         """The one owner of the attempt, from its claim to its end.
 
         The attempt stays registered (so its lease is renewed) until its end is written
-        or it was handed back; BG_JOB_TIMEOUT_SECS bounds everything up to the final write.
+        or it was handed back; BG_JOB_TIMEOUT_SECS bounds all of it, the final write too.
         """
         rt = self._rt
         run_id = run["run_id"]
@@ -89,45 +89,67 @@ class RunExecutor:
                 # From here a stop no longer cancels the task: the outcome is known.
                 entry.finalizing = True
                 with rt.metrics.finalize_seconds.time(), rt.tracing.step_span("finalize"):
-                    await self._finalize(run, attempt, outcome)
+                    await self._finalize(run, attempt, outcome, deadline)
         finally:
             rt.running.remove(run_id, attempt)
 
-    async def _finalize(self, run: dict[str, Any], attempt: int, outcome: Outcome) -> None:
+    async def _finalize(
+        self, run: dict[str, Any], attempt: int, outcome: Outcome, deadline: float
+    ) -> None:
         """Write the known outcome, retrying while the store is unreachable (within a lease).
 
-        An outcome the store refuses (text PostgreSQL cannot hold) ends the run `error`
-        with the reason, rather than leaving it running.
+        The job timeout bounds this too (with at least one lease for it): a final write
+        still going then ends the run `timeout`. An outcome the store refuses (text
+        PostgreSQL cannot hold) ends the run `error` with the reason, rather than leaving
+        it running.
         """
         rt = self._rt
+        run_id = run["run_id"]
+        lease = rt.settings.lease_duration_seconds
+        limit = asyncio.timeout_at(max(deadline, asyncio.get_running_loop().time() + lease))
         try:
-            await self._until_store_answers(
-                "finalize", run["run_id"], lambda: finalize_run(rt, dict(run), attempt, outcome)
-            )
+            async with limit:
+                await self._until_store_answers(
+                    "finalize", run_id, lambda: finalize_run(rt, dict(run), attempt, outcome)
+                )
+            return
         except Exception as exc:
-            if store_unavailable(exc):
+            if isinstance(exc, TimeoutError) and limit.expired():
+                job_limit = rt.settings.bg_job_timeout_secs
+                fallback = _ended_without_state(
+                    RunStatus.TIMEOUT,
+                    "TimeoutError",
+                    f"the run exceeded BG_JOB_TIMEOUT_SECS ({job_limit:g} s) while its end "
+                    "was written",
+                )
+            elif store_unavailable(exc):
                 # The lease runs out and the reaper hands the run to another attempt, which
                 # resumes from the last checkpoint.
-                log.warning("run_finalize_abandoned run_id=%s attempt=%s", run["run_id"], attempt)
+                log.warning("run_finalize_abandoned run_id=%s attempt=%s", run_id, attempt)
                 return
-            log.warning(
-                "run_outcome_unstorable run_id=%s attempt=%s error=%s",
-                run["run_id"],
-                attempt,
-                type(exc).__name__,
-                exc_info=True,
-            )
-            failed = Outcome(
-                RunStatus.ERROR,
-                error={
-                    "error": "UnstorableOutcome",
-                    "message": "the run ended but its result could not be stored "
+            else:
+                log.warning(
+                    "run_outcome_unstorable run_id=%s attempt=%s error=%s",
+                    run_id,
+                    attempt,
+                    type(exc).__name__,
+                    exc_info=True,
+                )
+                fallback = _ended_without_state(
+                    RunStatus.ERROR,
+                    "UnstorableOutcome",
+                    "the run ended but its result could not be stored "
                     f"({type(exc).__name__}: {str(exc)[:300]})",
-                },
-                snapshot=ThreadSnapshot(None, {}, False),
-            )
-            await self._until_store_answers(
-                "finalize", run["run_id"], lambda: finalize_run(rt, dict(run), attempt, failed)
+                )
+        try:
+            async with asyncio.timeout(lease):
+                await self._until_store_answers(
+                    "finalize", run_id, lambda: finalize_run(rt, dict(run), attempt, fallback)
+                )
+        except Exception:
+            # The lease runs out and the reaper recovers the run.
+            log.warning(
+                "run_finalize_abandoned run_id=%s attempt=%s", run_id, attempt, exc_info=True
             )
 
     async def _until_store_answers(
@@ -376,6 +398,15 @@ class RunExecutor:
         if command:
             return _command(command)
         return kwargs.get("input")
+
+
+def _ended_without_state(status: RunStatus, error: str, message: str) -> Outcome:
+    """An outcome recorded without reading the thread's state (that read is what failed)."""
+    return Outcome(
+        status,
+        error={"error": error, "message": message},
+        snapshot=ThreadSnapshot(None, {}, False),
+    )
 
 
 def _clean_end(final: FinalState) -> ThreadSnapshot | None:
