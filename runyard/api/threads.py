@@ -9,6 +9,7 @@ from fastapi import APIRouter, Body, Header, Query, Response
 from runyard.api.deps import CallerDep, RuntimeDep, ThreadId, set_page_headers
 from runyard.auth.guards import require_thread
 from runyard.schemas.threads import (
+    STATE_SELECT,
     CheckpointConfig,
     Thread,
     ThreadCreate,
@@ -26,6 +27,7 @@ from runyard.services import threads as service
 router = APIRouter(tags=["Threads"])
 
 Subgraphs = Annotated[bool, Query(description="Include the state of subgraphs.")]
+StateSelect = Annotated[list[str] | None, Query(description=STATE_SELECT)]
 
 
 @router.post("/threads", response_model=Thread)
@@ -115,11 +117,15 @@ async def copy_thread(
 
 @router.get("/threads/{thread_id}/state", response_model=dict[str, Any])
 async def get_state(
-    runtime: RuntimeDep, caller: CallerDep, thread_id: ThreadId, subgraphs: Subgraphs = False
+    runtime: RuntimeDep,
+    caller: CallerDep,
+    thread_id: ThreadId,
+    subgraphs: Subgraphs = False,
+    select: StateSelect = None,
 ) -> dict[str, Any]:
     """The thread's latest state."""
     await require_thread(runtime, caller, str(thread_id), "read")
-    return await thread_state.get_state(runtime, str(thread_id), subgraphs=subgraphs)
+    return await thread_state.get_state(runtime, str(thread_id), subgraphs=subgraphs, select=select)
 
 
 @router.post("/threads/{thread_id}/state", response_model=ThreadUpdateStateResponse)
@@ -145,7 +151,11 @@ async def get_state_at(
     """The thread's state at the checkpoint given in the body."""
     await require_thread(runtime, caller, str(thread_id), "read")
     return await thread_state.get_state(
-        runtime, str(thread_id), checkpoint=body.checkpoint, subgraphs=body.subgraphs
+        runtime,
+        str(thread_id),
+        checkpoint=body.checkpoint,
+        subgraphs=body.subgraphs,
+        select=body.select,
     )
 
 
@@ -156,12 +166,13 @@ async def get_state_at_id(
     thread_id: ThreadId,
     checkpoint_id: str,
     subgraphs: Subgraphs = False,
+    select: StateSelect = None,
 ) -> dict[str, Any]:
     """The thread's state at a checkpoint id."""
     await require_thread(runtime, caller, str(thread_id), "read")
     checkpoint = CheckpointConfig(checkpoint_id=checkpoint_id)
     return await thread_state.get_state(
-        runtime, str(thread_id), checkpoint=checkpoint, subgraphs=subgraphs
+        runtime, str(thread_id), checkpoint=checkpoint, subgraphs=subgraphs, select=select
     )
 
 
@@ -181,6 +192,7 @@ async def search_history(
         before=body.before,
         metadata=body.metadata,
         checkpoint=body.checkpoint,
+        select=body.select,
     )
 
 
@@ -191,7 +203,10 @@ async def get_history(
     thread_id: ThreadId,
     limit: Annotated[int, Query(ge=1, le=1000, description="Number of states.")] = 10,
     before: Annotated[str | None, Query(description="A checkpoint id.")] = None,
+    select: StateSelect = None,
 ) -> list[dict[str, Any]]:
     """The thread's past states, newest first."""
     await require_thread(runtime, caller, str(thread_id), "read")
-    return await thread_state.get_history(runtime, str(thread_id), limit=limit, before=before)
+    return await thread_state.get_history(
+        runtime, str(thread_id), limit=limit, before=before, select=select
+    )

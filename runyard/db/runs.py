@@ -99,7 +99,7 @@ def _insert_on_new_thread_statement(thread_keys: tuple[str, ...], run_keys: tupl
     }
     new_thread = (
         postgresql.insert(threads)
-        .values({**thread_values, "created_at": now, "updated_at": now})
+        .values({**thread_values, "created_at": now, "updated_at": now, "state_updated_at": now})
         .on_conflict_do_nothing()
         .returning(threads.c.thread_id)
         .cte("new_thread")

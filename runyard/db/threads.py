@@ -34,14 +34,14 @@ from runyard.db.tables import runs, threads
 from runyard.domain.status import ACTIVE_RUN_STATUSES
 
 _ACTIVE = [s.value for s in ACTIVE_RUN_STATUSES]
-# LangGraph Platform keeps a separate state_updated_at; here every state change also moves
-# updated_at, so it is the closest column to sort by.
-_SORT_COLUMNS = {
+# Threads migrated from before the column existed have no state_updated_at of their own.
+STATE_UPDATED_AT = func.coalesce(threads.c.state_updated_at, threads.c.updated_at)
+_SORT_COLUMNS: dict[str, ColumnElement[Any]] = {
     "thread_id": threads.c.thread_id,
     "status": threads.c.status,
     "created_at": threads.c.created_at,
     "updated_at": threads.c.updated_at,
-    "state_updated_at": threads.c.updated_at,
+    "state_updated_at": STATE_UPDATED_AT,
 }
 
 
@@ -75,7 +75,7 @@ def _insert_statement(dialect: str) -> Any:
     now = _stamp_in(dialect)
     return (
         insert_ignoring(dialect, threads)
-        .values(created_at=now, updated_at=now)
+        .values(created_at=now, updated_at=now, state_updated_at=now)
         .returning(*threads.c)
     )
 
@@ -133,14 +133,17 @@ def _mark_busy_statement(dialect: str) -> Update:
         .values(
             status="busy",
             metadata=bindparam("p_metadata", type_=threads.c.metadata.type),
+            context=bindparam("p_context", type_=threads.c.context.type),
             updated_at=_stamp_in(dialect),
         )
     )
 
 
-async def mark_busy(session: AsyncConnection, thread_id: str, metadata: dict[str, Any]) -> None:
-    """A run was queued on the thread: it is busy, and its metadata is replaced."""
-    params = {"p_thread_id": thread_id, "p_metadata": metadata}
+async def mark_busy(
+    session: AsyncConnection, thread_id: str, metadata: dict[str, Any], context: dict[str, Any]
+) -> None:
+    """A run was queued on the thread: it is busy, its metadata and context are replaced."""
+    params = {"p_thread_id": thread_id, "p_metadata": metadata, "p_context": context}
     await session.execute(_mark_busy_statement(dialect_name(session)), params)
 
 
@@ -162,6 +165,7 @@ def state_statement(dialect: str, busy_if_pending: bool) -> Update:
             interrupts=bindparam("p_interrupts", type_=threads.c.interrupts.type),
             error=bindparam("p_thread_error", type_=threads.c.error.type),
             updated_at=_stamp_in(dialect),
+            state_updated_at=_stamp_in(dialect),
         )
     )
 

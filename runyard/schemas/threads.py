@@ -35,6 +35,7 @@ ThreadField = Literal[
     "error",
 ]
 StateValues = dict[str, Any] | list[Any] | None
+STATE_SELECT = "Fields of each state to return; `values.<key>` returns one key of the values."
 HistoryLimit = Annotated[
     int, Field(ge=1, le=1000, description="Number of states, 1 to 1000."), NotBool
 ]
@@ -153,6 +154,7 @@ class ThreadStateAtCheckpoint(BaseModel):
 
     checkpoint: CheckpointConfig
     subgraphs: JsonBool = False
+    select: list[str] | None = Field(default=None, description=STATE_SELECT)
 
 
 class ThreadHistorySearch(BaseModel):
@@ -162,6 +164,7 @@ class ThreadHistorySearch(BaseModel):
     before: str | CheckpointConfig | None = None
     metadata: MetadataIn | None = None
     checkpoint: CheckpointConfig | None = None
+    select: list[str] | None = Field(default=None, description=STATE_SELECT)
 
 
 class Thread(BaseModel):
@@ -170,6 +173,7 @@ class Thread(BaseModel):
     thread_id: str
     created_at: IsoDatetime
     updated_at: IsoDatetime
+    state_updated_at: IsoDatetime
     metadata: Metadata
     status: ThreadStatusName
     config: dict[str, Any]

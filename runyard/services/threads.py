@@ -10,7 +10,7 @@ from langgraph.checkpoint.base.id import uuid6
 
 from runyard.db import runs as runs_db
 from runyard.db import threads as threads_db
-from runyard.domain.errors import ConflictError, InvalidInputError
+from runyard.domain.errors import ConflictError, InvalidInputError, NotFoundError
 from runyard.domain.status import ThreadStatus
 from runyard.graphs.checkpointer import copy_thread_checkpoints
 from runyard.schemas.threads import ThreadCreate, ThreadFilter, ThreadPatch, ThreadSearch
@@ -30,6 +30,7 @@ WIRE_FIELDS = (
     "thread_id",
     "created_at",
     "updated_at",
+    "state_updated_at",
     "metadata",
     "status",
     "config",
@@ -52,6 +53,7 @@ def to_wire(row: dict[str, Any]) -> dict[str, Any]:
     wire = {field: row.get(field) for field in WIRE_FIELDS}
     for stamp in ("created_at", "updated_at"):
         wire[stamp] = row[stamp].isoformat()
+    wire["state_updated_at"] = (row.get("state_updated_at") or row["updated_at"]).isoformat()
     wire["metadata"] = wire["metadata"] or {}
     wire["config"] = wire["config"] or {}
     wire["interrupts"] = wire["interrupts"] or {}
@@ -141,6 +143,27 @@ async def delete_thread(runtime: Runtime, thread_id: str) -> None:
     log.info("thread_deleted thread_id=%s stopped_runs=%s", thread_id, len(active))
 
 
+async def delete_threads_of_assistant(runtime: Runtime, assistant_id: str) -> int:
+    """Delete every thread whose metadata names the assistant; returns how many went."""
+    query = threads_db.ThreadQuery(metadata={"assistant_id": assistant_id})
+    deleted = 0
+    while True:
+        async with runtime.autocommit() as session:
+            page = await threads_db.search_threads(
+                session, query, sort_by="thread_id", descending=False, limit=500, offset=0
+            )
+        gone = 0
+        for row in page:
+            try:
+                await delete_thread(runtime, row["thread_id"])
+            except NotFoundError:
+                continue  # deleted meanwhile
+            gone += 1
+        deleted += gone
+        if len(page) < 500 or gone == 0:
+            return deleted
+
+
 async def search_threads(
     runtime: Runtime, body: ThreadSearch, auth_filter: dict[str, Any] | None = None
 ) -> tuple[list[dict[str, Any]], int | None]:
@@ -161,6 +184,9 @@ async def search_threads(
     for row in rows[: body.limit]:
         wire = to_wire(row)
         selected: set[str] = set(body.select or ())
+        if "context" in selected:
+            # Not part of a thread's default shape, as on LangGraph Platform: only on request.
+            wire["context"] = row.get("context") or {}
         out = {k: v for k, v in wire.items() if k in selected} if selected else wire
         if extract:
             out["extracted"] = {alias: extract_path(wire, path) for alias, path in extract.items()}
@@ -193,6 +219,7 @@ async def copy_thread(runtime: Runtime, thread_id: str) -> dict[str, Any]:
             "values": source["values"],
             "interrupts": source["interrupts"] or {},
             "error": source["error"],
+            "context": source["context"],
         }
         created = await threads_db.insert_thread(session, row)
         assert created is not None
