@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Header, Query, Response
+from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from runyard.api.deps import CallerDep, RuntimeDep, ThreadId, set_page_headers
 from runyard.auth.guards import require_thread
@@ -21,11 +23,12 @@ from runyard.schemas.threads import (
     ThreadStateUpdate,
     ThreadUpdateStateResponse,
 )
-from runyard.services import thread_state
+from runyard.services import thread_state, thread_streams
 from runyard.services import threads as service
 
 router = APIRouter(tags=["Threads"])
 
+THREAD_MODES = "run_modes (every run event), lifecycle (run start and end), state_update."
 Subgraphs = Annotated[bool, Query(description="Include the state of subgraphs.")]
 StateSelect = Annotated[list[str] | None, Query(description=STATE_SELECT)]
 
@@ -209,4 +212,30 @@ async def get_history(
     await require_thread(runtime, caller, str(thread_id), "read")
     return await thread_state.get_history(
         runtime, str(thread_id), limit=limit, before=before, select=select
+    )
+
+
+@router.get("/threads/{thread_id}/stream", response_class=EventSourceResponse)
+async def join_thread_stream(
+    runtime: RuntimeDep,
+    caller: CallerDep,
+    thread_id: ThreadId,
+    stream_mode: Annotated[list[str] | None, Query(description=THREAD_MODES)] = None,
+    stream_modes: Annotated[list[str] | None, Query(description=THREAD_MODES)] = None,
+    last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
+) -> EventSourceResponse:
+    """Every run of the thread in turn, runs created later included, until it is deleted."""
+    await require_thread(runtime, caller, str(thread_id), "read")
+    modes = thread_streams.parse_thread_stream_modes([*(stream_mode or []), *(stream_modes or [])])
+    events = await thread_streams.open_thread_events(runtime, str(thread_id), last_event_id, modes)
+
+    async def frames() -> AsyncIterator[ServerSentEvent]:
+        async for item in events:
+            yield ServerSentEvent(data=item.data, event=item.event, id=item.id)
+
+    return EventSourceResponse(
+        frames(),
+        ping=runtime.settings.stream_keepalive_seconds,
+        ping_message_factory=lambda: ServerSentEvent(comment="heartbeat"),
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )

@@ -176,6 +176,34 @@ async def lock_thread_for_new_run(
     return dict(row) if row is not None else None
 
 
+async def runs_created_after(
+    session: AsyncConnection, thread_id: str, after: tuple[Any, str] | None, limit: int
+) -> Sequence[RowMapping]:
+    """The thread's runs created after (created_at, run_id), oldest first (all when None)."""
+    stmt = select(runs).where(runs.c.thread_id == thread_id)
+    if after is not None:
+        created_at, run_id = after
+        stmt = stmt.where(
+            or_(
+                runs.c.created_at > created_at,
+                and_(runs.c.created_at == created_at, runs.c.run_id > run_id),
+            )
+        )
+    stmt = stmt.order_by(runs.c.created_at, runs.c.run_id).limit(limit)
+    return (await session.execute(stmt)).mappings().all()
+
+
+async def latest_run(session: AsyncConnection, thread_id: str) -> RowMapping | None:
+    """The thread's newest run."""
+    stmt = (
+        select(runs)
+        .where(runs.c.thread_id == thread_id)
+        .order_by(runs.c.created_at.desc(), runs.c.run_id.desc())
+        .limit(1)
+    )
+    return (await session.execute(stmt)).mappings().first()
+
+
 async def active_runs(session: AsyncConnection, thread_id: str) -> Sequence[RowMapping]:
     """The thread's pending and running runs, oldest first."""
     stmt = (

@@ -25,6 +25,7 @@ from runyard.graphs.state import (
     snapshot_to_state,
 )
 from runyard.schemas.threads import CheckpointConfig, StateCommand, Superstep
+from runyard.streaming.thread_log import publish_state_update
 
 if TYPE_CHECKING:
     from runyard.runtime import Runtime
@@ -213,7 +214,8 @@ async def update_state(
             # TypeError/OverflowError: a value the checkpoint serializer cannot store
             # (an integer beyond 64 bits, for one).
             raise RunyardError(f"cannot update the state of thread {thread_id}: {exc}") from exc
-        await refresh_thread_from_checkpoint(runtime, session, thread_id, graph)
+        snapshot = await refresh_thread_from_checkpoint(runtime, session, thread_id, graph)
+    await publish_state_update(runtime.broker, thread_id, snapshot_to_state(snapshot))
     log.info("thread_state_updated thread_id=%s as_node=%s", thread_id, as_node)
     return {"checkpoint": checkpoint_ref(written)}
 

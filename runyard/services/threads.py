@@ -20,6 +20,7 @@ from runyard.services.thread_state import (
     refresh_thread_from_checkpoint,
     thread_not_found,
 )
+from runyard.streaming.thread_log import state_log
 
 if TYPE_CHECKING:
     from runyard.runtime import Runtime
@@ -140,6 +141,7 @@ async def delete_thread(runtime: Runtime, thread_id: str) -> None:
         if run["status"] == "running":
             await runtime.cancel_bus.publish(run["run_id"], "interrupt")
         await runtime.run_endings.close_stream(run["run_id"])
+    await runtime.broker.forget(state_log(thread_id))
     log.info("thread_deleted thread_id=%s stopped_runs=%s", thread_id, len(active))
 
 
