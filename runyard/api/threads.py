@@ -10,6 +10,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from runyard.api.deps import CallerDep, RuntimeDep, ThreadId, set_page_headers
 from runyard.auth.guards import require_thread
+from runyard.domain.errors import InvalidInputError
 from runyard.schemas.threads import (
     STATE_SELECT,
     CheckpointConfig,
@@ -18,12 +19,13 @@ from runyard.schemas.threads import (
     ThreadFilter,
     ThreadHistorySearch,
     ThreadPatch,
+    ThreadPrune,
     ThreadSearch,
     ThreadStateAtCheckpoint,
     ThreadStateUpdate,
     ThreadUpdateStateResponse,
 )
-from runyard.services import thread_state, thread_streams
+from runyard.services import retention, thread_state, thread_streams
 from runyard.services import threads as service
 
 router = APIRouter(tags=["Threads"])
@@ -78,11 +80,32 @@ async def count_threads(
     return await service.count_threads(runtime, body, auth_filter)
 
 
-@router.get("/threads/{thread_id}", response_model=Thread)
-async def get_thread(runtime: RuntimeDep, caller: CallerDep, thread_id: ThreadId) -> dict[str, Any]:
-    """Get a thread."""
+@router.post("/threads/prune")
+async def prune_threads(
+    runtime: RuntimeDep, caller: CallerDep, body: ThreadPrune
+) -> dict[str, int]:
+    """Delete threads, or (`keep_latest`) drop all but their latest checkpoints."""
+    ids = [str(thread_id) for thread_id in body.thread_ids]
+    for thread_id in ids:
+        await require_thread(runtime, caller, thread_id, "delete")
+    return {"pruned_count": await retention.prune_threads(runtime, ids, body.strategy)}
+
+
+@router.get("/threads/{thread_id}", response_model=None, responses={200: {"model": Thread}})
+async def get_thread(
+    runtime: RuntimeDep,
+    caller: CallerDep,
+    thread_id: ThreadId,
+    include: Annotated[
+        str | None, Query(description="Comma-separated extra fields: `ttl`.")
+    ] = None,
+) -> dict[str, Any]:
+    """Get a thread; `include=ttl` adds its time-to-live (when it has one)."""
+    fields = {part.strip() for part in (include or "").split(",") if part.strip()}
+    if fields - {"ttl"}:
+        raise InvalidInputError(f"include supports only 'ttl', got {sorted(fields - {'ttl'})}")
     await require_thread(runtime, caller, str(thread_id), "read")
-    return await service.get_thread(runtime, str(thread_id))
+    return await service.get_thread(runtime, str(thread_id), include_ttl="ttl" in fields)
 
 
 @router.patch("/threads/{thread_id}", response_model=Thread)

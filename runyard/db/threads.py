@@ -23,11 +23,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from runyard.db.dialect import (
     clock,
+    clock_plus,
     dialect_name,
     insert_ignoring,
     json_contains,
     json_filter,
     rowcount,
+    seconds_param,
 )
 from runyard.db.driver import fetch_one
 from runyard.db.tables import runs, threads
@@ -278,3 +280,50 @@ def _filtered(session: AsyncConnection, statement: Select[Any], query: ThreadQue
     if query.auth_filter:
         conditions += json_filter(session, threads.c.metadata, query.auth_filter)
     return statement.where(*conditions) if conditions else statement
+
+
+async def set_ttl(
+    session: AsyncConnection,
+    thread_id: str,
+    strategy: str | None,
+    minutes: float | None,
+    expires_at: Any,
+) -> bool:
+    """Set (or with None, clear) a thread's time-to-live; False when it does not exist."""
+    result = await session.execute(
+        update(threads)
+        .where(threads.c.thread_id == thread_id)
+        .values(ttl_strategy=strategy, ttl_minutes=minutes, expires_at=expires_at)
+    )
+    return rowcount(result) > 0
+
+
+async def claim_expired_threads(
+    session: AsyncConnection, limit: int, hold_seconds: float
+) -> list[dict[str, Any]]:
+    """Claim up to `limit` expired threads with no pending or running run, oldest expiry first.
+
+    A claim moves their expiry `hold_seconds` ahead, so a concurrent sweeper (another
+    instance) skips them, and one that dies before finishing leaves them to a later sweep.
+    On PostgreSQL rows another sweeper holds are skipped, not waited for.
+    """
+    dialect = dialect_name(session)
+    now = clock(dialect)
+    busy = exists().where(runs.c.thread_id == threads.c.thread_id, runs.c.status.in_(_ACTIVE))
+    due = (
+        select(threads.c.thread_id)
+        .where(threads.c.expires_at.is_not(None), threads.c.expires_at <= now, ~busy)
+        .order_by(threads.c.expires_at)
+        .limit(limit)
+    )
+    if dialect == "postgresql":
+        due = due.with_for_update(skip_locked=True)
+    statement = (
+        update(threads)
+        .where(threads.c.thread_id.in_(due.scalar_subquery()))
+        .values(expires_at=clock_plus(dialect, "p_hold"))
+        .returning(threads.c.thread_id, threads.c.ttl_strategy, threads.c.ttl_minutes)
+    )
+    params = {"p_hold": seconds_param(dialect, hold_seconds)}
+    rows = (await session.execute(statement, params)).mappings().all()
+    return [dict(row) for row in rows]

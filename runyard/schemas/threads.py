@@ -62,12 +62,24 @@ class CheckpointConfig(BaseModel):
 
 
 class ThreadTTL(BaseModel):
-    """A thread's time-to-live; accepted for compatibility, not enforced yet."""
+    """A thread's time-to-live: minutes from now, and what its expiry does."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="forbid")
 
     strategy: Literal["delete", "keep_latest"] = "delete"
-    ttl: JsonFloat | None = None
+    ttl: JsonFloat = Field(gt=0, description="Minutes from now until the thread is swept.")
+
+
+TTLMinutes = Annotated[JsonFloat, Field(gt=0)]
+
+
+class ThreadPrune(BaseModel):
+    """Body of POST /threads/prune."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    thread_ids: list[uuid.UUID] = Field(max_length=1000)
+    strategy: Literal["delete", "keep_latest"] = "delete"
 
 
 class StateCommand(BaseModel):
@@ -106,14 +118,14 @@ class ThreadCreate(BaseModel):
     supersteps: list[Superstep] | None = Field(
         default=None, description="State updates to apply at creation (needs a graph_id)."
     )
-    ttl: ThreadTTL | JsonFloat | None = None
+    ttl: ThreadTTL | TTLMinutes | None = None
 
 
 class ThreadPatch(BaseModel):
     """Body of PATCH /threads/{thread_id}."""
 
     metadata: MetadataIn = Field(default_factory=dict, description="Merged into the current one.")
-    ttl: ThreadTTL | JsonFloat | None = None
+    ttl: ThreadTTL | TTLMinutes | None = None
 
 
 class ThreadFilter(BaseModel):

@@ -24,6 +24,7 @@ from runyard.graphs.checkpointer import delete_run_checkpoints
 from runyard.graphs.serialize import to_jsonable
 from runyard.schemas.runs import RunCreate
 from runyard.services.assistants import get_assistant
+from runyard.services.threads import ttl_columns
 
 if TYPE_CHECKING:
     from runyard.runtime import Runtime
@@ -172,6 +173,8 @@ async def _insert_run(
         "values": None,
         "interrupts": {},
         "context": context,
+        # A temporary thread goes with its run; a thread of its own gets the default TTL.
+        **({} if stateless else ttl_columns(None, runtime.thread_ttl)),
     }
 
     def run_row(thread: dict[str, Any], scheduled_at: Any) -> dict[str, Any]:
