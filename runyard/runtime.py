@@ -28,7 +28,7 @@ from runyard.db.engine import (
     require_current_schema,
     session_factory,
 )
-from runyard.domain.retention import ThreadTTLPolicy, parse_thread_ttl
+from runyard.domain.retention import ThreadTTLPolicy, parse_checkpointer
 from runyard.graphs.checkpointer import open_checkpointer
 from runyard.graphs.config import ProjectConfig, apply_environment, find_config, load_config
 from runyard.graphs.http_config import HttpConfig
@@ -125,9 +125,7 @@ class Runtime:
             self.project = load_config(find_config(settings.config_path))
             self.http = self.project.http_config
         apply_environment(self.project)
-        self.thread_ttl = parse_thread_ttl(
-            (self.project.checkpointer or {}).get("ttl"), str(self.project.path)
-        )
+        self.thread_ttl = parse_checkpointer(self.project.checkpointer, str(self.project.path))
         self.graphs = GraphRegistry.load(self.project)
         self.auth = load_auth(self.project)
         url = settings.resolved_database_url()

@@ -21,6 +21,23 @@ class ThreadTTLPolicy:
     sweep_limit: int = 10_000
 
 
+def parse_checkpointer(raw: Any, source: str) -> ThreadTTLPolicy:
+    """The `checkpointer` section of langgraph.json: only `ttl` is supported, and a key
+    Runyard cannot honour (`path`, a custom saver; `serde`) stops start-up naming it."""
+    if raw is None:
+        return ThreadTTLPolicy()
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: 'checkpointer' must be an object")
+    unsupported = sorted(set(raw) - {"ttl"})
+    if unsupported:
+        raise ConfigError(
+            f"{source}: 'checkpointer' key(s) {unsupported} are not supported (Runyard keeps "
+            "checkpoints in its own PostgreSQL or SQLite saver and serializer); remove them. "
+            "Only 'checkpointer.ttl' is read"
+        )
+    return parse_thread_ttl(raw.get("ttl"), source)
+
+
 def parse_thread_ttl(raw: Any, source: str) -> ThreadTTLPolicy:
     """The policy `checkpointer.ttl` describes; a ConfigError names the bad key."""
     if raw is None:

@@ -1,11 +1,11 @@
-"""checkpointer.ttl of langgraph.json: LangGraph's defaults, and errors that name the key."""
+"""checkpointer of langgraph.json: ttl with LangGraph's defaults, errors naming the key."""
 
 from __future__ import annotations
 
 import pytest
 
 from runyard.domain.errors import ConfigError
-from runyard.domain.retention import ThreadTTLPolicy, parse_thread_ttl
+from runyard.domain.retention import ThreadTTLPolicy, parse_checkpointer, parse_thread_ttl
 
 
 def test_absent_means_no_default_ttl_and_a_five_minute_sweep() -> None:
@@ -39,3 +39,14 @@ def test_bad_values_name_the_key(raw: object, named: str) -> None:
     with pytest.raises(ConfigError, match=named) as caught:
         parse_thread_ttl(raw, "my/langgraph.json")
     assert "my/langgraph.json" in str(caught.value)
+
+
+@pytest.mark.parametrize("key", ["path", "serde"])
+def test_checkpointer_keys_runyard_cannot_honour_stop_start_up(key: str) -> None:
+    with pytest.raises(ConfigError, match=key):
+        parse_checkpointer({key: {}, "ttl": {"default_ttl": 5}}, "langgraph.json")
+
+
+def test_checkpointer_with_only_ttl_is_read() -> None:
+    assert parse_checkpointer({"ttl": {"default_ttl": 5}}, "x").default_ttl_minutes == 5.0
+    assert parse_checkpointer(None, "x") == ThreadTTLPolicy()
