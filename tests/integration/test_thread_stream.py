@@ -156,15 +156,15 @@ async def test_bad_requests_are_refused(client: LangGraphClient, base_url: str) 
 async def test_stream_ends_when_the_thread_is_deleted(client: LangGraphClient) -> None:
     thread_id = await new_thread(client)
     stream = await client.threads.join_stream(thread_id, last_event_id="-")
+    reader = asyncio.create_task(until_runs_done(stream, 1))
+    await client.runs.wait(thread_id, "pipeline", input={"text": "a"})
+    assert is_done((await reader)[-1])
+    await client.threads.delete(thread_id)
 
-    async def read_all() -> list[Any]:
+    async def rest() -> list[Any]:
         return [part async for part in stream]
 
-    reader = asyncio.create_task(read_all())
-    await client.runs.wait(thread_id, "pipeline", input={"text": "a"})
-    await client.threads.delete(thread_id)
-    parts = await asyncio.wait_for(reader, STREAM_TIMEOUT)
-    assert is_done(parts[-1])
+    assert await asyncio.wait_for(rest(), STREAM_TIMEOUT) == []
 
 
 async def test_unknown_thread_is_404_through_the_sdk(client: LangGraphClient) -> None:
