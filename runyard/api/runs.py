@@ -214,11 +214,12 @@ async def create_stateless_run_batch(
     body: Annotated[list[RunCreate], Body(min_length=1, max_length=BATCH_LIMIT)],
     runtime: RuntimeDep,
     caller: CallerDep,
+    configurable: RunConfigurableDep,
 ) -> list[dict[str, Any]]:
     """Create one background run on a temporary thread per payload, all in one request."""
     for payload in body:
-        await _authorize_new_run(runtime, caller, None, payload)
-    return await runs.create_batch(runtime, body)
+        await authorize_new_run(runtime, caller, None, payload)
+    return await runs.create_batch(runtime, body, configurable)
 
 
 @router.post("/runs/stream", response_class=EventSourceResponse)

@@ -105,8 +105,11 @@ async def create_run(
     return to_wire(row)
 
 
-async def create_batch(runtime: Runtime, bodies: list[RunCreate]) -> list[dict[str, Any]]:
-    """Create one stateless background run per body, in order.
+async def create_batch(
+    runtime: Runtime, bodies: list[RunCreate], configurable: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """Create one stateless background run per body, in order (each given `configurable`,
+    as `create_run`).
 
     Every body is checked (assistant, stateless-only fields) before the first run is
     created, so a bad payload anywhere in the batch creates none.
@@ -117,7 +120,7 @@ async def create_batch(runtime: Runtime, bodies: list[RunCreate]) -> list[dict[s
             _check_stateless(body)
         except (NotFoundError, InvalidInputError) as exc:
             raise type(exc)(f"batch payload {index}: {exc}") from exc
-    created = [await create_run(runtime, None, body) for body in bodies]
+    created = [await create_run(runtime, None, body, configurable=configurable) for body in bodies]
     log.info("run_batch_created runs=%s", len(created))
     return created
 
