@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Header, Query, Response
+from pydantic import StringConstraints
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from runyard.api.deps import CallerDep, RuntimeDep, ThreadId, set_page_headers
@@ -14,6 +15,7 @@ from runyard.domain.errors import InvalidInputError
 from runyard.schemas.threads import (
     STATE_SELECT,
     CheckpointConfig,
+    StateField,
     Thread,
     ThreadCreate,
     ThreadFilter,
@@ -31,8 +33,14 @@ from runyard.services import threads as service
 router = APIRouter(tags=["Threads"])
 
 THREAD_MODES = "run_modes (every run event), lifecycle (run start and end), state_update."
+_MODE = r"\s*(run_modes|lifecycle|state_update)\s*"
+THREAD_MODES_PATTERN = rf"^({_MODE}(,{_MODE})*)?$"
 Subgraphs = Annotated[bool, Query(description="Include the state of subgraphs.")]
-StateSelect = Annotated[list[str] | None, Query(description=STATE_SELECT)]
+StateSelect = Annotated[list[StateField] | None, Query(description=STATE_SELECT)]
+ThreadStreamModes = Annotated[
+    list[Annotated[str, StringConstraints(pattern=THREAD_MODES_PATTERN)]] | None,
+    Query(description=THREAD_MODES),
+]
 
 
 @router.post("/threads", response_model=Thread)
@@ -97,7 +105,8 @@ async def get_thread(
     caller: CallerDep,
     thread_id: ThreadId,
     include: Annotated[
-        str | None, Query(description="Comma-separated extra fields: `ttl`.")
+        str | None,
+        Query(description="Comma-separated extra fields: `ttl`.", pattern=r"^(ttl(,ttl)*)?$"),
     ] = None,
 ) -> dict[str, Any]:
     """Get a thread; `include=ttl` adds its time-to-live (when it has one)."""
@@ -243,8 +252,8 @@ async def join_thread_stream(
     runtime: RuntimeDep,
     caller: CallerDep,
     thread_id: ThreadId,
-    stream_mode: Annotated[list[str] | None, Query(description=THREAD_MODES)] = None,
-    stream_modes: Annotated[list[str] | None, Query(description=THREAD_MODES)] = None,
+    stream_mode: ThreadStreamModes = None,
+    stream_modes: ThreadStreamModes = None,
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
 ) -> EventSourceResponse:
     """Every run of the thread in turn, runs created later included, until it is deleted."""

@@ -5,12 +5,11 @@ from __future__ import annotations
 import uuid
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from runyard.schemas.common import (
     IsoDatetime,
     JsonBool,
-    JsonFloat,
     Limit,
     Metadata,
     MetadataIn,
@@ -36,6 +35,15 @@ ThreadField = Literal[
 ]
 StateValues = dict[str, Any] | list[Any] | None
 STATE_SELECT = "Fields of each state to return; `values.<key>` returns one key of the values."
+StateField = Annotated[
+    str,
+    StringConstraints(
+        pattern=r"^(values|next|tasks|checkpoint|metadata|created_at|parent_checkpoint"
+        r"|interrupts|values\..+)$"
+    ),
+]
+# A century: a longer TTL is a mistake, and its expiry would not fit a timestamp.
+MAX_TTL_MINUTES = 100 * 365 * 24 * 60
 HistoryLimit = Annotated[
     int, Field(ge=1, le=1000, description="Number of states, 1 to 1000."), NotBool
 ]
@@ -67,10 +75,16 @@ class ThreadTTL(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     strategy: Literal["delete", "keep_latest"] = "delete"
-    ttl: JsonFloat = Field(gt=0, description="Minutes from now until the thread is swept.")
+    ttl: float = Field(
+        strict=True,
+        gt=0,
+        le=MAX_TTL_MINUTES,
+        description="Minutes from now until the thread is swept.",
+    )
 
 
-TTLMinutes = Annotated[JsonFloat, Field(gt=0)]
+# Strict: a boolean is no number of minutes (and the schema keeps its bounds).
+TTLMinutes = Annotated[float, Field(strict=True, gt=0, le=MAX_TTL_MINUTES)]
 
 
 class ThreadPrune(BaseModel):
@@ -166,7 +180,7 @@ class ThreadStateAtCheckpoint(BaseModel):
 
     checkpoint: CheckpointConfig
     subgraphs: JsonBool = False
-    select: list[str] | None = Field(default=None, description=STATE_SELECT)
+    select: list[StateField] | None = Field(default=None, description=STATE_SELECT)
 
 
 class ThreadHistorySearch(BaseModel):
@@ -176,7 +190,7 @@ class ThreadHistorySearch(BaseModel):
     before: str | CheckpointConfig | None = None
     metadata: MetadataIn | None = None
     checkpoint: CheckpointConfig | None = None
-    select: list[str] | None = Field(default=None, description=STATE_SELECT)
+    select: list[StateField] | None = Field(default=None, description=STATE_SELECT)
 
 
 class Thread(BaseModel):

@@ -56,16 +56,12 @@ class Cursor:
 
     @classmethod
     def parse(cls, raw: str) -> Cursor:
-        """The cursor a Last-Event-ID names (`-`: the beginning), or InvalidInputError."""
-        if raw == _NONE:
-            return cls()
+        """The cursor a Last-Event-ID names; `-`, or an id this stream never sent, is the
+        beginning (as a run stream replays from its start after an id it does not know)."""
         run, sep, state = raw.partition("~")
         run_id, colon, event_id = run.partition(":")
-        if not sep or not state or (run != _NONE and (not colon or not run_id)):
-            raise InvalidInputError(
-                f"Last-Event-ID {raw!r} is not an id of this thread's stream; resume with the "
-                "id of the last event received, or omit it to join live"
-            )
+        if raw == _NONE or not sep or not state or (run != _NONE and (not colon or not run_id)):
+            return cls()
         return cls(
             run_id=None if run == _NONE else run_id,
             event_id=(event_id or None) if run != _NONE else None,
