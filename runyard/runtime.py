@@ -28,6 +28,7 @@ from runyard.db.engine import (
     require_current_schema,
     session_factory,
 )
+from runyard.domain.retention import ThreadTTLPolicy, parse_checkpointer
 from runyard.graphs.checkpointer import open_checkpointer
 from runyard.graphs.config import ProjectConfig, apply_environment, find_config, load_config
 from runyard.graphs.http_config import HttpConfig
@@ -45,6 +46,7 @@ from runyard.worker.execute import RunExecutor
 from runyard.worker.lease import LeaseKeeper, Reaper
 from runyard.worker.pool import WorkerPool
 from runyard.worker.registry import RunningRuns
+from runyard.worker.thread_sweeper import ThreadTTLSweeper
 from runyard.worker.webhooks import WebhookSender
 
 log = logging.getLogger("runyard.runtime")
@@ -110,6 +112,7 @@ class Runtime:
         self.checkpointer: BaseCheckpointSaver
         self.store: BaseStore
         self.store_options: StoreOptions
+        self.thread_ttl = ThreadTTLPolicy()
         self.cron_scheduler: CronScheduler | None = None
         self.broker: EventBroker
         self.queue: RunQueue
@@ -150,6 +153,7 @@ class Runtime:
             self.project = load_config(find_config(settings.config_path))
             self.http = self.project.http_config
         apply_environment(self.project)
+        self.thread_ttl = parse_checkpointer(self.project.checkpointer, str(self.project.path))
         self.graphs = GraphRegistry.load(self.project)
         self.auth = load_auth(self.project)
         url = settings.resolved_database_url()
@@ -227,6 +231,8 @@ class Runtime:
         self._background.start("reaper", Reaper(self).run_forever)
         sweeper = TtlSweeper(self.store, self.store_options.sweep_interval_seconds)
         self._background.start("store-ttl-sweeper", sweeper.run_forever)
+        threads_sweeper = ThreadTTLSweeper(self, self.thread_ttl)
+        self._background.start("thread-ttl-sweeper", threads_sweeper.run_forever)
         self.cron_scheduler = CronScheduler(self, settings.cron_interval_seconds)
         self._background.start("cron-scheduler", self.cron_scheduler.run_forever)
         self._stack.push_async_callback(self._stop_background_loops)

@@ -97,7 +97,9 @@ async def delete_assistant(
     runtime: RuntimeDep,
     caller: CallerDep,
     assistant_id: AssistantId,
-    delete_threads: Annotated[bool, Query(description="Not supported yet.")] = False,
+    delete_threads: Annotated[
+        bool, Query(description="Also delete the threads whose metadata names the assistant.")
+    ] = False,
 ) -> Response:
     """Delete an assistant and all its versions."""
     await require_assistant(runtime, caller, assistant_id, "delete")

@@ -22,7 +22,17 @@ class ErrorBody(BaseModel):
 
 
 # Creating runs and crons names an assistant (and maybe a thread) in the body: 404 if unknown.
-NAMES_A_RESOURCE = frozenset({"/assistants", "/runs", "/runs/stream", "/runs/wait", "/runs/crons"})
+NAMES_A_RESOURCE = frozenset(
+    {
+        "/assistants",
+        "/runs",
+        "/runs/stream",
+        "/runs/wait",
+        "/runs/crons",
+        "/runs/batch",
+        "/threads/prune",
+    }
+)
 # Where a ConflictError can come from: existing ids, busy threads, idempotency, cancels.
 CONFLICTS = frozenset(
     {

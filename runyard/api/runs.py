@@ -6,7 +6,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Header, Query, Response
+from fastapi import APIRouter, Body, Header, Query, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
@@ -16,12 +16,14 @@ from runyard.auth.handlers import Caller
 from runyard.domain.errors import ForbiddenError, InvalidInputError
 from runyard.domain.stream_modes import STREAM_MODES
 from runyard.runtime import Runtime
-from runyard.schemas.runs import CancelMany, Run, RunCreate
+from runyard.schemas.runs import CancelMany, Run, RunCreate, RunField
 from runyard.services import run_waits, runs
 from runyard.streaming.broker import StreamEvent
 
 router = APIRouter(tags=["Runs"])
 
+# A batch is answered in one response: keep it to what one request can reasonably carry.
+BATCH_LIMIT = 1000
 IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", max_length=255)]
 
 
@@ -207,6 +209,19 @@ async def create_stateless_run(
     return run
 
 
+@router.post("/runs/batch", response_model=list[Run])
+async def create_stateless_run_batch(
+    body: Annotated[list[RunCreate], Body(min_length=1, max_length=BATCH_LIMIT)],
+    runtime: RuntimeDep,
+    caller: CallerDep,
+    configurable: RunConfigurableDep,
+) -> list[dict[str, Any]]:
+    """Create one background run on a temporary thread per payload, all in one request."""
+    for payload in body:
+        await authorize_new_run(runtime, caller, None, payload)
+    return await runs.create_batch(runtime, body, configurable)
+
+
 @router.post("/runs/stream", response_class=EventSourceResponse)
 async def stream_stateless_run(
     body: RunCreate,
@@ -254,7 +269,7 @@ async def cancel_runs(
     return Response(status_code=204)
 
 
-@router.get("/threads/{thread_id}/runs", response_model=list[Run])
+@router.get("/threads/{thread_id}/runs", response_model=list[dict[str, Any]])
 async def list_runs(
     thread_id: ThreadId,
     runtime: RuntimeDep,
@@ -263,10 +278,14 @@ async def list_runs(
     offset: Annotated[int, Query(ge=0)] = 0,
     status: Literal["pending", "running", "success", "error", "timeout", "interrupted"]
     | None = None,
+    select: Annotated[list[RunField] | None, Query(description="Fields to return.")] = None,
 ) -> list[dict[str, Any]]:
-    """A thread's runs, newest first."""
+    """A thread's runs, newest first (only the selected fields when `select` is given)."""
     await require_thread(runtime, caller, str(thread_id), "search")
-    return await runs.list_runs(runtime, str(thread_id), limit, offset, status)
+    page = await runs.list_runs(runtime, str(thread_id), limit, offset, status)
+    if not select:
+        return page
+    return [{key: run[key] for key in dict.fromkeys(select)} for run in page]
 
 
 @router.get("/threads/{thread_id}/runs/{run_id}", response_model=Run)

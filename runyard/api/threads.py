@@ -2,30 +2,45 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Header, Query, Response
+from pydantic import StringConstraints
+from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from runyard.api.deps import CallerDep, RuntimeDep, ThreadId, set_page_headers
 from runyard.auth.guards import require_thread
+from runyard.domain.errors import InvalidInputError
 from runyard.schemas.threads import (
+    STATE_SELECT,
     CheckpointConfig,
+    StateField,
     Thread,
     ThreadCreate,
     ThreadFilter,
     ThreadHistorySearch,
     ThreadPatch,
+    ThreadPrune,
     ThreadSearch,
     ThreadStateAtCheckpoint,
     ThreadStateUpdate,
     ThreadUpdateStateResponse,
 )
-from runyard.services import thread_state
+from runyard.services import retention, thread_state, thread_streams
 from runyard.services import threads as service
 
 router = APIRouter(tags=["Threads"])
 
+THREAD_MODES = "run_modes (every run event), lifecycle (run start and end), state_update."
+_MODE = r"\s*(run_modes|lifecycle|state_update)\s*"
+THREAD_MODES_PATTERN = rf"^({_MODE}(,{_MODE})*)?$"
 Subgraphs = Annotated[bool, Query(description="Include the state of subgraphs.")]
+StateSelect = Annotated[list[StateField] | None, Query(description=STATE_SELECT)]
+ThreadStreamModes = Annotated[
+    list[Annotated[str, StringConstraints(pattern=THREAD_MODES_PATTERN)]] | None,
+    Query(description=THREAD_MODES),
+]
 
 
 @router.post("/threads", response_model=Thread)
@@ -73,11 +88,33 @@ async def count_threads(
     return await service.count_threads(runtime, body, auth_filter)
 
 
-@router.get("/threads/{thread_id}", response_model=Thread)
-async def get_thread(runtime: RuntimeDep, caller: CallerDep, thread_id: ThreadId) -> dict[str, Any]:
-    """Get a thread."""
+@router.post("/threads/prune")
+async def prune_threads(
+    runtime: RuntimeDep, caller: CallerDep, body: ThreadPrune
+) -> dict[str, int]:
+    """Delete threads, or (`keep_latest`) drop all but their latest checkpoints."""
+    ids = [str(thread_id) for thread_id in body.thread_ids]
+    for thread_id in ids:
+        await require_thread(runtime, caller, thread_id, "delete")
+    return {"pruned_count": await retention.prune_threads(runtime, ids, body.strategy)}
+
+
+@router.get("/threads/{thread_id}", response_model=None, responses={200: {"model": Thread}})
+async def get_thread(
+    runtime: RuntimeDep,
+    caller: CallerDep,
+    thread_id: ThreadId,
+    include: Annotated[
+        str | None,
+        Query(description="Comma-separated extra fields: `ttl`.", pattern=r"^(ttl(,ttl)*)?$"),
+    ] = None,
+) -> dict[str, Any]:
+    """Get a thread; `include=ttl` adds its time-to-live (when it has one)."""
+    fields = {part.strip() for part in (include or "").split(",") if part.strip()}
+    if fields - {"ttl"}:
+        raise InvalidInputError(f"include supports only 'ttl', got {sorted(fields - {'ttl'})}")
     await require_thread(runtime, caller, str(thread_id), "read")
-    return await service.get_thread(runtime, str(thread_id))
+    return await service.get_thread(runtime, str(thread_id), include_ttl="ttl" in fields)
 
 
 @router.patch("/threads/{thread_id}", response_model=Thread)
@@ -115,11 +152,15 @@ async def copy_thread(
 
 @router.get("/threads/{thread_id}/state", response_model=dict[str, Any])
 async def get_state(
-    runtime: RuntimeDep, caller: CallerDep, thread_id: ThreadId, subgraphs: Subgraphs = False
+    runtime: RuntimeDep,
+    caller: CallerDep,
+    thread_id: ThreadId,
+    subgraphs: Subgraphs = False,
+    select: StateSelect = None,
 ) -> dict[str, Any]:
     """The thread's latest state."""
     await require_thread(runtime, caller, str(thread_id), "read")
-    return await thread_state.get_state(runtime, str(thread_id), subgraphs=subgraphs)
+    return await thread_state.get_state(runtime, str(thread_id), subgraphs=subgraphs, select=select)
 
 
 @router.post("/threads/{thread_id}/state", response_model=ThreadUpdateStateResponse)
@@ -145,7 +186,11 @@ async def get_state_at(
     """The thread's state at the checkpoint given in the body."""
     await require_thread(runtime, caller, str(thread_id), "read")
     return await thread_state.get_state(
-        runtime, str(thread_id), checkpoint=body.checkpoint, subgraphs=body.subgraphs
+        runtime,
+        str(thread_id),
+        checkpoint=body.checkpoint,
+        subgraphs=body.subgraphs,
+        select=body.select,
     )
 
 
@@ -156,12 +201,13 @@ async def get_state_at_id(
     thread_id: ThreadId,
     checkpoint_id: str,
     subgraphs: Subgraphs = False,
+    select: StateSelect = None,
 ) -> dict[str, Any]:
     """The thread's state at a checkpoint id."""
     await require_thread(runtime, caller, str(thread_id), "read")
     checkpoint = CheckpointConfig(checkpoint_id=checkpoint_id)
     return await thread_state.get_state(
-        runtime, str(thread_id), checkpoint=checkpoint, subgraphs=subgraphs
+        runtime, str(thread_id), checkpoint=checkpoint, subgraphs=subgraphs, select=select
     )
 
 
@@ -181,6 +227,7 @@ async def search_history(
         before=body.before,
         metadata=body.metadata,
         checkpoint=body.checkpoint,
+        select=body.select,
     )
 
 
@@ -191,7 +238,36 @@ async def get_history(
     thread_id: ThreadId,
     limit: Annotated[int, Query(ge=1, le=1000, description="Number of states.")] = 10,
     before: Annotated[str | None, Query(description="A checkpoint id.")] = None,
+    select: StateSelect = None,
 ) -> list[dict[str, Any]]:
     """The thread's past states, newest first."""
     await require_thread(runtime, caller, str(thread_id), "read")
-    return await thread_state.get_history(runtime, str(thread_id), limit=limit, before=before)
+    return await thread_state.get_history(
+        runtime, str(thread_id), limit=limit, before=before, select=select
+    )
+
+
+@router.get("/threads/{thread_id}/stream", response_class=EventSourceResponse)
+async def join_thread_stream(
+    runtime: RuntimeDep,
+    caller: CallerDep,
+    thread_id: ThreadId,
+    stream_mode: ThreadStreamModes = None,
+    stream_modes: ThreadStreamModes = None,
+    last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
+) -> EventSourceResponse:
+    """Every run of the thread in turn, runs created later included, until it is deleted."""
+    await require_thread(runtime, caller, str(thread_id), "read")
+    modes = thread_streams.parse_thread_stream_modes([*(stream_mode or []), *(stream_modes or [])])
+    events = await thread_streams.open_thread_events(runtime, str(thread_id), last_event_id, modes)
+
+    async def frames() -> AsyncIterator[ServerSentEvent]:
+        async for item in events:
+            yield ServerSentEvent(data=item.data, event=item.event, id=item.id)
+
+    return EventSourceResponse(
+        frames(),
+        ping=runtime.settings.stream_keepalive_seconds,
+        ping_message_factory=lambda: ServerSentEvent(comment="heartbeat"),
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )

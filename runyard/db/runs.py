@@ -100,7 +100,7 @@ def _insert_on_new_thread_statement(thread_keys: tuple[str, ...], run_keys: tupl
     }
     new_thread = (
         postgresql.insert(threads)
-        .values({**thread_values, "created_at": now, "updated_at": now})
+        .values({**thread_values, "created_at": now, "updated_at": now, "state_updated_at": now})
         .on_conflict_do_nothing()
         .returning(threads.c.thread_id)
         .cte("new_thread")
@@ -175,6 +175,34 @@ async def lock_thread_for_new_run(
     statement = _thread_for_new_run_statement(dialect_name(session))
     row = (await session.execute(statement, {"p_thread_id": thread_id})).mappings().one_or_none()
     return dict(row) if row is not None else None
+
+
+async def runs_created_after(
+    session: AsyncConnection, thread_id: str, after: tuple[Any, str] | None, limit: int
+) -> Sequence[RowMapping]:
+    """The thread's runs created after (created_at, run_id), oldest first (all when None)."""
+    stmt = select(runs).where(runs.c.thread_id == thread_id)
+    if after is not None:
+        created_at, run_id = after
+        stmt = stmt.where(
+            or_(
+                runs.c.created_at > created_at,
+                and_(runs.c.created_at == created_at, runs.c.run_id > run_id),
+            )
+        )
+    stmt = stmt.order_by(runs.c.created_at, runs.c.run_id).limit(limit)
+    return (await session.execute(stmt)).mappings().all()
+
+
+async def latest_run(session: AsyncConnection, thread_id: str) -> RowMapping | None:
+    """The thread's newest run."""
+    stmt = (
+        select(runs)
+        .where(runs.c.thread_id == thread_id)
+        .order_by(runs.c.created_at.desc(), runs.c.run_id.desc())
+        .limit(1)
+    )
+    return (await session.execute(stmt)).mappings().first()
 
 
 async def active_runs(session: AsyncConnection, thread_id: str) -> Sequence[RowMapping]:

@@ -11,6 +11,7 @@ from sqlalchemy import (
     Column,
     DateTime,
     Dialect,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -101,10 +102,19 @@ threads = Table(
     Column("values", JSONType, nullable=True),
     Column("interrupts", JSONType, nullable=False),
     Column("error", JSONType, nullable=True),
+    # The context of the thread's latest run (assistant context merged with the run's).
+    Column("context", JSONType, nullable=True),
     Column("created_at", UTCDateTime, nullable=False, server_default=_now()),
     Column("updated_at", UTCDateTime, nullable=False, server_default=_now()),
+    # Moves only when the state changes (a run ends, a state update), not on metadata edits.
+    Column("state_updated_at", UTCDateTime, nullable=True),
+    # Retention: what happens when the thread expires, after how many minutes, and when.
+    Column("ttl_strategy", String(16), nullable=True),
+    Column("ttl_minutes", Float, nullable=True),
+    Column("expires_at", UTCDateTime, nullable=True),
     Index("ix_threads_status", "status"),
     Index("ix_threads_created_at", "created_at"),
+    Index("ix_threads_expires_at", "expires_at"),
 )
 
 runs = Table(

@@ -23,25 +23,27 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from runyard.db.dialect import (
     clock,
+    clock_plus,
     dialect_name,
     insert_ignoring,
     json_contains,
     json_filter,
     rowcount,
+    seconds_param,
 )
 from runyard.db.driver import fetch_one
 from runyard.db.tables import runs, threads
 from runyard.domain.status import ACTIVE_RUN_STATUSES
 
 _ACTIVE = [s.value for s in ACTIVE_RUN_STATUSES]
-# LangGraph Platform keeps a separate state_updated_at; here every state change also moves
-# updated_at, so it is the closest column to sort by.
-_SORT_COLUMNS = {
+# Threads migrated from before the column existed have no state_updated_at of their own.
+STATE_UPDATED_AT = func.coalesce(threads.c.state_updated_at, threads.c.updated_at)
+_SORT_COLUMNS: dict[str, ColumnElement[Any]] = {
     "thread_id": threads.c.thread_id,
     "status": threads.c.status,
     "created_at": threads.c.created_at,
     "updated_at": threads.c.updated_at,
-    "state_updated_at": threads.c.updated_at,
+    "state_updated_at": STATE_UPDATED_AT,
 }
 
 
@@ -75,7 +77,7 @@ def _insert_statement(dialect: str) -> Any:
     now = _stamp_in(dialect)
     return (
         insert_ignoring(dialect, threads)
-        .values(created_at=now, updated_at=now)
+        .values(created_at=now, updated_at=now, state_updated_at=now)
         .returning(*threads.c)
     )
 
@@ -133,14 +135,17 @@ def _mark_busy_statement(dialect: str) -> Update:
         .values(
             status="busy",
             metadata=bindparam("p_metadata", type_=threads.c.metadata.type),
+            context=bindparam("p_context", type_=threads.c.context.type),
             updated_at=_stamp_in(dialect),
         )
     )
 
 
-async def mark_busy(session: AsyncConnection, thread_id: str, metadata: dict[str, Any]) -> None:
-    """A run was queued on the thread: it is busy, and its metadata is replaced."""
-    params = {"p_thread_id": thread_id, "p_metadata": metadata}
+async def mark_busy(
+    session: AsyncConnection, thread_id: str, metadata: dict[str, Any], context: dict[str, Any]
+) -> None:
+    """A run was queued on the thread: it is busy, its metadata and context are replaced."""
+    params = {"p_thread_id": thread_id, "p_metadata": metadata, "p_context": context}
     await session.execute(_mark_busy_statement(dialect_name(session)), params)
 
 
@@ -162,6 +167,7 @@ def state_statement(dialect: str, busy_if_pending: bool) -> Update:
             interrupts=bindparam("p_interrupts", type_=threads.c.interrupts.type),
             error=bindparam("p_thread_error", type_=threads.c.error.type),
             updated_at=_stamp_in(dialect),
+            state_updated_at=_stamp_in(dialect),
         )
     )
 
@@ -274,3 +280,50 @@ def _filtered(session: AsyncConnection, statement: Select[Any], query: ThreadQue
     if query.auth_filter:
         conditions += json_filter(session, threads.c.metadata, query.auth_filter)
     return statement.where(*conditions) if conditions else statement
+
+
+async def set_ttl(
+    session: AsyncConnection,
+    thread_id: str,
+    strategy: str | None,
+    minutes: float | None,
+    expires_at: Any,
+) -> bool:
+    """Set (or with None, clear) a thread's time-to-live; False when it does not exist."""
+    result = await session.execute(
+        update(threads)
+        .where(threads.c.thread_id == thread_id)
+        .values(ttl_strategy=strategy, ttl_minutes=minutes, expires_at=expires_at)
+    )
+    return rowcount(result) > 0
+
+
+async def claim_expired_threads(
+    session: AsyncConnection, limit: int, hold_seconds: float
+) -> list[dict[str, Any]]:
+    """Claim up to `limit` expired threads with no pending or running run, oldest expiry first.
+
+    A claim moves their expiry `hold_seconds` ahead, so a concurrent sweeper (another
+    instance) skips them, and one that dies before finishing leaves them to a later sweep.
+    On PostgreSQL rows another sweeper holds are skipped, not waited for.
+    """
+    dialect = dialect_name(session)
+    now = clock(dialect)
+    busy = exists().where(runs.c.thread_id == threads.c.thread_id, runs.c.status.in_(_ACTIVE))
+    due = (
+        select(threads.c.thread_id)
+        .where(threads.c.expires_at.is_not(None), threads.c.expires_at <= now, ~busy)
+        .order_by(threads.c.expires_at)
+        .limit(limit)
+    )
+    if dialect == "postgresql":
+        due = due.with_for_update(skip_locked=True)
+    statement = (
+        update(threads)
+        .where(threads.c.thread_id.in_(due.scalar_subquery()))
+        .values(expires_at=clock_plus(dialect, "p_hold"))
+        .returning(threads.c.thread_id, threads.c.ttl_strategy, threads.c.ttl_minutes)
+    )
+    params = {"p_hold": seconds_param(dialect, hold_seconds)}
+    rows = (await session.execute(statement, params)).mappings().all()
+    return [dict(row) for row in rows]

@@ -14,5 +14,7 @@ StreamModeName = Literal[
     "debug",
     "tasks",
     "checkpoints",
+    "tools",
+    "lifecycle",
 ]
 STREAM_MODES: tuple[str, ...] = get_args(StreamModeName)

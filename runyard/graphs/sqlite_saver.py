@@ -25,6 +25,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from runyard.db import checkpoints as sql
+from runyard.db.sqlite_checkpoints import delete_checkpoints, keep_latest_checkpoints
 from runyard.domain.errors import StaleAttemptError
 
 
@@ -37,6 +38,15 @@ class SqliteSaver(AsyncSqliteSaver):
     async def attach_runs(self, database: Path) -> None:
         """Attach Runyard's database (where the runs are) for fenced writes to read."""
         await self.conn.execute(f"ATTACH DATABASE ? AS {sql.SQLITE_ATTACHED}", (str(database),))
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """Keep only each namespace's newest checkpoint, or (`delete`) none: the library's
+        SQLite saver lacks `aprune`, which the PostgreSQL one offers."""
+        async with self.lock:
+            if strategy == "delete":
+                await delete_checkpoints(self.conn, thread_ids)
+            else:
+                await keep_latest_checkpoints(self.conn, thread_ids)
 
     def fenced_to(self, run_id: str, attempt: int) -> SqliteSaver:
         """A copy whose writes are made only while `attempt` holds the run (StaleAttemptError

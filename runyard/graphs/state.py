@@ -6,6 +6,7 @@ from typing import Any
 
 from langgraph.types import StateSnapshot
 
+from runyard.domain.errors import InvalidInputError
 from runyard.graphs.serialize import to_jsonable
 
 
@@ -77,3 +78,46 @@ def empty_state(thread_id: str) -> dict[str, Any]:
         "checkpoint_id": None,
         "parent_checkpoint_id": None,
     }
+
+
+STATE_FIELDS = (
+    "values",
+    "next",
+    "tasks",
+    "checkpoint",
+    "metadata",
+    "created_at",
+    "parent_checkpoint",
+    "interrupts",
+)
+
+
+def check_state_select(select: list[str] | None) -> list[str] | None:
+    """The `select` of a state read, checked: state fields, or `values.<key>` for one key."""
+    if not select:
+        return None
+    wrong = [
+        item
+        for item in select
+        if item not in STATE_FIELDS and not (item.startswith("values.") and len(item) > 7)
+    ]
+    if wrong:
+        raise InvalidInputError(
+            f"unknown state field(s) in select: {wrong}; choose from {', '.join(STATE_FIELDS)} "
+            "or values.<key> for one key of the state"
+        )
+    return select
+
+
+def select_state(state: dict[str, Any], select: list[str] | None) -> dict[str, Any]:
+    """Only the selected fields of a ThreadState; `values.<key>` keeps those keys of values."""
+    if not select:
+        return state
+    out = {field: state[field] for field in STATE_FIELDS if field in select}
+    keys = [item[7:] for item in select if item.startswith("values.")]
+    if keys and "values" not in out:
+        values = state["values"]
+        out["values"] = (
+            {key: values[key] for key in keys if key in values} if isinstance(values, dict) else {}
+        )
+    return out

@@ -141,33 +141,53 @@ async def open_store(
 
 @asynccontextmanager
 async def _sqlite_store(data_dir: Path, options: StoreOptions) -> AsyncIterator[BaseStore]:
-    import sqlite3
-
     import aiosqlite
     from langgraph.store.sqlite.aio import AsyncSqliteStore
 
-    if options.index is not None and not hasattr(sqlite3.Connection, "enable_load_extension"):
-        raise ConfigError(
-            "store.index (semantic search) in dev mode needs the sqlite-vec extension, but "
-            "this Python's sqlite3 module cannot load extensions; use a Python built with "
-            "extension loading, run `runyard serve` on PostgreSQL with pgvector, or remove "
-            "store.index from langgraph.json"
-        )
+    from runyard.graphs.cosine_store import CosineSqliteStore
+
+    reason = vector_extension_missing() if options.index is not None else None
     data_dir.mkdir(parents=True, exist_ok=True)
     # A file of its own: the store's connection serializes its writes behind one lock.
     conn = await aiosqlite.connect(str(data_dir / "store.sqlite"), isolation_level=None)
     try:
         await conn.execute("PRAGMA journal_mode=WAL")
         await conn.execute("PRAGMA busy_timeout=30000")
-        store = AsyncSqliteStore(
-            conn,
-            index=options.index,  # type: ignore[arg-type]
-            ttl=options.ttl,
-        )
+        store: AsyncSqliteStore | CosineSqliteStore
+        if reason is not None and options.index is not None:
+            # Same results as LangGraph's in-memory store, computed over the stored vectors.
+            log.info("store_exact_cosine_search reason=%s", reason)
+            store = CosineSqliteStore(AsyncSqliteStore(conn, ttl=options.ttl), options.index)
+        else:
+            store = AsyncSqliteStore(
+                conn,
+                index=options.index,  # type: ignore[arg-type]
+                ttl=options.ttl,
+            )
         await store.setup()
         yield store
     finally:
         await conn.close()
+
+
+def vector_extension_missing() -> str | None:
+    """Why sqlite-vec cannot be used by this Python's sqlite3, or None when it loads."""
+    import sqlite3
+
+    if not hasattr(sqlite3.Connection, "enable_load_extension"):
+        return "this_python_sqlite3_cannot_load_extensions"
+    try:
+        import sqlite_vec
+
+        probe = sqlite3.connect(":memory:")
+        try:
+            probe.enable_load_extension(True)
+            sqlite_vec.load(probe)
+        finally:
+            probe.close()
+    except Exception as exc:
+        return f"sqlite_vec_not_loadable:{type(exc).__name__}"
+    return None
 
 
 class TtlSweeper:

@@ -11,7 +11,9 @@ from langgraph.pregel import Pregel
 
 from runyard.graphs.serialize import to_jsonable
 
-_NATIVE = {"values", "updates", "custom", "debug", "tasks", "checkpoints"}
+# LangGraph's own modes, passed through; `tools` (tool calls starting, streaming, ending) and
+# `lifecycle` are forwarded as LangGraph emits them, as LangGraph Platform does.
+_NATIVE = {"values", "updates", "custom", "debug", "tasks", "checkpoints", "tools", "lifecycle"}
 
 
 _UNSEEN = object()

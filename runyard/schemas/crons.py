@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from runyard.schemas.common import IsoDatetime, JsonBool, Limit, Metadata, Offset, SortOrder
 from runyard.schemas.runs import StreamModeName
@@ -68,6 +68,13 @@ class CronRunFields(BaseModel):
     stream_resumable: JsonBool | None = None
     durability: Literal["sync", "async", "exit"] | None = None
     checkpoint_during: JsonBool | None = None
+
+    @model_validator(mode="after")
+    def _checkpoint_during_is_durability(self) -> Self:
+        # The deprecated flag, read as LangGraph Platform reads it: only without durability.
+        if self.durability is None and self.checkpoint_during is not None:
+            self.durability = "async" if self.checkpoint_during else "exit"
+        return self
 
     @field_validator("webhook")
     @classmethod

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from runyard.domain.stream_modes import StreamModeName
 from runyard.schemas.common import IsoDatetime, JsonBool, MetadataIn, NotBool
@@ -50,6 +50,13 @@ class RunCreate(BaseModel):
     feedback_keys: list[str] | None = None
     checkpoint_during: JsonBool | None = None
 
+    @model_validator(mode="after")
+    def _checkpoint_during_is_durability(self) -> Self:
+        # The deprecated flag, read as LangGraph Platform reads it: only without durability.
+        if self.durability is None and self.checkpoint_during is not None:
+            self.durability = "async" if self.checkpoint_during else "exit"
+        return self
+
     @field_validator("webhook")
     @classmethod
     def _webhook_is_http(cls, value: str | None) -> str | None:
@@ -64,6 +71,19 @@ class RunCreate(BaseModel):
         if isinstance(self.stream_mode, str):
             return [self.stream_mode]
         return list(dict.fromkeys(self.stream_mode)) or ["values"]
+
+
+RunField = Literal[
+    "run_id",
+    "thread_id",
+    "assistant_id",
+    "created_at",
+    "updated_at",
+    "status",
+    "metadata",
+    "kwargs",
+    "multitask_strategy",
+]
 
 
 class Run(BaseModel):

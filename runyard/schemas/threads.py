@@ -5,12 +5,11 @@ from __future__ import annotations
 import uuid
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from runyard.schemas.common import (
     IsoDatetime,
     JsonBool,
-    JsonFloat,
     Limit,
     Metadata,
     MetadataIn,
@@ -35,6 +34,16 @@ ThreadField = Literal[
     "error",
 ]
 StateValues = dict[str, Any] | list[Any] | None
+STATE_SELECT = "Fields of each state to return; `values.<key>` returns one key of the values."
+StateField = Annotated[
+    str,
+    StringConstraints(
+        pattern=r"^(values|next|tasks|checkpoint|metadata|created_at|parent_checkpoint"
+        r"|interrupts|values\..+)$"
+    ),
+]
+# A century: a longer TTL is a mistake, and its expiry would not fit a timestamp.
+MAX_TTL_MINUTES = 100 * 365 * 24 * 60
 HistoryLimit = Annotated[
     int, Field(ge=1, le=1000, description="Number of states, 1 to 1000."), NotBool
 ]
@@ -61,12 +70,30 @@ class CheckpointConfig(BaseModel):
 
 
 class ThreadTTL(BaseModel):
-    """A thread's time-to-live; accepted for compatibility, not enforced yet."""
+    """A thread's time-to-live: minutes from now, and what its expiry does."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="forbid")
 
     strategy: Literal["delete", "keep_latest"] = "delete"
-    ttl: JsonFloat | None = None
+    ttl: float = Field(
+        strict=True,
+        gt=0,
+        le=MAX_TTL_MINUTES,
+        description="Minutes from now until the thread is swept.",
+    )
+
+
+# Strict: a boolean is no number of minutes (and the schema keeps its bounds).
+TTLMinutes = Annotated[float, Field(strict=True, gt=0, le=MAX_TTL_MINUTES)]
+
+
+class ThreadPrune(BaseModel):
+    """Body of POST /threads/prune."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    thread_ids: list[uuid.UUID] = Field(max_length=1000)
+    strategy: Literal["delete", "keep_latest"] = "delete"
 
 
 class StateCommand(BaseModel):
@@ -105,14 +132,14 @@ class ThreadCreate(BaseModel):
     supersteps: list[Superstep] | None = Field(
         default=None, description="State updates to apply at creation (needs a graph_id)."
     )
-    ttl: ThreadTTL | JsonFloat | None = None
+    ttl: ThreadTTL | TTLMinutes | None = None
 
 
 class ThreadPatch(BaseModel):
     """Body of PATCH /threads/{thread_id}."""
 
     metadata: MetadataIn = Field(default_factory=dict, description="Merged into the current one.")
-    ttl: ThreadTTL | JsonFloat | None = None
+    ttl: ThreadTTL | TTLMinutes | None = None
 
 
 class ThreadFilter(BaseModel):
@@ -153,6 +180,7 @@ class ThreadStateAtCheckpoint(BaseModel):
 
     checkpoint: CheckpointConfig
     subgraphs: JsonBool = False
+    select: list[StateField] | None = Field(default=None, description=STATE_SELECT)
 
 
 class ThreadHistorySearch(BaseModel):
@@ -162,6 +190,7 @@ class ThreadHistorySearch(BaseModel):
     before: str | CheckpointConfig | None = None
     metadata: MetadataIn | None = None
     checkpoint: CheckpointConfig | None = None
+    select: list[StateField] | None = Field(default=None, description=STATE_SELECT)
 
 
 class Thread(BaseModel):
@@ -170,6 +199,7 @@ class Thread(BaseModel):
     thread_id: str
     created_at: IsoDatetime
     updated_at: IsoDatetime
+    state_updated_at: IsoDatetime
     metadata: Metadata
     status: ThreadStatusName
     config: dict[str, Any]

@@ -22,6 +22,7 @@ from runyard.schemas.assistants import (
     AssistantSearch,
     AssistantVersionsSearch,
 )
+from runyard.services import threads as threads_service
 
 if TYPE_CHECKING:
     from runyard.runtime import Runtime
@@ -165,20 +166,23 @@ async def set_latest_version(runtime: Runtime, assistant_id: str, version: int) 
 async def delete_assistant(
     runtime: Runtime, assistant_id: str, *, delete_threads: bool = False
 ) -> None:
-    """Delete an assistant and its versions; a graph's default one returns at next start."""
-    if delete_threads:
-        # Deleting threads means cancelling their runs and dropping their checkpoints: that
-        # belongs to the threads service, which does not offer a bulk delete yet.
-        raise InvalidInputError(
-            "delete_threads=true is not supported yet; delete the assistant's threads with "
-            "DELETE /threads/{thread_id}, then delete the assistant"
-        )
+    """Delete an assistant and its versions; a graph's default one returns at next start.
+
+    With `delete_threads`, every thread whose metadata names the assistant goes too (its
+    runs stopped, its checkpoints dropped), as LangGraph Platform does.
+    """
     resolved = resolve_assistant_id(runtime, assistant_id)
+    threads_deleted = 0
+    if delete_threads:
+        async with runtime.autocommit() as session:
+            if await assistants_db.get_assistant(session, resolved) is None:
+                raise NotFoundError(_not_found_message(runtime, assistant_id))
+        threads_deleted = await threads_service.delete_threads_of_assistant(runtime, resolved)
     async with runtime.sessions() as session, session.begin():
         deleted = await assistants_db.delete_assistant(session, resolved)
     if not deleted:
         raise NotFoundError(_not_found_message(runtime, assistant_id))
-    log.info("assistant_deleted assistant_id=%s", resolved)
+    log.info("assistant_deleted assistant_id=%s threads_deleted=%s", resolved, threads_deleted)
 
 
 async def search_assistants(

@@ -24,6 +24,7 @@ from runyard.graphs.checkpointer import delete_run_checkpoints
 from runyard.graphs.serialize import to_jsonable
 from runyard.schemas.runs import RunCreate
 from runyard.services.assistants import get_assistant
+from runyard.services.threads import ttl_columns
 
 if TYPE_CHECKING:
     from runyard.runtime import Runtime
@@ -66,10 +67,8 @@ async def create_run(
     """
     assistant = await get_assistant(runtime, body.assistant_id)
     stateless = thread_id is None
-    if stateless and body.command is not None and body.command.resume is not None:
-        raise InvalidInputError("you must provide a thread_id when resuming an interrupted run")
-    if stateless and (body.checkpoint or body.checkpoint_id):
-        raise InvalidInputError("checkpoint and checkpoint_id need a thread_id (stateful run)")
+    if stateless:
+        _check_stateless(body)
     target_thread = thread_id or new_id()
     # Only an Idempotency-Key ever compares requests: hash the body only then.
     request_hash = _request_hash(thread_id, body) if idempotency_key else None
@@ -106,6 +105,33 @@ async def create_run(
     return to_wire(row)
 
 
+async def create_batch(
+    runtime: Runtime, bodies: list[RunCreate], configurable: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """Create one stateless background run per body, in order (each given `configurable`,
+    as `create_run`).
+
+    Every body is checked (assistant, stateless-only fields) before the first run is
+    created, so a bad payload anywhere in the batch creates none.
+    """
+    for index, body in enumerate(bodies):
+        try:
+            await get_assistant(runtime, body.assistant_id)
+            _check_stateless(body)
+        except (NotFoundError, InvalidInputError) as exc:
+            raise type(exc)(f"batch payload {index}: {exc}") from exc
+    created = [await create_run(runtime, None, body, configurable=configurable) for body in bodies]
+    log.info("run_batch_created runs=%s", len(created))
+    return created
+
+
+def _check_stateless(body: RunCreate) -> None:
+    if body.command is not None and body.command.resume is not None:
+        raise InvalidInputError("you must provide a thread_id when resuming an interrupted run")
+    if body.checkpoint or body.checkpoint_id:
+        raise InvalidInputError("checkpoint and checkpoint_id need a thread_id (stateful run)")
+
+
 async def _idempotent_replay(
     runtime: Runtime, key: str | None, request_hash: str | None
 ) -> dict[str, Any] | None:
@@ -137,6 +163,7 @@ async def _insert_run(
 ) -> tuple[Any, _Effects, bool]:
     effects = _Effects()
     thread_metadata = _graph_metadata(assistant)
+    context = to_jsonable(_run_context(body, assistant))
     creating = stateless or body.if_not_exists == "create"
     # A new thread is created busy, with its run: it has no other run, so there is nothing
     # to lock, merge or apply a multitask strategy to. It carries the run's metadata, as on
@@ -148,6 +175,9 @@ async def _insert_run(
         "status": "busy",
         "values": None,
         "interrupts": {},
+        "context": context,
+        # A temporary thread goes with its run; a thread of its own gets the default TTL.
+        **({} if stateless else ttl_columns(None, runtime.thread_ttl)),
     }
 
     def run_row(thread: dict[str, Any], scheduled_at: Any) -> dict[str, Any]:
@@ -204,7 +234,7 @@ async def _insert_run(
         row = await runs_db.insert_run(session, run_row(thread, scheduled_at))
         if created is None:
             await threads_db.mark_busy(
-                session, target_thread, {**(thread["metadata"] or {}), **thread_metadata}
+                session, target_thread, {**(thread["metadata"] or {}), **thread_metadata}, context
             )
     return row, effects, True
 
@@ -322,7 +352,7 @@ def _kwargs(
             **without_reserved(config.get("configurable") or {}),
             **configurable,
         }
-    context = {**(assistant.get("context") or {}), **(body.context or {})}
+    context = _run_context(body, assistant)
     return to_jsonable(
         {
             "input": body.input,
@@ -345,6 +375,11 @@ def _kwargs(
             "resumable": body.stream_resumable,
         }
     )
+
+
+def _run_context(body: RunCreate, assistant: dict[str, Any]) -> dict[str, Any]:
+    """The run's context: the assistant's, with the request's keys over it."""
+    return {**(assistant.get("context") or {}), **(body.context or {})}
 
 
 def _merge_config(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:

@@ -17,8 +17,15 @@ from runyard.domain.errors import ConflictError, NotFoundError, RunyardError
 from runyard.domain.status import ThreadStatus
 from runyard.graphs.factories import AccessContext
 from runyard.graphs.serialize import to_jsonable
-from runyard.graphs.state import checkpoint_ref, empty_state, snapshot_to_state
+from runyard.graphs.state import (
+    check_state_select,
+    checkpoint_ref,
+    empty_state,
+    select_state,
+    snapshot_to_state,
+)
 from runyard.schemas.threads import CheckpointConfig, StateCommand, Superstep
+from runyard.streaming.thread_log import publish_state_update
 
 if TYPE_CHECKING:
     from runyard.runtime import Runtime
@@ -99,8 +106,17 @@ async def get_state(
     *,
     checkpoint: CheckpointConfig | None = None,
     subgraphs: bool = False,
+    select: list[str] | None = None,
 ) -> dict[str, Any]:
-    """The thread's state at a checkpoint (the latest when none is named)."""
+    """The thread's state at a checkpoint (the latest when none is named), or its
+    selected fields."""
+    select = check_state_select(select)
+    return select_state(await _state(runtime, thread_id, checkpoint, subgraphs), select)
+
+
+async def _state(
+    runtime: Runtime, thread_id: str, checkpoint: CheckpointConfig | None, subgraphs: bool
+) -> dict[str, Any]:
     thread = await _read_thread(runtime, thread_id)
     wanted = checkpoint.checkpoint_id if checkpoint is not None else None
     graph_id = thread["metadata"].get("graph_id")
@@ -131,8 +147,10 @@ async def get_history(
     before: str | CheckpointConfig | None = None,
     metadata: dict[str, Any] | None = None,
     checkpoint: CheckpointConfig | None = None,
+    select: list[str] | None = None,
 ) -> list[dict[str, Any]]:
     """The thread's past states, newest first; empty for a thread that never ran."""
+    select = check_state_select(select)
     thread = await _read_thread(runtime, thread_id)
     graph_id = thread["metadata"].get("graph_id")
     if not graph_id:
@@ -152,7 +170,7 @@ async def get_history(
         before=before_config,
         limit=limit,
     )
-    return [snapshot_to_state(snapshot) async for snapshot in states]
+    return [select_state(snapshot_to_state(snapshot), select) async for snapshot in states]
 
 
 async def update_state(
@@ -196,7 +214,8 @@ async def update_state(
             # TypeError/OverflowError: a value the checkpoint serializer cannot store
             # (an integer beyond 64 bits, for one).
             raise RunyardError(f"cannot update the state of thread {thread_id}: {exc}") from exc
-        await refresh_thread_from_checkpoint(runtime, session, thread_id, graph)
+        snapshot = await refresh_thread_from_checkpoint(runtime, session, thread_id, graph)
+    await publish_state_update(runtime.broker, thread_id, snapshot_to_state(snapshot))
     log.info("thread_state_updated thread_id=%s as_node=%s", thread_id, as_node)
     return {"checkpoint": checkpoint_ref(written)}
 

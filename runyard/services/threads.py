@@ -4,22 +4,31 @@ from __future__ import annotations
 
 import logging
 import re
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from langgraph.checkpoint.base.id import uuid6
 
 from runyard.db import runs as runs_db
 from runyard.db import threads as threads_db
-from runyard.domain.errors import ConflictError, InvalidInputError
+from runyard.domain.errors import ConflictError, InvalidInputError, NotFoundError
+from runyard.domain.retention import ThreadTTLPolicy
 from runyard.domain.status import ThreadStatus
 from runyard.graphs.checkpointer import copy_thread_checkpoints
-from runyard.schemas.threads import ThreadCreate, ThreadFilter, ThreadPatch, ThreadSearch
+from runyard.schemas.threads import (
+    ThreadCreate,
+    ThreadFilter,
+    ThreadPatch,
+    ThreadSearch,
+    ThreadTTL,
+)
 from runyard.services.thread_state import (
     apply_supersteps,
     bound_graph,
     refresh_thread_from_checkpoint,
     thread_not_found,
 )
+from runyard.streaming.thread_log import state_log
 
 if TYPE_CHECKING:
     from runyard.runtime import Runtime
@@ -30,6 +39,7 @@ WIRE_FIELDS = (
     "thread_id",
     "created_at",
     "updated_at",
+    "state_updated_at",
     "metadata",
     "status",
     "config",
@@ -47,15 +57,43 @@ def new_thread_id() -> str:
     return str(uuid6())
 
 
-def to_wire(row: dict[str, Any]) -> dict[str, Any]:
-    """The thread as clients receive it (timestamps as ISO 8601 strings)."""
+def to_wire(row: dict[str, Any], *, include_ttl: bool = False) -> dict[str, Any]:
+    """The thread as clients receive it (timestamps as ISO 8601 strings); with
+    `include_ttl`, its time-to-live when it has one."""
     wire = {field: row.get(field) for field in WIRE_FIELDS}
     for stamp in ("created_at", "updated_at"):
         wire[stamp] = row[stamp].isoformat()
+    wire["state_updated_at"] = (row.get("state_updated_at") or row["updated_at"]).isoformat()
     wire["metadata"] = wire["metadata"] or {}
     wire["config"] = wire["config"] or {}
     wire["interrupts"] = wire["interrupts"] or {}
+    if include_ttl and (ttl := ttl_wire(row)) is not None:
+        wire["ttl"] = ttl
     return wire
+
+
+def ttl_wire(row: dict[str, Any]) -> dict[str, Any] | None:
+    """A thread's `ttl` as LangGraph Platform shapes it, or None when it has none."""
+    if row.get("ttl_minutes") is None:
+        return None
+    expires_at = row.get("expires_at")
+    return {
+        "strategy": row.get("ttl_strategy") or "delete",
+        "ttl_minutes": row["ttl_minutes"],
+        "expires_at": expires_at.isoformat() if expires_at is not None else None,
+    }
+
+
+def ttl_columns(ttl: ThreadTTL | float | None, policy: ThreadTTLPolicy) -> dict[str, Any]:
+    """The thread columns a TTL sets: the one given, else the configured default (if any)."""
+    if isinstance(ttl, int | float):
+        ttl = ThreadTTL(ttl=float(ttl), strategy=policy.strategy)
+    if ttl is None:
+        if policy.default_ttl_minutes is None:
+            return {}
+        ttl = ThreadTTL(ttl=policy.default_ttl_minutes, strategy=policy.strategy)
+    expires_at = datetime.now(UTC) + timedelta(minutes=ttl.ttl)
+    return {"ttl_strategy": ttl.strategy, "ttl_minutes": ttl.ttl, "expires_at": expires_at}
 
 
 async def create_thread(runtime: Runtime, body: ThreadCreate) -> dict[str, Any]:
@@ -75,6 +113,7 @@ async def create_thread(runtime: Runtime, body: ThreadCreate) -> dict[str, Any]:
         "values": None,
         "interrupts": {},
         "error": None,
+        **ttl_columns(body.ttl, runtime.thread_ttl),
     }
     async with runtime.sessions() as session, session.begin():
         created = await threads_db.insert_thread(session, row)
@@ -101,13 +140,15 @@ async def create_thread(runtime: Runtime, body: ThreadCreate) -> dict[str, Any]:
     return to_wire(created)
 
 
-async def get_thread(runtime: Runtime, thread_id: str) -> dict[str, Any]:
-    """The thread, or NotFoundError."""
+async def get_thread(
+    runtime: Runtime, thread_id: str, *, include_ttl: bool = False
+) -> dict[str, Any]:
+    """The thread (with its time-to-live when asked), or NotFoundError."""
     async with runtime.autocommit() as session:
         row = await threads_db.get_thread(session, thread_id)
     if row is None:
         raise thread_not_found(thread_id)
-    return to_wire(row)
+    return to_wire(row, include_ttl=include_ttl)
 
 
 async def patch_thread(runtime: Runtime, thread_id: str, body: ThreadPatch) -> dict[str, Any]:
@@ -120,6 +161,15 @@ async def patch_thread(runtime: Runtime, thread_id: str, body: ThreadPatch) -> d
         assert current is not None
         merged = {**(current["metadata"] or {}), **body.metadata}
         await threads_db.set_metadata(session, thread_id, merged)
+        if body.ttl is not None:
+            columns = ttl_columns(body.ttl, runtime.thread_ttl)
+            await threads_db.set_ttl(
+                session,
+                thread_id,
+                columns["ttl_strategy"],
+                columns["ttl_minutes"],
+                columns["expires_at"],
+            )
         row = await threads_db.get_thread(session, thread_id)
         assert row is not None
     return to_wire(row)
@@ -138,7 +188,29 @@ async def delete_thread(runtime: Runtime, thread_id: str) -> None:
         if run["status"] == "running":
             await runtime.cancel_bus.publish(run["run_id"], "interrupt")
         await runtime.run_endings.close_stream(run["run_id"])
+    await runtime.broker.forget(state_log(thread_id))
     log.info("thread_deleted thread_id=%s stopped_runs=%s", thread_id, len(active))
+
+
+async def delete_threads_of_assistant(runtime: Runtime, assistant_id: str) -> int:
+    """Delete every thread whose metadata names the assistant; returns how many went."""
+    query = threads_db.ThreadQuery(metadata={"assistant_id": assistant_id})
+    deleted = 0
+    while True:
+        async with runtime.autocommit() as session:
+            page = await threads_db.search_threads(
+                session, query, sort_by="thread_id", descending=False, limit=500, offset=0
+            )
+        gone = 0
+        for row in page:
+            try:
+                await delete_thread(runtime, row["thread_id"])
+            except NotFoundError:
+                continue  # deleted meanwhile
+            gone += 1
+        deleted += gone
+        if len(page) < 500 or gone == 0:
+            return deleted
 
 
 async def search_threads(
@@ -161,6 +233,9 @@ async def search_threads(
     for row in rows[: body.limit]:
         wire = to_wire(row)
         selected: set[str] = set(body.select or ())
+        if "context" in selected:
+            # Not part of a thread's default shape, as on LangGraph Platform: only on request.
+            wire["context"] = row.get("context") or {}
         out = {k: v for k, v in wire.items() if k in selected} if selected else wire
         if extract:
             out["extracted"] = {alias: extract_path(wire, path) for alias, path in extract.items()}
@@ -193,6 +268,7 @@ async def copy_thread(runtime: Runtime, thread_id: str) -> dict[str, Any]:
             "values": source["values"],
             "interrupts": source["interrupts"] or {},
             "error": source["error"],
+            "context": source["context"],
         }
         created = await threads_db.insert_thread(session, row)
         assert created is not None

@@ -331,16 +331,6 @@ async def test_delete_removes_the_assistant_and_its_versions(client: LangGraphCl
     assert await client.assistants.count(metadata=tag) == 0
 
 
-async def test_delete_threads_is_refused_until_supported(client: LangGraphClient) -> None:
-    created = await client.assistants.create("agent")
-    status, detail = await http_error(
-        client.assistants.delete(created["assistant_id"], delete_threads=True)
-    )
-    assert status == 422
-    assert "delete_threads" in detail
-    assert (await client.assistants.get(created["assistant_id"]))["assistant_id"]
-
-
 # --- default assistants on a server of their own -----------------------------------------------
 
 

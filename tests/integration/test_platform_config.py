@@ -239,6 +239,13 @@ async def test_middleware_first_runs_the_apps_middleware_before_authentication(
         assert (await http.get("/metrics")).status_code == 200
 
 
+async def test_checkpointer_ttl_gives_new_threads_its_default_ttl(ann: Sdk) -> None:
+    thread = await ann.threads.create()
+    ttl = (await ann.threads.get(thread["thread_id"], include=["ttl"]))["ttl"]  # type: ignore[typeddict-item]
+    assert ttl["strategy"] == "delete"
+    assert ttl["ttl_minutes"] == 1440
+
+
 async def test_disabled_assistants_and_runs_leave_threads_served(
     middleware_first: ServerProcess,
 ) -> None:

@@ -67,7 +67,7 @@ async def test_unknown_assistant_is_404(
 @pytest.mark.parametrize("path", CREATE_PATHS)
 async def test_bad_stream_mode_is_422(base_url: str, thread_id: str, path: str) -> None:
     for target in (path, stateful(path, thread_id)):
-        for mode in ("bogus", ["values", "tools"]):
+        for mode in ("bogus", ["values", "telepathy"]):
             response = await post(
                 base_url, target, json={"assistant_id": "pipeline", "stream_mode": mode}
             )

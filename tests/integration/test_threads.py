@@ -19,6 +19,7 @@ THREAD_KEYS = {
     "thread_id",
     "created_at",
     "updated_at",
+    "state_updated_at",
     "metadata",
     "status",
     "config",

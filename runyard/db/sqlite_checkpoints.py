@@ -1,0 +1,36 @@
+"""SQL on the SQLite checkpoint file (langgraph-checkpoint-sqlite's tables), for what its
+saver does not offer: pruning a thread down to its latest checkpoint."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import aiosqlite
+
+# The newest checkpoint of each namespace of the thread stays; checkpoint ids are
+# time-ordered, as the library's own "latest" query relies on.
+_DELETE_OLDER_CHECKPOINTS = """
+DELETE FROM checkpoints WHERE thread_id = ? AND (checkpoint_ns, checkpoint_id) NOT IN (
+SELECT checkpoint_ns, MAX(checkpoint_id) FROM checkpoints WHERE thread_id = ?
+GROUP BY checkpoint_ns)
+"""
+_DELETE_OLDER_WRITES = """
+DELETE FROM writes WHERE thread_id = ? AND (checkpoint_ns, checkpoint_id) NOT IN (
+SELECT checkpoint_ns, checkpoint_id FROM checkpoints WHERE thread_id = ?)
+"""
+
+
+async def keep_latest_checkpoints(conn: aiosqlite.Connection, thread_ids: Sequence[str]) -> None:
+    """Delete every checkpoint (and its writes) of the threads but the newest per namespace."""
+    for thread_id in thread_ids:
+        await conn.execute(_DELETE_OLDER_CHECKPOINTS, (thread_id, thread_id))
+        await conn.execute(_DELETE_OLDER_WRITES, (thread_id, thread_id))
+    await conn.commit()
+
+
+async def delete_checkpoints(conn: aiosqlite.Connection, thread_ids: Sequence[str]) -> None:
+    """Delete every checkpoint and write of the threads."""
+    for thread_id in thread_ids:
+        await conn.execute("DELETE FROM checkpoints WHERE thread_id = ?", (thread_id,))
+        await conn.execute("DELETE FROM writes WHERE thread_id = ?", (thread_id,))
+    await conn.commit()

@@ -1,0 +1,233 @@
+"""The thread stream: every run of a thread in turn (runs created later included), its state
+updates, and a `run_done` marker after each run, as LangGraph Platform's join_stream sends.
+
+Runs of a thread execute one after another, so the stream follows them in creation order,
+each through the run's own replayable event log; the next run is found in the database
+(polled while the thread is idle), so any instance can serve the stream. State updates go
+through a per-thread log in the same broker. Every event id carries both positions (the
+run and its event, the last state update), so `Last-Event-ID` resumes both exactly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator, Coroutine
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from runyard.db import runs as runs_db
+from runyard.db import threads as threads_db
+from runyard.domain.errors import InvalidInputError
+from runyard.domain.status import RunStatus
+from runyard.services.run_waits import LIVE_ONLY, run_events
+from runyard.services.thread_state import thread_not_found
+from runyard.streaming.broker import StreamEvent
+from runyard.streaming.thread_log import state_log
+
+if TYPE_CHECKING:
+    from runyard.runtime import Runtime
+
+log = logging.getLogger("runyard.threads")
+
+THREAD_STREAM_MODES = ("run_modes", "lifecycle", "state_update")
+# How often an idle thread stream looks for the thread's next run.
+NEXT_RUN_POLL_SECONDS = 0.25
+# How often it checks that the thread still exists (a deleted thread ends the stream).
+THREAD_CHECK_SECONDS = 5.0
+_DONE = "done"
+_NONE = "-"
+
+
+@dataclass
+class Cursor:
+    """Where a thread stream is: the run it follows and that run's last event delivered
+    (`done` once its run_done went out), and the last state update delivered."""
+
+    run_id: str | None = None
+    event_id: str | None = None
+    state_id: str | None = None
+
+    def encode(self) -> str:
+        """The SSE id: `run_id:event_id~state_id`, `-` for a part not started."""
+        run = f"{self.run_id}:{self.event_id or ''}" if self.run_id else _NONE
+        return f"{run}~{self.state_id or _NONE}"
+
+    @classmethod
+    def parse(cls, raw: str) -> Cursor:
+        """The cursor a Last-Event-ID names; `-`, or an id this stream never sent, is the
+        beginning (as a run stream replays from its start after an id it does not know)."""
+        run, sep, state = raw.partition("~")
+        run_id, colon, event_id = run.partition(":")
+        if raw == _NONE or not sep or not state or (run != _NONE and (not colon or not run_id)):
+            return cls()
+        return cls(
+            run_id=None if run == _NONE else run_id,
+            event_id=(event_id or None) if run != _NONE else None,
+            state_id=None if state == _NONE else state,
+        )
+
+
+def parse_thread_stream_modes(raw: list[str] | None) -> list[str]:
+    """Modes from repeated params or comma lists; `run_modes` when none is given."""
+    modes = [part.strip() for value in raw or [] for part in value.split(",") if part.strip()]
+    wrong = [mode for mode in modes if mode not in THREAD_STREAM_MODES]
+    if wrong:
+        raise InvalidInputError(
+            f"unknown thread stream mode {wrong}; choose from {', '.join(THREAD_STREAM_MODES)}"
+        )
+    return modes or ["run_modes"]
+
+
+async def open_thread_events(
+    runtime: Runtime, thread_id: str, last_event_id: str | None, modes: list[str]
+) -> AsyncIterator[StreamEvent]:
+    """The thread's events until it is deleted (or the client leaves); a bad Last-Event-ID
+    or a missing thread raise here, before anything is streamed."""
+    cursor = Cursor.parse(last_event_id) if last_event_id else None
+    async with runtime.autocommit() as session:
+        if await threads_db.get_thread(session, thread_id) is None:
+            raise thread_not_found(thread_id)
+    # Fixed before anything is sent: a run created once the response has begun is new.
+    start = await _starting_point(runtime, thread_id, cursor)
+    return _thread_events(runtime, thread_id, cursor, start, modes)
+
+
+async def _thread_events(
+    runtime: Runtime, thread_id: str, cursor: Cursor | None, start: _Start, modes: list[str]
+) -> AsyncIterator[StreamEvent]:
+    position = cursor or Cursor()
+    queue: asyncio.Queue[StreamEvent | None] = asyncio.Queue(maxsize=256)
+    producers: list[tuple[str, Coroutine[Any, Any, None]]] = []
+    if "run_modes" in modes or "lifecycle" in modes:
+        lifecycle_only = "run_modes" not in modes
+        runs = _follow_runs(runtime, thread_id, start, position, queue, lifecycle_only)
+        producers.append(("runs", runs))
+    if "state_update" in modes:
+        after = position.state_id if cursor is not None else LIVE_ONLY
+        producers.append(("state", _follow_state(runtime, thread_id, after, position, queue)))
+    # Owned by this stream: cancelled and awaited when it ends or the client leaves.
+    tasks = [
+        asyncio.create_task(_guarded(producer, thread_id, queue), name=f"thread-stream:{name}")
+        for name, producer in producers
+    ]
+    try:
+        while True:
+            item = await queue.get()
+            if item is None:
+                return  # the thread is gone, or a producer failed (the client resumes)
+            yield item
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _guarded(
+    producer: Coroutine[Any, Any, None], thread_id: str, queue: asyncio.Queue[StreamEvent | None]
+) -> None:
+    """Run a producer; if it fails, end the stream instead of leaving the client waiting."""
+    try:
+        await producer
+    except Exception:
+        log.exception("thread_stream_failed thread_id=%s", thread_id)
+        await queue.put(None)
+
+
+async def _follow_state(
+    runtime: Runtime,
+    thread_id: str,
+    after: str | None,
+    position: Cursor,
+    queue: asyncio.Queue[StreamEvent | None],
+) -> None:
+    async def never_ends() -> bool:
+        return False
+
+    async for event in runtime.broker.subscribe(state_log(thread_id), after, ended=never_ends):
+        position.state_id = event.id
+        await queue.put(StreamEvent(position.encode(), event.event, event.data))
+
+
+async def _follow_runs(
+    runtime: Runtime,
+    thread_id: str,
+    start: _Start,
+    position: Cursor,
+    queue: asyncio.Queue[StreamEvent | None],
+    lifecycle_only: bool,
+) -> None:
+    """Each run of the thread in turn, then a run_done marker; None once the thread is gone."""
+    anchor, first = start
+    if first is not None:
+        run, after = first
+        anchor = await _stream_run(runtime, run, after, position, queue, lifecycle_only)
+    idle = 0.0
+    while True:
+        async with runtime.autocommit() as session:
+            upcoming = await runs_db.runs_created_after(session, thread_id, anchor, 1)
+            if not upcoming and idle >= THREAD_CHECK_SECONDS:
+                idle = 0.0
+                if await threads_db.get_thread(session, thread_id) is None:
+                    await queue.put(None)
+                    return
+        if not upcoming:
+            await asyncio.sleep(NEXT_RUN_POLL_SECONDS)
+            idle += NEXT_RUN_POLL_SECONDS
+            continue
+        idle = 0.0
+        # A run created after the join has published nothing that was seen: all of it.
+        anchor = await _stream_run(
+            runtime, dict(upcoming[0]), None, position, queue, lifecycle_only
+        )
+
+
+# Where a stream starts: the (created_at, run_id) after which runs are new (None: every run),
+# and a run to stream first with the event to resume after, when joining in one's middle.
+_Start = tuple[tuple[Any, str] | None, tuple[dict[str, Any], str | None] | None]
+
+
+async def _starting_point(runtime: Runtime, thread_id: str, cursor: Cursor | None) -> _Start:
+    """Where to start: the anchor after which runs are new, and a run to stream first (with
+    the event to resume after) when the stream joins in the middle of one."""
+    async with runtime.autocommit() as session:
+        if cursor is not None and cursor.run_id is not None:
+            resumed = await runs_db.get_run(session, cursor.run_id, thread_id)
+            if resumed is not None:
+                anchor = (resumed["created_at"], resumed["run_id"])
+                if cursor.event_id == _DONE:
+                    return anchor, None
+                return anchor, (dict(resumed), cursor.event_id)
+        elif cursor is not None:
+            return None, None  # resumed before any run: every run of the thread
+        # Joining live (or resuming a run since deleted): the runs still to come.
+        active = await runs_db.active_runs(session, thread_id)
+        if active:
+            run = dict(active[0])
+            live = LIVE_ONLY if run["status"] == RunStatus.RUNNING.value else None
+            return None, (run, live)
+        latest = await runs_db.latest_run(session, thread_id)
+    return ((latest["created_at"], latest["run_id"]) if latest else None), None
+
+
+async def _stream_run(
+    runtime: Runtime,
+    run: dict[str, Any],
+    after: str | None,
+    position: Cursor,
+    queue: asyncio.Queue[StreamEvent | None],
+    lifecycle_only: bool,
+) -> tuple[Any, str]:
+    """Deliver one run's events after `after`, then its run_done; returns its anchor."""
+    run_id = run["run_id"]
+    position.run_id, position.event_id = run_id, after if after != LIVE_ONLY else None
+    async for event in run_events(runtime, run, after, None, cancel_on_disconnect=False):
+        position.event_id = event.id
+        if event.event == "end" or (lifecycle_only and event.event != "metadata"):
+            continue
+        await queue.put(StreamEvent(position.encode(), event.event, event.data))
+    position.event_id = _DONE
+    done = json.dumps({"status": "run_done", "run_id": run_id})
+    await queue.put(StreamEvent(position.encode(), "metadata", done))
+    return run["created_at"], run_id
