@@ -13,9 +13,9 @@ from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
 
 from runyard.api.deps import CallerDep, RunConfigurableDep, RuntimeDep, preload
+from runyard.api.responses import ErrorBody
 from runyard.auth.guards import require_assistant
 from runyard.auth.handlers import Caller
-from runyard.domain.errors import InvalidInputError
 from runyard.runtime import Runtime
 from runyard.services import assistants as assistants_service
 
@@ -71,19 +71,22 @@ async def legacy_agent_card_of(
     return JSONResponse(await _card(runtime, caller, assistant_id, request))
 
 
-@router.get("/.well-known/agent-card.json")
+@router.get(
+    "/.well-known/agent-card.json",
+    responses={404: {"model": ErrorBody, "description": "No such assistant, or one not visible."}},
+)
 async def root_agent_card(
     request: Request,
     runtime: RuntimeDep,
     caller: CallerDep,
-    assistant_id: Annotated[str | None, Query(description="The assistant to describe.")] = None,
+    assistant_id: Annotated[
+        str,
+        Query(
+            description="The assistant to describe (or GET /a2a/ID/.well-known/agent-card.json)."
+        ),
+    ],
 ) -> JSONResponse:
     """The agent card of the assistant named by `?assistant_id=`."""
-    if not assistant_id:
-        raise InvalidInputError(
-            "name the assistant: /.well-known/agent-card.json?assistant_id=ID, "
-            "or use /a2a/ID/.well-known/agent-card.json"
-        )
     return JSONResponse(await _card(runtime, caller, assistant_id, request))
 
 

@@ -12,7 +12,13 @@ from runyard.api.deps import CallerDep, RunConfigurableDep, RuntimeDep, preload
 router = APIRouter(tags=["MCP"])
 
 
-@router.post("/mcp", response_model=None)
+@router.post(
+    "/mcp",
+    response_model=None,
+    responses={
+        400: {"description": "The body is not a JSON-RPC message (a JSON-RPC error answers it)."}
+    },
+)
 async def mcp_post(
     request: Request, runtime: RuntimeDep, caller: CallerDep, configurable: RunConfigurableDep
 ) -> Response:
@@ -25,13 +31,5 @@ async def mcp_post(
     return await mcp_rpc.answer(runtime, caller, configurable, request)
 
 
-@router.get("/mcp", response_model=None)
-async def mcp_get() -> Response:
-    """No server-initiated stream: the endpoint is stateless, every answer rides its request."""
-    return Response(status_code=405, headers={"Allow": "POST"})
-
-
-@router.delete("/mcp", response_model=None)
-async def mcp_delete() -> Response:
-    """No sessions to terminate: the endpoint is stateless."""
-    return Response(status_code=405, headers={"Allow": "POST"})
+# No GET (server-initiated stream) and no DELETE (session end): the endpoint is stateless, so
+# the router answers both with 405 and `Allow: POST`, as MCP's transport asks of such a server.

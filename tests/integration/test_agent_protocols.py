@@ -210,7 +210,11 @@ async def test_a2a_0_3_clients_use_message_send(base_url: str) -> None:
         root = await http.get("/.well-known/agent-card.json", params={"assistant_id": "agent"})
         assert root.json() == card
         unnamed = await http.get("/.well-known/agent-card.json")
-        assert unnamed.status_code == 422 and "assistant_id=" in unnamed.json()["detail"]
+        assert unnamed.status_code == 422 and "assistant_id" in unnamed.json()["detail"]
+        # Stateless streamable HTTP: no server-initiated stream, no session to end.
+        for method in ("GET", "DELETE"):
+            refused = await http.request(method, "/mcp")
+            assert refused.status_code == 405 and refused.headers["allow"] == "POST"
     assert card["url"].endswith(f"/a2a/{card['skills'][0]['id'].removesuffix('-main')}")
     async with a2a_client_for_card(card["url"], protocol_version="0.3") as client:
         [event] = await send(client, user_message("hello"))
