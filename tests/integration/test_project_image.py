@@ -141,10 +141,6 @@ def deployment(
                 f"RUNYARD_REDIS_PREFIX={prefix}",
                 "-e",
                 f"INSTANCE_NAME={name}",
-                # Hand a run over one second after SIGTERM instead of the default 30 s drain:
-                # the handover is what this test checks (the drain itself is tested elsewhere).
-                "-e",
-                "WORKER_DRAIN_TIMEOUT=1",
                 image,
                 "runyard",
                 "serve",
@@ -294,8 +290,10 @@ async def test_project_image_serves_its_graph_behind_nginx(
 async def test_sigterm_hands_a_run_over_to_the_other_container(
     client: LangGraphClient, deployment: Deployment
 ) -> None:
+    # Default settings (lease 8 s, drain 30 s): the run outlasts the drain, so the stopping
+    # container keeps executing it for 30 s while holding its lease, then hands it over.
     thread_id = (await client.threads.create())["thread_id"]
-    steps = 8
+    steps = 40
     run = await client.runs.create(
         thread_id, "steps", input={"word": "handed over", "steps": steps, "delay": 1.0}
     )
