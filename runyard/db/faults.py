@@ -8,8 +8,14 @@ Runyard's own storage code, so a node's own network error is still the node's er
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Iterator
 from types import TracebackType
+from typing import TypeVar
+
+log = logging.getLogger("runyard.faults")
+T = TypeVar("T")
 
 # Connection exceptions (08…), the server shutting down or starting up (57P01 terminated by
 # an administrator, 57P02 crash shutdown, 57P03 cannot connect now).
@@ -44,6 +50,29 @@ _LOST_CONNECTION_NAMES = frozenset(
 def store_unavailable(exc: BaseException) -> bool:
     """True when `exc` is the database being unreachable, raised by Runyard's storage code."""
     return _from_storage(exc) and any(_lost_connection(e) for e in _chain(exc))
+
+
+async def retry_while_store_unavailable(
+    call: Callable[[], Awaitable[T]], budget_seconds: float, event: str, **fields: object
+) -> T:
+    """`call()`, tried again while the store is unreachable, for at most `budget_seconds`.
+
+    Any other error, or the store still away when the budget is spent, is raised. Each retry
+    logs `event` with `fields` and the error's class.
+    """
+    loop = asyncio.get_running_loop()
+    give_up = loop.time() + budget_seconds
+    pause = 0.2
+    while True:
+        try:
+            return await call()
+        except Exception as exc:
+            if not store_unavailable(exc) or loop.time() + pause > give_up:
+                raise
+            described = " ".join(f"{key}=%s" for key in fields)
+            log.warning(f"{event} {described} error=%s", *fields.values(), type(exc).__name__)
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, 2.0)
 
 
 def _chain(exc: BaseException) -> Iterator[BaseException]:

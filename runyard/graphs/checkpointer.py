@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -13,7 +12,7 @@ from typing import Any, Protocol, runtime_checkable
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from runyard.db.driver import StatementPool
-from runyard.db.faults import store_unavailable
+from runyard.db.faults import retry_while_store_unavailable
 from runyard.graphs.setup_lock import CHECKPOINTER_SETUP_LOCK, setup_alone
 
 log = logging.getLogger("runyard.checkpointer")
@@ -188,18 +187,9 @@ def riding_out_store_faults(
     get_tuple, put, put_writes = saver.aget_tuple, saver.aput, saver.aput_writes
 
     async def again(call: Callable[[], Awaitable[Any]]) -> Any:
-        loop = asyncio.get_running_loop()
-        give_up = loop.time() + budget_seconds
-        pause = 0.2
-        while True:
-            try:
-                return await call()
-            except Exception as exc:
-                if not store_unavailable(exc) or loop.time() + pause > give_up:
-                    raise
-                log.warning("checkpoint_store_unavailable_retrying error=%s", type(exc).__name__)
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, 2.0)
+        return await retry_while_store_unavailable(
+            call, budget_seconds, "checkpoint_store_unavailable_retrying"
+        )
 
     async def aget_tuple(config: Any) -> Any:
         return await again(lambda: get_tuple(config))

@@ -16,7 +16,7 @@ from langgraph.types import Command, Send
 
 from runyard.auth.user import user_from_config
 from runyard.db import runs as runs_db
-from runyard.db.faults import store_unavailable
+from runyard.db.faults import retry_while_store_unavailable, store_unavailable
 from runyard.domain.configurable import AUTH_USER_KEY
 from runyard.domain.errors import StaleAttemptError
 from runyard.domain.status import RunStatus
@@ -156,23 +156,13 @@ class RunExecutor:
         self, what: str, run_id: str, call: Callable[[], Awaitable[T]]
     ) -> T:
         """`call()`, again while the store is unreachable, for at most one lease."""
-        loop = asyncio.get_running_loop()
-        give_up = loop.time() + self._rt.settings.lease_duration_seconds
-        pause = 0.2
-        while True:
-            try:
-                return await call()
-            except Exception as exc:
-                if not store_unavailable(exc) or loop.time() + pause > give_up:
-                    raise
-                log.warning(
-                    "store_unavailable_retrying step=%s run_id=%s error=%s",
-                    what,
-                    run_id,
-                    type(exc).__name__,
-                )
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, 2.0)
+        return await retry_while_store_unavailable(
+            call,
+            self._rt.settings.lease_duration_seconds,
+            "store_unavailable_retrying",
+            step=what,
+            run_id=run_id,
+        )
 
     async def _begin_attempt(self, run_id: str, attempt: int) -> None:
         try:
