@@ -8,9 +8,10 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Header, Query, Response
 from fastapi.responses import JSONResponse, StreamingResponse
-from sse_starlette import EventSourceResponse, ServerSentEvent
+from sse_starlette import EventSourceResponse
 
 from runyard.api.deps import CallerDep, RunConfigurableDep, RunId, RuntimeDep, ThreadId
+from runyard.api.sse import sse_response
 from runyard.auth.guards import require_assistant, require_thread
 from runyard.auth.handlers import Caller
 from runyard.domain.errors import ForbiddenError, InvalidInputError
@@ -34,20 +35,10 @@ def _run_path(run: dict[str, Any]) -> str:
 def _sse(
     runtime: Runtime, events: AsyncIterator[StreamEvent], run: dict[str, Any]
 ) -> EventSourceResponse:
-    async def frames() -> AsyncIterator[ServerSentEvent]:
-        async for item in events:
-            yield ServerSentEvent(data=item.data, event=item.event, id=item.id)
-
-    return EventSourceResponse(
-        frames(),
-        ping=runtime.settings.stream_keepalive_seconds,
-        ping_message_factory=lambda: ServerSentEvent(comment="heartbeat"),
-        headers={
-            "Location": _run_path(run) + "/stream",
-            "Content-Location": _run_path(run),
-            "Cache-Control": "no-store",
-            "X-Accel-Buffering": "no",
-        },
+    return sse_response(
+        runtime,
+        events,
+        {"Location": _run_path(run) + "/stream", "Content-Location": _run_path(run)},
     )
 
 

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Header, Query, Response
 from pydantic import StringConstraints
-from sse_starlette import EventSourceResponse, ServerSentEvent
+from sse_starlette import EventSourceResponse
 
 from runyard.api.deps import CallerDep, RuntimeDep, ThreadId, set_page_headers
+from runyard.api.sse import sse_response
 from runyard.auth.guards import require_thread
 from runyard.domain.errors import InvalidInputError
 from runyard.schemas.threads import (
@@ -261,13 +261,4 @@ async def join_thread_stream(
     modes = thread_streams.parse_thread_stream_modes([*(stream_mode or []), *(stream_modes or [])])
     events = await thread_streams.open_thread_events(runtime, str(thread_id), last_event_id, modes)
 
-    async def frames() -> AsyncIterator[ServerSentEvent]:
-        async for item in events:
-            yield ServerSentEvent(data=item.data, event=item.event, id=item.id)
-
-    return EventSourceResponse(
-        frames(),
-        ping=runtime.settings.stream_keepalive_seconds,
-        ping_message_factory=lambda: ServerSentEvent(comment="heartbeat"),
-        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
-    )
+    return sse_response(runtime, events)
