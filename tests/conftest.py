@@ -9,7 +9,7 @@ import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 
-from tests.support.databases import create_database, drop_database, postgres_available
+from tests.support.backends import backend_server
 from tests.support.server import ServerProcess
 
 BACKENDS = ["sqlite", "postgres"]
@@ -22,25 +22,9 @@ def server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ServerProcess]:
     """A running server: `runyard dev` on SQLite, or `runyard serve` on a fresh PostgreSQL db."""
-    backend = request.param
-    workdir = tmp_path_factory.mktemp(f"server-{backend}")
-    if backend == "sqlite":
-        proc = ServerProcess("dev", workdir).start()
-        try:
-            yield proc
-        finally:
-            proc.stop()
-        return
-    if not postgres_available():
-        pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (see README)")
-    url = create_database()
-    proc = ServerProcess("serve", workdir, env={"DATABASE_URL": url, "REDIS_URL": ""})
-    try:
-        proc.start()
+    workdir = tmp_path_factory.mktemp(f"server-{request.param}")
+    with backend_server(request.param, workdir) as proc:
         yield proc
-    finally:
-        proc.stop()
-        drop_database(url)
 
 
 @pytest.fixture

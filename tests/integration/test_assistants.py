@@ -21,7 +21,7 @@ from tests.support.assistants import (
     new_tag,
     parse_time,
 )
-from tests.support.databases import create_database, drop_database
+from tests.support.backends import backend_server
 from tests.support.server import ServerProcess
 
 # --- create and get -------------------------------------------------------------------------
@@ -337,18 +337,8 @@ async def test_delete_removes_the_assistant_and_its_versions(client: LangGraphCl
 @pytest.fixture
 def own_server(server: ServerProcess, tmp_path: Path) -> Iterator[ServerProcess]:
     """A server of the same backend as `server`, with its own database, for destructive tests."""
-    env = dict(server.env)
-    url = None
-    if server.mode != "dev":
-        url = create_database()
-        env["DATABASE_URL"] = url
-    proc = ServerProcess(server.mode, tmp_path / "own", env=env).start()
-    try:
+    with backend_server(server.backend, tmp_path / "own") as proc:
         yield proc
-    finally:
-        proc.stop()
-        if url is not None:
-            drop_database(url)
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 
-from tests.support.databases import create_database, drop_database
+from tests.support.backends import backend_server
 from tests.support.runs import new_tag, state, status_error, wait_for_status
 from tests.support.server import ROOT, ServerProcess
 
@@ -29,19 +29,9 @@ def retention_server(
     server: ServerProcess, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ServerProcess]:
     """A server of `server`'s backend whose langgraph.json sets checkpointer.ttl."""
-    env = dict(server.env)
-    url = None
-    if server.mode != "dev":
-        url = create_database()
-        env["DATABASE_URL"] = url
     workdir = tmp_path_factory.mktemp("retention")
-    proc = ServerProcess(server.mode, workdir, env=env, config=RETENTION_CONFIG).start()
-    try:
+    with backend_server(server.backend, workdir, RETENTION_CONFIG) as proc:
         yield proc
-    finally:
-        proc.stop()
-        if url is not None:
-            drop_database(url)
 
 
 @pytest.fixture

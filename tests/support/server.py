@@ -41,6 +41,11 @@ class ServerProcess:
         return f"http://127.0.0.1:{self.port}"
 
     @property
+    def backend(self) -> str:
+        """The storage backend of the `server` fixtures: `sqlite` for dev, else `postgres`."""
+        return "sqlite" if self.mode == "dev" else "postgres"
+
+    @property
     def log_path(self) -> Path:
         """Where the server's output goes."""
         return self.workdir / f"server-{self.port}.log"
