@@ -106,7 +106,8 @@ class RunEndings:
             await self._quietly(self._broker.signal_done(run_id), "run_done_signal_failed", run_id)
 
     async def forget(self, run_id: str) -> None:
-        """Drop a deleted run's events and wake its waiters (who then find it gone)."""
+        """Drop a deleted run's events (or a deleted thread's state log) and wake its waiters
+        (who then find it gone); best effort once the deletion is committed."""
         await self._quietly(self._broker.forget(run_id), "run_events_not_forgotten", run_id)
         await self._quietly(self._broker.signal_done(run_id), "run_done_signal_failed", run_id)
 
