@@ -130,7 +130,7 @@ async def test_a_run_committed_while_the_end_waits_is_left_to_a_fresh_read(
         await creator.begin()
         assert await runs_db.lock_thread_for_new_run(creator, thread_id) is not None
         await runs_db.insert_run(creator, late)
-        await threads_db.mark_busy(creator, thread_id, {})
+        await threads_db.mark_busy(creator, thread_id, {}, {})
         # The end starts now, so its snapshot lacks the late run, and waits for the row.
         ending = asyncio.create_task(_finish(engine, run_id, attempt, thread_id))
         await until_true(
