@@ -458,24 +458,43 @@ async def finish_run_with_state(
     return Finished(True, True, True, upcoming, row["now"])
 
 
-async def release_run(session: AsyncConnection, run_id: str, attempt: int) -> bool:
-    """Hand a running run back to the queue (shutdown), only if `attempt` still holds it.
+async def release_run(
+    session: AsyncConnection, run_id: str, attempt: int, counted: bool = False
+) -> bool:
+    """Hand a running run back to the queue, only if `attempt` still holds it and no cancel
+    was requested (a cancelled run is ended by its attempt instead: `cancel_requested`).
 
-    A handover is not a lost attempt: it is counted apart (`handovers`), so it uses up no
-    retry.
+    A handover (shutdown, the store away) is not a lost attempt: it is counted apart
+    (`handovers`), so it uses up no retry. A `counted` one (the attempt failed) does.
     """
     result = await session.execute(
         update(runs)
-        .where(runs.c.run_id == run_id, runs.c.attempt == attempt, runs.c.status == "running")
+        .where(
+            runs.c.run_id == run_id,
+            runs.c.attempt == attempt,
+            runs.c.status == "running",
+            runs.c.cancel_action.is_(None),
+        )
         .values(
             status="pending",
             owner=None,
             lease_expires_at=None,
-            handovers=runs.c.handovers + 1,
+            handovers=runs.c.handovers + (0 if counted else 1),
             updated_at=db_now(session),
         )
     )
     return rowcount(result) > 0
+
+
+async def cancel_requested(session: AsyncConnection, run_id: str, attempt: int) -> str | None:
+    """The cancel action requested of the run, while `attempt` still holds it."""
+    result = await session.execute(
+        select(runs.c.cancel_action).where(
+            runs.c.run_id == run_id, runs.c.attempt == attempt, runs.c.status == "running"
+        )
+    )
+    action = result.scalar_one_or_none()
+    return str(action) if action else None
 
 
 _STILL_HOLDS = select(runs.c.run_id).where(

@@ -16,7 +16,7 @@ from langgraph.types import Command, Send
 
 from runyard.auth.user import user_from_config
 from runyard.db import runs as runs_db
-from runyard.db.faults import retry_while_store_unavailable, store_unavailable
+from runyard.db.faults import retry_while_store_unavailable, store_fault, store_unavailable
 from runyard.domain.configurable import AUTH_USER_KEY
 from runyard.domain.errors import StaleAttemptError
 from runyard.domain.status import RunStatus
@@ -27,7 +27,7 @@ from runyard.graphs.streaming import FinalState, stream_graph
 from runyard.observability.logs import run_log_context
 from runyard.streaming.publisher import EventPublisher
 from runyard.worker.finalize import Outcome, ThreadSnapshot, finalize_run
-from runyard.worker.registry import RunningRun
+from runyard.worker.registry import RunningRun, carry_through_stops
 
 if TYPE_CHECKING:
     from runyard.runtime import Runtime
@@ -178,16 +178,37 @@ class RunExecutor:
     ) -> Outcome | None:
         events = EventPublisher(self._rt.broker, run["run_id"], entry.attempt)
         outcome = await self._run_graph(run, entry, events, deadline)
-        try:
-            # Every event is stored before the outcome is: a client that sees the run
-            # finished and replays its stream gets all of it.
-            await events.flush()
-        except StaleAttemptError:
-            log.warning(
-                "run_stood_down run_id=%s attempt=%s reason=stale", run["run_id"], entry.attempt
-            )
-            return None
-        return outcome
+        while True:
+            try:
+                # Every event is stored before the outcome is: a client that sees the run
+                # finished and replays its stream gets all of it.
+                await events.flush()
+                return outcome
+            except StaleAttemptError:
+                log.warning(
+                    "run_stood_down run_id=%s attempt=%s reason=stale",
+                    run["run_id"],
+                    entry.attempt,
+                )
+                return None
+            except asyncio.CancelledError:
+                # Until its end is written the attempt can be stopped: a stop landing here
+                # ends it as one a moment earlier would have, then the events are stored.
+                reason = entry.stop_reason
+                task = asyncio.current_task()
+                if reason is None or task is None:
+                    raise
+                task.uncancel()
+                log.info(
+                    "run_stopped_while_flushing run_id=%s attempt=%s reason=%s",
+                    run["run_id"],
+                    entry.attempt,
+                    reason,
+                )
+                if outcome is None:
+                    return None
+                if outcome.status != RunStatus.INTERRUPTED:
+                    outcome = await self._stopped(run, entry, reason, outcome.graph)
 
     async def _run_graph(
         self, run: dict[str, Any], entry: RunningRun, events: EventPublisher, deadline: float
@@ -233,8 +254,10 @@ class RunExecutor:
                 )
             if store_unavailable(exc):
                 # Not the graph's fault: the run resumes from its last checkpoint.
-                await self._hand_back(run, entry, "store_unavailable")
-                return None
+                return await self._hand_back(run, entry, "store_unavailable", graph)
+            fault = store_fault(exc)
+            if fault is not None:
+                return await self._store_fault(run, entry, fault, graph)
             log.warning("run_failed run_id=%s error=%s", run_id, type(exc).__name__, exc_info=True)
             return Outcome(
                 RunStatus.ERROR,
@@ -274,7 +297,7 @@ class RunExecutor:
         if reason == "rollback":
             return Outcome(RunStatus.INTERRUPTED, rollback=True, graph=graph)
         if reason == "release":
-            await self._hand_back(run, entry, "drain")
+            return await self._hand_back(run, entry, "drain", graph)
         else:
             log.warning(
                 "run_stood_down run_id=%s attempt=%s reason=%s",
@@ -284,17 +307,58 @@ class RunExecutor:
             )
         return None
 
-    async def _hand_back(self, run: dict[str, Any], entry: RunningRun, reason: str) -> None:
-        """Return the run to pending (if this attempt still holds it) and queue it again."""
+    async def _store_fault(
+        self, run: dict[str, Any], entry: RunningRun, fault: str, graph: Pregel | None
+    ) -> Outcome | None:
+        """The database refused a statement of this attempt (a timeout, exhausted resources:
+        runyard/db/faults.py): the attempt counts, and the last one allowed fails the run."""
+        limit = self._rt.settings.bg_job_max_retries
+        counted = int(run["attempt"]) - int(run.get("handovers") or 0)
+        log.warning(
+            "run_attempt_store_fault run_id=%s attempt=%s counted=%s limit=%s error=%s",
+            run["run_id"],
+            entry.attempt,
+            counted,
+            limit,
+            fault,
+        )
+        if counted < limit:
+            return await self._hand_back(run, entry, "store_fault", graph, counted=True)
+        message = (
+            f"the database refused the run's statements on {counted} attempts "
+            f"(BG_JOB_MAX_RETRIES={limit}); the last time: {fault}"
+        )
+        return Outcome(
+            RunStatus.ERROR, error={"error": "StoreFault", "message": message}, graph=graph
+        )
+
+    async def _hand_back(
+        self,
+        run: dict[str, Any],
+        entry: RunningRun,
+        reason: str,
+        graph: Pregel | None,
+        counted: bool = False,
+    ) -> Outcome | None:
+        """Return the run to pending (if this attempt still holds it) and queue it again.
+
+        A stop landing meanwhile does not cut it short (its reason is acted on after). A
+        run with a cancel requested is not handed back: the attempt ends it, the outcome
+        returned, as any cancel does.
+        """
         rt = self._rt
         run_id = run["run_id"]
 
-        async def release() -> bool:
+        async def release() -> bool | str:
             async with rt.sessions() as session, session.begin():
-                return await runs_db.release_run(session, run_id, entry.attempt)
+                if await runs_db.release_run(session, run_id, entry.attempt, counted):
+                    return True
+                return await runs_db.cancel_requested(session, run_id, entry.attempt) or False
 
         try:
-            released = await self._until_store_answers("hand_back", run_id, release)
+            released = await carry_through_stops(
+                entry, self._until_store_answers("hand_back", run_id, release)
+            )
         except Exception:
             # The lease runs out instead, and the reaper hands the run on.
             log.warning(
@@ -304,20 +368,31 @@ class RunExecutor:
                 reason,
                 exc_info=True,
             )
-            return
+            return None
+        if isinstance(released, str):
+            log.info(
+                "run_hand_back_cancelled run_id=%s attempt=%s reason=%s action=%s",
+                run_id,
+                entry.attempt,
+                reason,
+                released,
+            )
+            return await self._stopped(run, entry, released, graph)
         log.info(
-            "run_handed_back run_id=%s attempt=%s reason=%s released=%s",
+            "run_handed_back run_id=%s attempt=%s reason=%s released=%s counted=%s",
             run_id,
             entry.attempt,
             reason,
             released,
+            counted,
         )
         if released:
             try:
-                await rt.queue.push(run_id)
+                await carry_through_stops(entry, rt.queue.push(run_id))
             except Exception:
                 # The sweeper finds a pending run nobody queued.
                 log.warning("run_requeue_failed run_id=%s", run_id, exc_info=True)
+        return None
 
     async def _graph(
         self,

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 from dataclasses import dataclass
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -73,3 +77,19 @@ class RunningRuns:
 
     def __len__(self) -> int:
         return len(self._runs)
+
+
+async def carry_through_stops(entry: RunningRun, work: Awaitable[T]) -> T:
+    """`work` carried to its end even if the attempt is stopped meanwhile: the stop's
+    reason stays in `entry.stop_reason` for the caller to act on after. A cancellation
+    that is no stop (the process ending) cancels `work` too."""
+    inner = asyncio.ensure_future(work)
+    while True:
+        try:
+            return await asyncio.shield(inner)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if entry.stop_reason is None or task is None or inner.cancelled():
+                inner.cancel()
+                raise
+            task.uncancel()
