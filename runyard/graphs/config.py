@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 from dataclasses import dataclass, field
@@ -11,6 +12,8 @@ from typing import Any
 
 from runyard.domain.errors import ConfigError
 from runyard.graphs.http_config import HttpConfig, parse_http
+
+log = logging.getLogger("runyard.config")
 
 CONFIG_NAMES = ("runyard.json", "langgraph.json")
 
@@ -187,7 +190,14 @@ def _parse_env(path: Path, base: Path, env: Any) -> dict[str, str]:
 
         env_file = (base / env).resolve()
         if not env_file.is_file():
-            raise ConfigError(f"{path}: env file {env_file} does not exist")
+            # The official templates declare `.env` and ship only `.env.example`; LangGraph's
+            # server starts without the file, and so does Runyard, saying so.
+            log.warning(
+                "env_file_missing path=%s config=%s variables come from the environment only",
+                env_file,
+                path,
+            )
+            return {}
         return {k: v for k, v in dotenv_values(env_file).items() if v is not None}
     raise ConfigError(f"{path}: 'env' must be a file path or an object")
 
