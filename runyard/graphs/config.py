@@ -103,12 +103,7 @@ def find_config(explicit: Path | None, cwd: Path | None = None) -> Path:
 
 def load_config(path: Path) -> ProjectConfig:
     """Parse and validate a config file; errors name the file and the key."""
-    try:
-        raw = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"cannot read {path}: {exc}") from exc
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: the top level must be a JSON object")
+    raw = _read_object(path)
     base = path.parent
     _check_keys(path, raw)
     graphs_raw = raw.get("graphs")
@@ -128,6 +123,23 @@ def load_config(path: Path) -> ProjectConfig:
         http=_optional_object(path, raw, "http"),
         checkpointer=_optional_object(path, raw, "checkpointer"),
     )
+
+
+def declared_auth_path(path: Path) -> str | None:
+    """The `auth.path` a config file names, read without importing or checking anything else."""
+    auth = _read_object(path).get("auth")
+    value = auth.get("path") if isinstance(auth, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
+def _read_object(path: Path) -> dict[str, Any]:
+    try:
+        raw = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read {path}: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: the top level must be a JSON object")
+    return raw
 
 
 def _check_keys(path: Path, raw: dict[str, Any]) -> None:
