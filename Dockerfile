@@ -35,4 +35,7 @@ EXPOSE 8000
 HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=5 \
     CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/ok', timeout=2)"]
 
+# Every interface, and the bundled examples configure no auth: run it with
+# RUNYARD_ALLOW_UNAUTHENTICATED=true only behind a gateway that authenticates (otherwise
+# `runyard serve` refuses to start). docker-compose.yml runs it on 127.0.0.1 behind nginx.
 CMD ["runyard", "serve", "--host", "0.0.0.0", "--port", "8000"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import errno
+import ipaddress
 import os
 import socket
 import sys
@@ -51,6 +52,12 @@ def _parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="run in production on PostgreSQL (and Redis if set)")
     _add_server_options(serve)
     serve.add_argument("--no-migrate", action="store_true", help="skip migrations at start-up")
+    serve.add_argument(
+        "--allow-unauthenticated",
+        action="store_true",
+        help="serve a non-loopback --host with no auth configured (behind an authenticating "
+        "gateway); also RUNYARD_ALLOW_UNAUTHENTICATED=true",
+    )
     serve.set_defaults(handler=_serve)
 
     mig = sub.add_parser("migrate", help="apply database migrations to DATABASE_URL")
@@ -122,24 +129,63 @@ def _dev(args: argparse.Namespace) -> None:
 def _serve(args: argparse.Namespace) -> None:
     if args.no_migrate:
         os.environ["RUNYARD_MIGRATE_ON_START"] = "false"
+    if args.config is not None:
+        os.environ["RUNYARD_CONFIG"] = str(args.config.resolve())
+    _require_auth_off_loopback(args)
     port = _require_free_port(args.host, args.port or DEFAULT_SERVE_PORT)
     _run_production_server(args, port)
+
+
+def _require_auth_off_loopback(args: argparse.Namespace) -> None:
+    """Refuse to serve a non-loopback address with no auth, unless explicitly allowed.
+
+    As Redis's protected mode: an open server reachable from the network is a choice the
+    operator states, not a default.
+    """
+    from runyard.graphs.config import declared_auth_path, find_config
+    from runyard.settings import Settings
+
+    if is_loopback(args.host):
+        return
+    settings = _load_settings(Settings)
+    if args.allow_unauthenticated or settings.allow_unauthenticated:
+        return
+    config = find_config(settings.config_path)
+    if declared_auth_path(config):
+        return
+    raise _CliError(
+        f"refusing to serve on {args.host} with no auth configured: anyone who can reach it "
+        f"could use every route. Set auth.path in {config.name}, bind a loopback address "
+        "(--host 127.0.0.1), or, behind a gateway that authenticates, allow it explicitly "
+        "with --allow-unauthenticated or RUNYARD_ALLOW_UNAUTHENTICATED=true"
+    )
+
+
+def is_loopback(host: str) -> bool:
+    """True for `localhost` and loopback addresses (127.0.0.0/8, ::1); False for the rest,
+    including every-interface binds (0.0.0.0, ::) and names that might resolve elsewhere."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def _run_production_server(args: argparse.Namespace, port: int) -> None:
     """One process; SIGTERM starts draining the workers at once, beside HTTP shutdown."""
     import uvicorn
+    from uvicorn.main import STARTUP_FAILURE
 
     from runyard.main import create_app
+    from runyard.server import AnnouncingServer
     from runyard.settings import Settings
 
-    if args.config is not None:
-        os.environ["RUNYARD_CONFIG"] = str(args.config.resolve())
     settings = _load_settings(Settings)
     app = create_app(settings)
     runtime = app.state.runtime
 
-    class DrainingServer(uvicorn.Server):
+    class DrainingServer(AnnouncingServer):
         def handle_exit(self, sig: int, frame: object) -> None:
             if runtime.workers_started:
                 runtime.begin_drain()
@@ -153,30 +199,41 @@ def _run_production_server(args: argparse.Namespace, port: int) -> None:
         access_log=bool(settings.access_log),
         timeout_graceful_shutdown=int(settings.worker_drain_timeout) + 5,
     )
-    print(f"runyard: serving on http://{args.host}:{port}", flush=True)
-    DrainingServer(config).run()
+    server = DrainingServer(config)
+    server.run()
+    if not server.started:
+        raise SystemExit(STARTUP_FAILURE)
 
 
-def _run_server(args: argparse.Namespace, port: int, reload: bool, workers: int = 1) -> None:
+def _run_server(args: argparse.Namespace, port: int, reload: bool) -> None:
     import uvicorn
+    from uvicorn.main import STARTUP_FAILURE
+    from uvicorn.supervisors import ChangeReload
 
+    from runyard.server import AnnouncingServer
     from runyard.settings import Settings
 
     if args.config is not None:
         os.environ["RUNYARD_CONFIG"] = str(args.config.resolve())
     settings = _load_settings(Settings)
-    print(f"runyard: serving on http://{args.host}:{port}", flush=True)
-    uvicorn.run(
+    config = uvicorn.Config(
         "runyard.main:create_app",
         factory=True,
         host=args.host,
         port=port,
         reload=reload,
-        workers=None if reload else workers,
         log_level="info",
         access_log=settings.access_log is not False,
         timeout_graceful_shutdown=None,
     )
+    # What uvicorn.run does, with a server that says where it serves once it does.
+    server = AnnouncingServer(config)
+    if config.should_reload:
+        ChangeReload(config, target=server.run, sockets=[config.bind_socket()]).run()
+    else:
+        server.run()
+        if not server.started:
+            raise SystemExit(STARTUP_FAILURE)
 
 
 def _migrate(_args: argparse.Namespace) -> None:
@@ -204,14 +261,18 @@ def _project(args: argparse.Namespace) -> BuildConfig:
 
 
 def _dockerfile(args: argparse.Namespace) -> None:
-    from runyard.deploy.images import write_dockerfile
+    from runyard.deploy.images import write_dockerfile, write_dockerignore
 
     build = _project(args)
     dockerfile, wheel = write_dockerfile(build, args.save_path.resolve())
     print(f"runyard: wrote {dockerfile} and {wheel}", flush=True)
+    ignore = write_dockerignore(build)
+    if ignore is not None:
+        print(f"runyard: wrote {ignore} (keeps .env, .runyard/, .venv/, .git/ out)", flush=True)
+    else:
+        print(f"runyard: kept the existing {build.project_dir / '.dockerignore'}", flush=True)
     print(
-        f"runyard: build it with: docker build --network host -f {dockerfile} "
-        f"{build.project_dir}",
+        f"runyard: build it with: docker build --network host -f {dockerfile} {build.project_dir}",
         flush=True,
     )
 

@@ -14,7 +14,7 @@ from starlette.applications import Starlette
 from starlette.middleware.cors import CORSMiddleware
 
 from runyard import __version__
-from runyard.api import a2a, assistants, crons, mcp, runs, store, system, threads
+from runyard.api import a2a, assistants, crons, docs, mcp, runs, store, system, threads
 from runyard.api.cors import cors_options
 from runyard.api.custom_app import (
     Lifespan,
@@ -73,12 +73,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         description="A self-hosted agent server for LangGraph graphs over the Agent Protocol.",
         lifespan=_lifespan(runtime, failure, custom_lifespan(custom)),
         openapi_url="/openapi.json" if meta else None,
-        docs_url="/docs" if meta else None,
+        docs_url=None,  # served by runyard.api.docs, with no CDN
         redoc_url="/redoc" if meta else None,
     )
     app.state.runtime = runtime
     install_error_handlers(app)
     add_routes(app, _system_router(meta))
+    if meta:
+        add_routes(app, docs.router)
     system_routes = list(app.router.routes)
     # Every resource route authenticates; the system probes and docs stay open.
     for group, router in RESOURCE_ROUTERS:

@@ -71,6 +71,10 @@ class Settings(BaseSettings):
     # machine. Empty: on for the embedded store (`runyard dev`), off in production.
     allow_private_network: bool | None = Field(default=None, alias="ALLOW_PRIVATE_NETWORK")
 
+    # `runyard serve` on a non-loopback address with no auth configured: refused unless this
+    # is true (or --allow-unauthenticated is passed), e.g. behind a gateway that authenticates.
+    allow_unauthenticated: bool = Field(default=False, alias="RUNYARD_ALLOW_UNAUTHENTICATED")
+
     # HTTP limits.
     max_body_bytes: int = Field(default=10 * 1024 * 1024, ge=1024, alias="RUNYARD_MAX_BODY_BYTES")
 

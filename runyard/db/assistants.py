@@ -42,6 +42,20 @@ async def insert_assistant_if_missing(session: AsyncConnection, row: dict[str, A
     )
 
 
+async def rename_assistant(
+    session: AsyncConnection, assistant_id: str, old_name: str, new_name: str
+) -> None:
+    """Rename an assistant and its versions that still bear `old_name` (others keep theirs)."""
+    if old_name == new_name:
+        return
+    for table in (assistants, assistant_versions):
+        await session.execute(
+            update(table)
+            .where(table.c.assistant_id == assistant_id, table.c.name == old_name)
+            .values(name=new_name)
+        )
+
+
 async def insert_assistant(session: AsyncConnection, row: dict[str, Any]) -> dict[str, Any] | None:
     """Insert an assistant row and return it; None (nothing written) when its id exists."""
     statement = (

@@ -6,7 +6,8 @@ It follows `langgraph dockerfile`: the project folder is the build context and i
 `pip_config_file` applies to every pip install. The base image is a build argument whose
 default is the public `python:<python_version>-slim`. Runyard itself is installed from the
 wheel that sits in the context beside the project (`.runyard-dist/`), and the image runs
-`runyard serve`.
+`runyard serve`. A `.dockerignore` beside it keeps secrets (`.env`), the dev store and
+environments out of the build context.
 """
 
 from __future__ import annotations
@@ -19,6 +20,30 @@ from runyard.deploy.project import BuildConfig
 WHEEL_DIR = ".runyard-dist"
 DEPS_DIR = "/deps"
 SERVER_PORT = 8000
+
+
+# Kept out of the build context, so `ADD . /deps/<project>` never bakes them into the image.
+DOCKERIGNORE = """\
+# Written by Runyard: what never goes into the image of this project (edit freely; Runyard
+# does not overwrite this file).
+# Secrets: the image takes its settings from the environment it runs in.
+**/.env
+**/.env.*
+!**/.env.example
+# The dev database and data of `runyard dev`.
+.runyard/
+# Environments, version control, caches.
+.venv/
+**/venv/
+.git/
+.hg/
+**/__pycache__/
+**/*.pyc
+.mypy_cache/
+.pytest_cache/
+.ruff_cache/
+**/node_modules/
+"""
 
 
 def default_base_image(python_version: str) -> str:
@@ -98,6 +123,9 @@ def _server(build: BuildConfig, home: str) -> list[str]:
         f"EXPOSE {SERVER_PORT}",
         "HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=5 \\",
         f"    CMD {json.dumps(['python', '-c', probe])}",
+        "# Every interface: without auth.path in the config, `runyard serve` refuses to start",
+        "# here unless RUNYARD_ALLOW_UNAUTHENTICATED=true is set (for a gateway that authenticates",
+        "# in front of it). `runyard up` runs it on 127.0.0.1 behind its load balancer instead.",
         f'CMD ["runyard", "serve", "--host", "0.0.0.0", "--port", "{SERVER_PORT}"]',
         "",
     ]

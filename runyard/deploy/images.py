@@ -8,7 +8,12 @@ import tempfile
 from pathlib import Path
 
 from runyard.deploy.compose import Deployment, nginx_listen, render_compose, render_nginx_conf
-from runyard.deploy.dockerfile import WHEEL_DIR, default_base_image, render_dockerfile
+from runyard.deploy.dockerfile import (
+    DOCKERIGNORE,
+    WHEEL_DIR,
+    default_base_image,
+    render_dockerfile,
+)
 from runyard.deploy.project import BuildConfig
 from runyard.deploy.wheel import wheel_name, write_runyard_wheel
 from runyard.domain.errors import ConfigError
@@ -46,8 +51,25 @@ def write_dockerfile(build: BuildConfig, save_path: Path) -> tuple[Path, Path]:
     return save_path, wheel
 
 
+def write_dockerignore(build: BuildConfig) -> Path | None:
+    """Write the project's `.dockerignore` unless it has one; the path written, or None."""
+    path = build.project_dir / ".dockerignore"
+    try:
+        with path.open("x") as out:
+            out.write(DOCKERIGNORE)
+    except FileExistsError:
+        return None
+    return path
+
+
 def stage_context(build: BuildConfig, folder: Path) -> tuple[Path, Path]:
-    """Copy the project into `folder` with the wheel and the Dockerfile: (context, Dockerfile)."""
+    """Copy the project into `folder` with the wheel and the Dockerfile: (context, Dockerfile).
+
+    The project gets its `.dockerignore` first (if it has none), and the copy carries it:
+    Docker applies it to the copy as it would to the project.
+    """
+    if write_dockerignore(build) is not None:
+        print(f"runyard: wrote {build.project_dir / '.dockerignore'}", flush=True)
     context = folder / "context"
     shutil.copytree(
         build.project_dir, context, ignore=shutil.ignore_patterns(*IGNORED), symlinks=True

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 from dataclasses import dataclass, field
@@ -11,6 +12,8 @@ from typing import Any
 
 from runyard.domain.errors import ConfigError
 from runyard.graphs.http_config import HttpConfig, parse_http
+
+log = logging.getLogger("runyard.config")
 
 CONFIG_NAMES = ("runyard.json", "langgraph.json")
 
@@ -100,12 +103,7 @@ def find_config(explicit: Path | None, cwd: Path | None = None) -> Path:
 
 def load_config(path: Path) -> ProjectConfig:
     """Parse and validate a config file; errors name the file and the key."""
-    try:
-        raw = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"cannot read {path}: {exc}") from exc
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: the top level must be a JSON object")
+    raw = _read_object(path)
     base = path.parent
     _check_keys(path, raw)
     graphs_raw = raw.get("graphs")
@@ -125,6 +123,23 @@ def load_config(path: Path) -> ProjectConfig:
         http=_optional_object(path, raw, "http"),
         checkpointer=_optional_object(path, raw, "checkpointer"),
     )
+
+
+def declared_auth_path(path: Path) -> str | None:
+    """The `auth.path` a config file names, read without importing or checking anything else."""
+    auth = _read_object(path).get("auth")
+    value = auth.get("path") if isinstance(auth, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
+def _read_object(path: Path) -> dict[str, Any]:
+    try:
+        raw = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read {path}: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: the top level must be a JSON object")
+    return raw
 
 
 def _check_keys(path: Path, raw: dict[str, Any]) -> None:
@@ -187,7 +202,14 @@ def _parse_env(path: Path, base: Path, env: Any) -> dict[str, str]:
 
         env_file = (base / env).resolve()
         if not env_file.is_file():
-            raise ConfigError(f"{path}: env file {env_file} does not exist")
+            # The official templates declare `.env` and ship only `.env.example`; LangGraph's
+            # server starts without the file, and so does Runyard, saying so.
+            log.warning(
+                "env_file_missing path=%s config=%s variables come from the environment only",
+                env_file,
+                path,
+            )
+            return {}
         return {k: v for k, v in dotenv_values(env_file).items() if v is not None}
     raise ConfigError(f"{path}: 'env' must be a file path or an object")
 

@@ -34,10 +34,10 @@ def import_attribute(file: Path, attribute: str, namespace: str, what: str) -> A
             module = _import_loose_file(file, namespace)
     except ConfigError:
         raise
-    except Exception as exc:
-        raise ConfigError(
-            f"{what}: importing {file}:{attribute} failed: {type(exc).__name__}: {exc}"
-        ) from exc
+    except (Exception, SystemExit) as exc:
+        # SystemExit too: a module that calls sys.exit() for a missing API key is a broken
+        # graph file like any other, not a reason to print a traceback.
+        raise ConfigError(f"{what}: importing {file}:{attribute} failed: {one_line(exc)}") from exc
     if not hasattr(module, attribute):
         raise ConfigError(
             f"{what}: {file}:{attribute} not found ({file.name} has no attribute {attribute!r})"
@@ -108,9 +108,9 @@ def import_module_attribute(module_name: str, attribute: str, what: str) -> Any:
     `attribute`; errors are ConfigError messages like import_attribute's."""
     try:
         module = importlib.import_module(module_name)
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:
         raise ConfigError(
-            f"{what}: importing module {module_name} failed: {type(exc).__name__}: {exc} "
+            f"{what}: importing module {module_name} failed: {one_line(exc)} "
             "(is its folder listed in 'dependencies', or the package installed?)"
         ) from exc
     if not hasattr(module, attribute):
@@ -119,3 +119,10 @@ def import_module_attribute(module_name: str, attribute: str, what: str) -> Any:
             f"attribute {attribute!r})"
         )
     return getattr(module, attribute)
+
+
+def one_line(exc: BaseException) -> str:
+    """`Type: message` on one line: a start-up failure is reported as a single log line, and
+    some messages (pydantic's validation errors) span several."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return f"{type(exc).__name__}: {'; '.join(lines)}" if lines else type(exc).__name__

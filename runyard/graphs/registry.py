@@ -25,6 +25,8 @@ from runyard.graphs.modules import import_attribute, import_module_attribute
 
 # LangGraph Platform derives each graph's default assistant id as uuid5 of this namespace.
 ASSISTANT_NAMESPACE = uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
+# The name LangGraph gives a graph compiled without one (`compile(name=...)`).
+UNNAMED_GRAPH = "LangGraph"
 
 
 @lru_cache(maxsize=256)  # asked by every run that names its graph by id
@@ -41,6 +43,18 @@ class LoadedGraph:
     graph: Pregel | None
     factory: Callable[..., Any] | None
     arguments: Arguments | None = None
+
+    @property
+    def assistant_name(self) -> str:
+        """The default assistant's name: the compiled graph's own name, else the graph id.
+
+        As LangGraph's server names it (langgraph_api.graph.register_graph): a factory, or a
+        graph compiled without a name, is known by its graph id.
+        """
+        name = getattr(self.graph, "name", None)
+        if isinstance(name, str) and name and name != UNNAMED_GRAPH:
+            return name
+        return self.spec.graph_id
 
     @asynccontextmanager
     async def open(

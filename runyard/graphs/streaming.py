@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import BaseMessage, BaseMessageChunk, message_chunk_to_message
 from langgraph.pregel import Pregel
 
+from runyard.graphs.context import run_context
 from runyard.graphs.serialize import to_jsonable
 
 # LangGraph's own modes, passed through; `tools` (tool calls starting, streaming, ending) and
@@ -121,7 +122,7 @@ async def stream_graph(
     requested: list[str],
     *,
     subgraphs: bool,
-    context: Any = None,
+    context: Mapping[str, Any] | None = None,
     interrupt_before: Any = None,
     interrupt_after: Any = None,
     durability: str | None = None,
@@ -129,7 +130,9 @@ async def stream_graph(
 ) -> AsyncIterator[tuple[str, Any]]:
     """Execute the graph, yielding protocol (event name, JSON-able payload) pairs.
 
-    `final`, when given, follows the root graph's last values and interrupts.
+    `context` holds the run's context values; the graph gets them as its `context_schema`
+    (with its defaults). `final`, when given, follows the root graph's last values and
+    interrupts.
     """
     kwargs: dict[str, Any] = {
         "stream_mode": graph_stream_modes(requested),
@@ -137,8 +140,9 @@ async def stream_graph(
         "interrupt_before": interrupt_before,
         "interrupt_after": interrupt_after,
     }
-    if context is not None:
-        kwargs["context"] = context
+    graph_context = run_context(graph, context)
+    if graph_context is not None:
+        kwargs["context"] = graph_context
     if durability is not None:
         kwargs["durability"] = durability
     accumulator = MessageAccumulator()

@@ -34,17 +34,20 @@ VERSIONED_FIELDS = ("graph_id", "config", "context", "metadata", "name", "descri
 
 
 async def ensure_default_assistants(runtime: Runtime) -> None:
-    """Give every graph its default assistant (stable id derived from the graph id)."""
+    """Give every graph its default assistant (stable id derived from the graph id), named
+    after the compiled graph."""
     async with runtime.sessions() as session, session.begin():
         now = await database_now(session)
         for graph_id in runtime.graphs.ids():
+            loaded = runtime.graphs.get(graph_id)
+            assistant_id = default_assistant_id(graph_id)
             await assistants_db.insert_assistant_if_missing(
                 session,
                 {
-                    "assistant_id": default_assistant_id(graph_id),
+                    "assistant_id": assistant_id,
                     "graph_id": graph_id,
-                    "name": graph_id,
-                    "description": runtime.graphs.get(graph_id).spec.description,
+                    "name": loaded.assistant_name,
+                    "description": loaded.spec.description,
                     "config": {},
                     "context": {},
                     "metadata": {"created_by": "system"},
@@ -52,6 +55,11 @@ async def ensure_default_assistants(runtime: Runtime) -> None:
                     "created_at": now,
                     "updated_at": now,
                 },
+            )
+            # Stores written before default assistants took the graph's name still call
+            # them by the graph id.
+            await assistants_db.rename_assistant(
+                session, assistant_id, graph_id, loaded.assistant_name
             )
 
 

@@ -281,7 +281,7 @@ class RunExecutor:
             config,
             kwargs.get("stream_mode") or ["values"],
             subgraphs=bool(kwargs.get("stream_subgraphs")),
-            context=kwargs.get("context") or None,
+            context=kwargs.get("context"),
             interrupt_before=kwargs.get("interrupt_before"),
             interrupt_after=kwargs.get("interrupt_after"),
             durability=kwargs.get("durability"),

@@ -11,7 +11,8 @@ import yaml
 
 from runyard.cli import main
 from runyard.deploy.compose import Deployment, nginx_listen, render_compose, render_nginx_conf
-from runyard.deploy.dockerfile import render_dockerfile
+from runyard.deploy.dockerfile import DOCKERIGNORE, render_dockerfile
+from runyard.deploy.images import stage_context
 from runyard.deploy.project import load_build_config
 from runyard.domain.errors import ConfigError
 
@@ -165,3 +166,81 @@ def test_the_repository_compose_files_are_the_generated_ones() -> None:
 REPO_HEADER = """# The repository's own deployment of the bundled examples:
 #   docker build --network host -t runyard:latest .   then   docker compose up -d
 # For your own project, run `runyard up` in its folder instead (see the README)."""
+
+
+# --- .dockerignore ------------------------------------------------------------------------
+
+
+def docker_ignores(patterns: str, path: str) -> bool:
+    """Whether Docker leaves `path` out of the build context under these .dockerignore lines.
+
+    Docker's rules: patterns are relative to the context root, `**` matches any number of
+    folders, `*` anything within one name, a folder's exclusion covers what is inside it, a
+    trailing `/` is dropped, and the last matching line wins (`!` re-includes).
+    """
+    ignored = False
+    for raw in patterns.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        negate = line.startswith("!")
+        pattern = line.lstrip("!").rstrip("/")
+        regex = "".join(
+            ".*" if part == "**" else "[^/]*" if part == "*" else re.escape(part)
+            for part in re.split(r"(\*\*|\*)", pattern)
+        ).replace(".*/", "(.*/)?")
+        if re.fullmatch(f"{regex}(/.*)?", path):
+            ignored = not negate
+    return ignored
+
+
+def test_dockerfile_writes_a_dockerignore_that_keeps_secrets_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = project(tmp_path)
+    main(["dockerfile", "--config", str(config), str(tmp_path / "Dockerfile")])
+    assert ".dockerignore" in capsys.readouterr().out
+    patterns = (tmp_path / ".dockerignore").read_text()
+    left_out = [
+        ".env",
+        ".env.local",
+        "app/.env",
+        ".runyard/runyard.sqlite",
+        ".venv/bin/python",
+        ".git/HEAD",
+        "app/__pycache__/graph.cpython-311.pyc",
+    ]
+    kept = [
+        "langgraph.json",
+        "app/graph.py",
+        ".env.example",
+        f".runyard-dist/{next((tmp_path / '.runyard-dist').glob('*.whl')).name}",
+        "requirements.txt",
+    ]
+    assert [p for p in left_out if not docker_ignores(patterns, p)] == []
+    assert [p for p in kept if docker_ignores(patterns, p)] == []
+
+
+def test_an_existing_dockerignore_is_never_overwritten(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = project(tmp_path)
+    (tmp_path / ".dockerignore").write_text("mine\n")
+    main(["dockerfile", "--config", str(config), str(tmp_path / "Dockerfile")])
+    assert (tmp_path / ".dockerignore").read_text() == "mine\n"
+    assert "kept the existing" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("existing", [None, "mine\n"], ids=["none", "own"])
+def test_build_context_carries_the_dockerignore(tmp_path: Path, existing: str | None) -> None:
+    # `runyard build` / `up` send a copy of the project: it gets the same .dockerignore.
+    folder = tmp_path / "project"
+    folder.mkdir()
+    build = load_build_config(project(folder))
+    (folder / ".env").write_text("OPENAI_API_KEY=sk-secret\n")
+    if existing is not None:
+        (folder / ".dockerignore").write_text(existing)
+    context, _ = stage_context(build, tmp_path / "stage")
+    written = (folder / ".dockerignore").read_text()
+    assert written == (existing or DOCKERIGNORE)
+    assert (context / ".dockerignore").read_text() == written

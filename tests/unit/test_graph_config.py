@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import textwrap
@@ -39,6 +40,7 @@ GRAPH_SOURCE = textwrap.dedent(
     builder.add_edge(START, "shout")
     builder.add_edge("shout", END)
     graph = builder.compile()
+    named = builder.compile(name="ReAct Agent")
 
 
     def make_with_config(config):
@@ -241,10 +243,18 @@ def test_env_as_a_file_is_read_relative_to_the_config(tmp_path: Path, env_name: 
     assert os.environ[env_name] == "from-file"
 
 
-def test_missing_env_file_names_it(tmp_path: Path) -> None:
+def test_missing_env_file_is_a_warning_naming_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The official templates declare `"env": ".env"` and ship only `.env.example`;
+    # `langgraph dev` (langgraph-api 0.16.7, run side by side) starts on such a folder.
     raw = {"graphs": {"g": "./graph.py:graph"}, "env": "./missing.env"}
-    with pytest.raises(ConfigError, match=r"missing\.env"):
-        load_config(write_project(tmp_path, raw))
+    with caplog.at_level(logging.WARNING, logger="runyard.config"):
+        config = load_config(write_project(tmp_path, raw))
+    assert config.env == {}
+    [record] = [r for r in caplog.records if r.name == "runyard.config"]
+    assert record.getMessage().startswith("env_file_missing ")
+    assert f"path={(tmp_path / 'missing.env').resolve()}" in record.getMessage()
 
 
 def test_env_from_the_config_never_overrides_the_environment(
@@ -416,6 +426,25 @@ def test_default_assistant_id_matches_langgraph_platform() -> None:
         assert default_assistant_id(graph_id) == str(uuid.uuid5(namespace, graph_id))
     # The value LangGraph Platform gives the graph named "agent".
     assert default_assistant_id("agent") == "fe096781-5601-53d2-b2f6-0d3403f7e9ca"
+
+
+@pytest.mark.parametrize(
+    ("spec", "name"),
+    [
+        ("./graph.py:named", "ReAct Agent"),
+        ("./graph.py:graph", "g"),
+        ("./graph.py:builder", "g"),
+        ("./graph.py:make_with_config", "g"),
+    ],
+    ids=["named", "compiled-unnamed", "state-graph", "factory"],
+)
+def test_default_assistant_name_is_the_graph_name_else_the_graph_id(
+    tmp_path: Path, spec: str, name: str
+) -> None:
+    # As langgraph_api.graph.register_graph (0.16.7) names it: a Pregel's own name unless it
+    # is LangGraph's default "LangGraph"; the graph id for the rest. Checked side by side with
+    # `langgraph dev`: compile(name="ReAct Agent") -> "ReAct Agent", compile() -> graph id.
+    assert load_one(tmp_path, spec).assistant_name == name
 
 
 def test_default_assistant_id_is_stable_and_distinct() -> None:
