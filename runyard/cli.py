@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from runyard.domain.errors import RunyardError
 
 if TYPE_CHECKING:
+    from runyard.deploy.compose import Deployment
     from runyard.deploy.project import BuildConfig
     from runyard.settings import Settings
 
@@ -260,9 +261,6 @@ def _build(args: argparse.Namespace) -> None:
 
 
 def _up(args: argparse.Namespace) -> None:
-    import os.path
-
-    from runyard.deploy import compose as defaults
     from runyard.deploy.images import build_image, default_tag
     from runyard.deploy.stack import Stack, compose_command, project_name, write_deployment
 
@@ -272,8 +270,29 @@ def _up(args: argparse.Namespace) -> None:
     compose = compose_command()  # before a build that would be wasted without it
     tag = args.tag or default_tag(build)
     folder = (args.dir or build.project_dir / ".runyard" / "up").resolve()
+    deployment = _deployment(args, build, tag, folder)
+    compose_file = write_deployment(deployment, folder)
+    print(f"runyard: wrote {compose_file}, nginx.conf and .env (the database password)")
+    if not args.no_build:
+        build_image(build, tag, base_image=args.base_image)
+    stack = Stack(compose, folder, project_name(build.project_name))
+    stack.up(deployment)
+    stack.wait_ready(deployment, args.wait_timeout)
+    print(f"runyard: {args.instances} instance(s) answer through nginx on {deployment.url}")
+    if deployment.bind_host not in ("127.0.0.1", "localhost", "::1"):
+        print(
+            f"runyard: nginx is published on {deployment.bind_host} without authentication; "
+            "configure `auth` in langgraph.json before exposing it to anyone",
+            flush=True,
+        )
+    print(f"runyard: stop it with: runyard down{_config_flag(args)}", flush=True)
+
+
+def _deployment(args: argparse.Namespace, build: BuildConfig, tag: str, folder: Path) -> Deployment:
+    from runyard.deploy import compose as defaults
+
     env_files = (os.path.relpath(build.env_file, folder),) if build.env_file else ()
-    deployment = defaults.Deployment(
+    return defaults.Deployment(
         image=tag,
         instances=args.instances,
         network=args.network,
@@ -286,21 +305,6 @@ def _up(args: argparse.Namespace) -> None:
         nginx_image=args.nginx_image or defaults.NGINX_IMAGE,
         env_files=env_files,
     )
-    compose_file = write_deployment(deployment, folder)
-    print(f"runyard: wrote {compose_file}, nginx.conf and .env (the database password)")
-    if not args.no_build:
-        build_image(build, tag, base_image=args.base_image)
-    stack = Stack(compose, folder, project_name(build.project_name))
-    stack.up(deployment)
-    stack.wait_ready(deployment, args.wait_timeout)
-    print(f"runyard: {args.instances} instance(s) answer through nginx on {deployment.url}")
-    if deployment.bind_host not in ("127.0.0.1", "localhost", "::1"):
-        print(
-            "runyard: nginx is published on every address without authentication; configure "
-            "`auth` in langgraph.json before exposing it to anyone",
-            flush=True,
-        )
-    print(f"runyard: stop it with: runyard down{_config_flag(args)}", flush=True)
 
 
 def _down(args: argparse.Namespace) -> None:

@@ -246,6 +246,10 @@ def _redis(d: Deployment) -> dict[str, Any]:
     command = ["redis-server", "--port", port, "--appendonly", "yes"]
     if d.network == "host":
         command[1:1] = ["--bind", "127.0.0.1"]
+    else:
+        # Reached over the project network only (not published); without this a Redis
+        # built with the usual defaults refuses every client but loopback.
+        command += ["--protected-mode", "no"]
     return _network(
         d,
         {

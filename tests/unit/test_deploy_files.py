@@ -75,6 +75,20 @@ def test_dockerfile_follows_the_build_keys(tmp_path: Path) -> None:
     assert steps[-1] == 'CMD ["runyard", "serve", "--host", "0.0.0.0", "--port", "8000"]'
 
 
+def test_runyards_dependencies_are_a_layer_before_its_wheel(tmp_path: Path) -> None:
+    # A change to Runyard's code rebuilds the wheel's layer, not its dependencies'.
+    build = load_build_config(project(tmp_path))
+    steps = instructions(render_dockerfile(build, WHEEL, ["fastapi>=0.115", "uvicorn[standard]"]))
+    start = steps.index("RUN pip install 'fastapi>=0.115' 'uvicorn[standard]'")
+    assert steps[start + 1 : start + 3] == [
+        f"COPY .runyard-dist/{WHEEL} /tmp/{WHEEL}",
+        f"RUN pip install --no-deps /tmp/{WHEEL} && rm /tmp/{WHEEL}",
+    ]
+    # By default, what the installed Runyard requires, without its extras.
+    default = " ".join(instructions(render_dockerfile(build, WHEEL)))
+    assert "'fastapi>=" in default and "pytest" not in default
+
+
 def test_default_python_version_is_the_usual_public_base(tmp_path: Path) -> None:
     steps = instructions(render_dockerfile(load_build_config(project(tmp_path)), WHEEL))
     assert steps[0] == "ARG BASE_IMAGE=python:3.11-slim"
@@ -156,6 +170,7 @@ def test_bridge_network_compose_publishes_nginx_only() -> None:
         # nginx is the gateway: the instances serve unauthenticated behind it.
         assert env["RUNYARD_ALLOW_UNAUTHENTICATED"] == "true"
         assert env["RUNYARD_INSTANCE"] == name
+    assert services["redis"]["command"][-2:] == ["--protected-mode", "no"]
     # The password is interpolated from the .env beside the file, never written in it.
     password = services["postgres"]["environment"]["POSTGRES_PASSWORD"]
     assert password.startswith("${POSTGRES_PASSWORD:?")
