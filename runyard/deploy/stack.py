@@ -112,15 +112,25 @@ class Stack:
 
     def wait_ready(self, deployment: Deployment, timeout: float) -> None:
         """Wait until nginx has answered `/ok` through every instance, or raise naming the
-        services that did not come up, with their last log lines."""
+        services that did not come up (at once for one that exits or restarts), with their
+        last log lines."""
         seen: set[str] = set()
+        baseline = self.states()
         deadline = time.monotonic() + timeout
+        next_check = time.monotonic() + 2
         while time.monotonic() < deadline:
             seen |= _answering_upstreams(deployment.url)
             if len(seen & set(deployment.upstreams)) == deployment.instances or (
                 deployment.network == "bridge" and len(seen) >= deployment.instances
             ):
                 return
+            if time.monotonic() >= next_check:
+                crashed = _crashed(baseline, self.states())
+                if crashed:
+                    raise DeployError(
+                        f"{', '.join(crashed)} exited or keeps restarting\n" + self.logs(crashed)
+                    )
+                next_check = time.monotonic() + 2
             time.sleep(0.3)
         raise DeployError(
             f"nginx on {deployment.url} did not answer /ok through every instance within "
@@ -129,27 +139,59 @@ class Stack:
         )
 
     def failure_report(self, deployment: Deployment, seen: set[str]) -> str:
-        """The services that are not running, or instances nginx never reached, with logs."""
+        """The services that crashed or are not running, or the instances nginx never
+        reached, with their last log lines."""
+        failing = _crashed({}, self.states())
         running = set(self._output("ps", "--services", "--filter", "status=running").split())
-        failing = [
-            s for s in ("postgres", "redis", *deployment.instance_names, "lb") if s not in running
-        ]
+        if not failing:
+            services = ("postgres", "redis", *deployment.instance_names, "lb")
+            failing = [s for s in services if s not in running]
         if "postgres" in running and not any(s in running for s in deployment.instance_names):
             failing.insert(0, "migrate")  # the instances wait for it
         if not failing and deployment.network == "host":
-            failing = [
-                name
-                for name, address in zip(
-                    deployment.instance_names, deployment.upstreams, strict=True
-                )
-                if address not in seen
-            ]
-        failing = failing or deployment.instance_names
-        parts = [f"not up: {', '.join(failing)}"]
-        for service in failing:
+            names = zip(deployment.instance_names, deployment.upstreams, strict=True)
+            failing = [name for name, address in names if address not in seen]
+        return self.logs(list(dict.fromkeys(failing)) or deployment.instance_names)
+
+    def logs(self, services: list[str]) -> str:
+        """The services named, then the last log lines of each."""
+        parts = [f"not up: {', '.join(services)}"]
+        for service in services:
             logs = self._output("logs", "--no-color", "--tail", str(LOG_LINES), service)
             parts.append(f"--- last log lines of {service} ---\n{logs.rstrip() or '(none)'}")
         return "\n".join(parts)
+
+    def states(self) -> dict[str, tuple[int, str, str]]:
+        """Each service's container as the docker CLI sees it: (restart count, status, exit
+        code); empty without a docker CLI (Debian's docker-compose does not need one)."""
+        docker = self.compose[0] if self.compose[-1] == "compose" else shutil.which("docker")
+        if docker is None:
+            return {}
+        label = f"label=com.docker.compose.project={self.project}"
+        listed = subprocess.run(
+            [docker, "ps", "-aq", "--filter", label],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        if not listed.stdout.split():
+            return {}
+        service = '{{index .Config.Labels "com.docker.compose.service"}}'
+        form = f"{service} {{{{.RestartCount}}}} {{{{.State.Status}}}} {{{{.State.ExitCode}}}}"
+        inspected = subprocess.run(
+            [docker, "inspect", "-f", form, *listed.stdout.split()],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        states = {}
+        for line in inspected.stdout.splitlines():
+            fields = line.split()
+            if len(fields) == 4 and fields[1].isdigit():
+                states[fields[0]] = (int(fields[1]), fields[2], fields[3])
+        return states
 
     def _output(self, *args: str) -> str:
         result = subprocess.run(
@@ -171,3 +213,18 @@ def _answering_upstreams(url: str) -> set[str]:
         except (urllib.error.URLError, OSError):
             return seen
     return seen
+
+
+def _crashed(
+    before: dict[str, tuple[int, str, str]], now: dict[str, tuple[int, str, str]]
+) -> list[str]:
+    """Services that exited or restarted since `before` (the migration: that failed)."""
+    crashed = []
+    for service, (restarts, status, code) in sorted(now.items()):
+        stopped = status in ("exited", "dead", "restarting")
+        if service == "migrate":
+            if stopped and code != "0":
+                crashed.append(service)
+        elif stopped or restarts > before.get(service, (0, "", ""))[0]:
+            crashed.append(service)
+    return crashed

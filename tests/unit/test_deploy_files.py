@@ -16,7 +16,7 @@ from runyard.cli import main
 from runyard.deploy.compose import Deployment, nginx_listen, render_compose, render_nginx_conf
 from runyard.deploy.dockerfile import render_dockerfile
 from runyard.deploy.project import load_build_config
-from runyard.deploy.stack import write_deployment
+from runyard.deploy.stack import _crashed, write_deployment
 from runyard.domain.errors import ConfigError
 
 WHEEL = "runyard-0.1.0-py3-none-any.whl"
@@ -283,3 +283,17 @@ REPO_HEADER = """# The repository's own deployment of the bundled examples:
 #   docker build --network host -t runyard:latest .
 #   echo "POSTGRES_PASSWORD=$(openssl rand -hex 24)" >> .env   then   docker compose up -d
 # For your own project, run `runyard up` in its folder instead (see the README)."""
+
+
+def test_up_tells_a_crashing_service_from_a_finished_migration() -> None:
+    before = {"runyard-1": (2, "running", "0")}
+    now = {
+        "migrate": (0, "exited", "0"),  # done: that is its job
+        "postgres": (0, "running", "0"),
+        "runyard-1": (2, "running", "0"),  # restarted before `up`, not since
+        "runyard-2": (1, "running", "0"),  # restarted since
+        "runyard-3": (0, "restarting", "2"),
+        "lb": (0, "exited", "1"),
+    }
+    assert _crashed(before, now) == ["lb", "runyard-2", "runyard-3"]
+    assert _crashed({}, {"migrate": (0, "exited", "1")}) == ["migrate"]
