@@ -272,7 +272,7 @@ def _up(args: argparse.Namespace) -> None:
     folder = (args.dir or build.project_dir / ".runyard" / "up").resolve()
     deployment = _deployment(args, build, tag, folder)
     compose_file = write_deployment(deployment, folder)
-    print(f"runyard: wrote {compose_file}, nginx.conf and .env (the database password)")
+    print(f"runyard: wrote {compose_file}, nginx.conf and .env (the database password)", flush=True)
     if not args.no_build:
         build_image(build, tag, base_image=args.base_image)
     stack = Stack(compose, folder, project_name(build.project_name))

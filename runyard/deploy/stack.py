@@ -125,7 +125,7 @@ class Stack:
             ):
                 return
             if time.monotonic() >= next_check:
-                crashed = _crashed(baseline, self.states())
+                crashed = crashed_services(baseline, self.states())
                 if crashed:
                     raise DeployError(
                         f"{', '.join(crashed)} exited or keeps restarting\n" + self.logs(crashed)
@@ -141,7 +141,7 @@ class Stack:
     def failure_report(self, deployment: Deployment, seen: set[str]) -> str:
         """The services that crashed or are not running, or the instances nginx never
         reached, with their last log lines."""
-        failing = _crashed({}, self.states())
+        failing = crashed_services({}, self.states())
         running = set(self._output("ps", "--services", "--filter", "status=running").split())
         if not failing:
             services = ("postgres", "redis", *deployment.instance_names, "lb")
@@ -215,7 +215,7 @@ def _answering_upstreams(url: str) -> set[str]:
     return seen
 
 
-def _crashed(
+def crashed_services(
     before: dict[str, tuple[int, str, str]], now: dict[str, tuple[int, str, str]]
 ) -> list[str]:
     """Services that exited or restarted since `before` (the migration: that failed)."""

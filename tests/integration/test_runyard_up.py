@@ -234,20 +234,23 @@ async def test_runyard_up_serves_a_template_project_through_nginx(
     resumed = await client.runs.wait(thread_id, "asker", command={"resume": "yes"})
     assert resumed == {"question": "Deploy?", "answer": "yes"}
 
-    # A run longer than the lease (8 s); the instance executing it is stopped: the run
-    # finishes on another one, each step done once (WORKER_DRAIN_TIMEOUT=1 in .env).
+    # A run longer than the lease (8 s) and the drain (30 s), with the default settings: the
+    # instance executing it is stopped (SIGTERM, then it drains); the run finishes on
+    # another one, every step done once, and the stopped instance exits cleanly.
     thread_id = (await client.threads.create())["thread_id"]
-    steps = 12
+    steps = 40
     run = await client.runs.create(thread_id, "agent", input={"steps": steps, "delay": 1.0})
     first = (await wait_for_done(client, thread_id, 1))[0].split("@")[1]
-    stopped = up.daemon.run("stop", up.container(first), timeout=120)
-    assert stopped.returncode == 0
+    container = up.container(first)
+    await asyncio.to_thread(up.daemon.run, "stop", container, timeout=120)
     assert await wait_for_status(client, thread_id, run["run_id"]) == "success"
     done = (await client.threads.get_state(thread_id))["values"]["done"]
     assert [entry.split("@")[0] for entry in done] == [str(i) for i in range(steps)]
     executors = [entry.split("@")[1] for entry in done]
     assert executors[0] == first and executors[-1] != first
     assert set(executors) <= {"runyard-1", "runyard-2", "runyard-3"}
+    exited = up.daemon.run("inspect", "-f", "{{.State.ExitCode}}", container)
+    assert exited.stdout.decode().strip() == "0"
 
     # An instance that cannot start: `up` fails naming it, with its last log lines.
     with (up.project / ".env").open("a") as env:

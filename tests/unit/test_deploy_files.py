@@ -16,7 +16,7 @@ from runyard.cli import main
 from runyard.deploy.compose import Deployment, nginx_listen, render_compose, render_nginx_conf
 from runyard.deploy.dockerfile import render_dockerfile
 from runyard.deploy.project import load_build_config
-from runyard.deploy.stack import _crashed, write_deployment
+from runyard.deploy.stack import crashed_services, write_deployment
 from runyard.domain.errors import ConfigError
 
 WHEEL = "runyard-0.1.0-py3-none-any.whl"
@@ -295,5 +295,5 @@ def test_up_tells_a_crashing_service_from_a_finished_migration() -> None:
         "runyard-3": (0, "restarting", "2"),
         "lb": (0, "exited", "1"),
     }
-    assert _crashed(before, now) == ["lb", "runyard-2", "runyard-3"]
-    assert _crashed({}, {"migrate": (0, "exited", "1")}) == ["migrate"]
+    assert crashed_services(before, now) == ["lb", "runyard-2", "runyard-3"]
+    assert crashed_services({}, {"migrate": (0, "exited", "1")}) == ["migrate"]
