@@ -3,7 +3,9 @@
 The daemon has its own data root, exec root and socket, no bridge network and no iptables
 rules: containers run with host networking only. No image registry is reachable here, so the
 base image is a debootstrap of Debian bookworm with Python, imported into the daemon; its
-tarball is cached outside the repository so later test runs skip the debootstrap.
+tarball is cached outside the repository so later test runs skip the debootstrap. PostgreSQL,
+Redis and nginx images are built on that base from Debian's packages; they live in the
+daemon's data root, cached in the same place, so later runs reuse them.
 """
 
 from __future__ import annotations
