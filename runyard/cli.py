@@ -267,9 +267,9 @@ def _up(args: argparse.Namespace) -> None:
     if args.instances < 1:
         raise _CliError("--instances must be at least 1")
     build = _project(args)
+    folder = _up_folder(args, build)
     compose = compose_command()  # before a build that would be wasted without it
     tag = args.tag or default_tag(build)
-    folder = (args.dir or build.project_dir / ".runyard" / "up").resolve()
     deployment = _deployment(args, build, tag, folder)
     compose_file = write_deployment(deployment, folder)
     print(f"runyard: wrote {compose_file}, nginx.conf and .env (the database password)", flush=True)
@@ -286,6 +286,20 @@ def _up(args: argparse.Namespace) -> None:
             flush=True,
         )
     print(f"runyard: stop it with: runyard down{_config_flag(args)}", flush=True)
+
+
+def _up_folder(args: argparse.Namespace, build: BuildConfig) -> Path:
+    folder = (args.dir or build.project_dir / ".runyard" / "up").resolve()
+    if folder.is_relative_to(build.project_dir) and not folder.is_relative_to(
+        build.project_dir / ".runyard"
+    ):
+        # The project folder is the image's build context: the password would be baked in.
+        raise _CliError(
+            f"--dir {folder} is inside the project folder, which goes into the image with "
+            "the deployment's .env (its database password); choose a folder outside it or "
+            "under .runyard/"
+        )
+    return folder
 
 
 def _deployment(args: argparse.Namespace, build: BuildConfig, tag: str, folder: Path) -> Deployment:

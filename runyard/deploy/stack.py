@@ -69,7 +69,10 @@ def write_deployment(deployment: Deployment, folder: Path) -> Path:
             "# The deployment's secrets, read by docker compose; keep this file private.",
             f"{PASSWORD_VARIABLE}={secrets.token_hex(24)}",
         ]
-        env.write_text("\n".join(lines) + "\n")
+        # Private from its creation on, not only after the write.
+        descriptor = os.open(env, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w") as file:
+            file.write("\n".join(lines) + "\n")
     env.chmod(0o600)
     return compose
 

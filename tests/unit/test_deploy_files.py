@@ -297,3 +297,14 @@ def test_up_tells_a_crashing_service_from_a_finished_migration() -> None:
     }
     assert crashed_services(before, now) == ["lb", "runyard-2", "runyard-3"]
     assert crashed_services({}, {"migrate": (0, "exited", "1")}) == ["migrate"]
+
+
+def test_up_refuses_to_write_the_password_into_the_build_context(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = project(tmp_path)
+    with pytest.raises(SystemExit) as exited:
+        main(["up", "--config", str(config), "--dir", str(tmp_path / "deploy")])
+    assert exited.value.code == 2
+    assert "inside the project folder" in capsys.readouterr().err
+    assert not (tmp_path / "deploy").exists()
