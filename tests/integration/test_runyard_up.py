@@ -35,7 +35,7 @@ from tests.support.docker import (
 )
 from tests.support.server import ROOT, free_port
 
-TEMPLATE = ROOT / "tests" / "projects" / "template"
+TEMPLATE = ROOT / "tests" / "projects" / "deployable"
 TAG = "runyard-template:test"
 TERMINAL = frozenset({"success", "error", "interrupted", "timeout"})
 
