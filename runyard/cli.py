@@ -1,4 +1,4 @@
-"""The `runyard` command: dev, serve, migrate, dockerfile, build, up."""
+"""The `runyard` command: dev, serve, migrate, dockerfile, build, up, down."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from runyard.domain.errors import RunyardError
 
 if TYPE_CHECKING:
+    from runyard.deploy.compose import Deployment
     from runyard.deploy.project import BuildConfig
     from runyard.settings import Settings
 
@@ -79,19 +80,53 @@ def _parser() -> argparse.ArgumentParser:
     up = sub.add_parser(
         "up", help="build the project's image, start PostgreSQL, Redis, N instances and nginx"
     )
+    _add_up_options(up)
+    up.set_defaults(handler=_up)
+
+    down = sub.add_parser("down", help="stop what `runyard up` started (volumes kept)")
+    _add_project_options(down)
+    down.add_argument("--dir", type=Path, default=None, help="the folder `up` wrote into")
+    down.add_argument(
+        "-v", "--volumes", action="store_true", help="also remove the database and Redis data"
+    )
+    down.set_defaults(handler=_down)
+    return parser
+
+
+def _add_up_options(up: argparse.ArgumentParser) -> None:
     _add_project_options(up)
     _add_image_options(up)
     up.add_argument("--instances", type=int, default=3, help="Runyard instances (default 3)")
-    up.add_argument("--host", default="127.0.0.1", help="address nginx listens on")
+    up.add_argument(
+        "--network",
+        choices=("bridge", "host"),
+        default="bridge",
+        help="bridge: a project network, only nginx published (default); host: every "
+        "container on the host network, on loopback",
+    )
+    up.add_argument(
+        "--host", default=None, help="address nginx is published on (all; host network: 127.0.0.1)"
+    )
     up.add_argument("--port", type=int, default=8000, help="port nginx listens on (default 8000)")
-    up.add_argument("--postgres-port", type=int, default=5433, help="PostgreSQL's port (5433)")
-    up.add_argument("--redis-port", type=int, default=6380, help="Redis's port (default 6380)")
+    up.add_argument(
+        "--postgres-port", type=int, default=5433, help="PostgreSQL's port, host network (5433)"
+    )
+    up.add_argument(
+        "--redis-port", type=int, default=6380, help="Redis's port, host network (6380)"
+    )
+    up.add_argument("--postgres-image", default=None, help="PostgreSQL image (postgres:15)")
+    up.add_argument("--redis-image", default=None, help="Redis image (redis:7)")
+    up.add_argument("--nginx-image", default=None, help="nginx image (nginx:1.27)")
     up.add_argument("--no-build", action="store_true", help="use the image as it is")
     up.add_argument(
         "--dir", type=Path, default=None, help="where to write the compose file (.runyard/up)"
     )
-    up.set_defaults(handler=_up)
-    return parser
+    up.add_argument(
+        "--wait-timeout",
+        type=float,
+        default=300.0,
+        help="seconds to wait for every instance to answer through nginx (300)",
+    )
 
 
 def _add_project_options(parser: argparse.ArgumentParser) -> None:
@@ -287,34 +322,89 @@ def _build(args: argparse.Namespace) -> None:
 
 
 def _up(args: argparse.Namespace) -> None:
-    from runyard.deploy.compose import Deployment
-    from runyard.deploy.images import (
-        build_image,
-        compose_command,
-        default_tag,
-        start_deployment,
-        write_deployment,
-    )
+    from runyard.deploy.images import build_image, default_tag
+    from runyard.deploy.stack import Stack, compose_command, project_name, write_deployment
 
     if args.instances < 1:
         raise _CliError("--instances must be at least 1")
     build = _project(args)
+    folder = _up_folder(args, build)
     compose = compose_command()  # before a build that would be wasted without it
     tag = args.tag or default_tag(build)
-    deployment = Deployment(
+    deployment = _deployment(args, build, tag, folder)
+    compose_file = write_deployment(deployment, folder)
+    print(f"runyard: wrote {compose_file}, nginx.conf and .env (the database password)", flush=True)
+    if not args.no_build:
+        build_image(build, tag, base_image=args.base_image)
+    stack = Stack(compose, folder, project_name(build.project_name))
+    stack.up(deployment)
+    stack.wait_ready(deployment, args.wait_timeout)
+    print(f"runyard: {args.instances} instance(s) answer through nginx on {deployment.url}")
+    if deployment.bind_host not in ("127.0.0.1", "localhost", "::1"):
+        print(
+            f"runyard: nginx is published on {deployment.bind_host} without authentication; "
+            "configure `auth` in langgraph.json before exposing it to anyone",
+            flush=True,
+        )
+    print(f"runyard: stop it with: runyard down{_config_flag(args)}", flush=True)
+
+
+def _up_folder(args: argparse.Namespace, build: BuildConfig) -> Path:
+    folder = (args.dir or build.project_dir / ".runyard" / "up").resolve()
+    if folder.is_relative_to(build.project_dir) and not folder.is_relative_to(
+        build.project_dir / ".runyard"
+    ):
+        # The project folder is the image's build context: the password would be baked in.
+        raise _CliError(
+            f"--dir {folder} is inside the project folder, which goes into the image with "
+            "the deployment's .env (its database password); choose a folder outside it or "
+            "under .runyard/"
+        )
+    return folder
+
+
+def _deployment(args: argparse.Namespace, build: BuildConfig, tag: str, folder: Path) -> Deployment:
+    from runyard.deploy import compose as defaults
+
+    env_files = (os.path.relpath(build.env_file, folder),) if build.env_file else ()
+    return defaults.Deployment(
         image=tag,
         instances=args.instances,
+        network=args.network,
         host=args.host,
         port=args.port,
         postgres_port=args.postgres_port,
         redis_port=args.redis_port,
+        postgres_image=args.postgres_image or defaults.POSTGRES_IMAGE,
+        redis_image=args.redis_image or defaults.REDIS_IMAGE,
+        nginx_image=args.nginx_image or defaults.NGINX_IMAGE,
+        env_files=env_files,
     )
-    compose_file = write_deployment(deployment, args.dir or build.project_dir / ".runyard" / "up")
-    print(f"runyard: wrote {compose_file}", flush=True)
-    if not args.no_build:
-        build_image(build, tag, base_image=args.base_image)
-    start_deployment(compose, compose_file)
-    print(f"runyard: load balancer on {deployment.url}", flush=True)
+
+
+def _down(args: argparse.Namespace) -> None:
+    from runyard.deploy.stack import COMPOSE_FILE, Stack, compose_command, project_name
+
+    build = _project(args)
+    folder = (args.dir or build.project_dir / ".runyard" / "up").resolve()
+    if not (folder / COMPOSE_FILE).is_file():
+        raise _CliError(f"nothing to stop: no {COMPOSE_FILE} in {folder} (see --dir)")
+    stack = Stack(compose_command(), folder, project_name(build.project_name))
+    stack.down(remove_volumes=args.volumes)
+    volumes = " and ".join(stack.volumes())
+    if args.volumes:
+        print(f"runyard: stopped; removed the volumes {volumes}", flush=True)
+    else:
+        print(
+            f"runyard: stopped; kept the volumes {volumes} (the database and Redis data): "
+            "the next `runyard up` finds them, `runyard down --volumes` removes them",
+            flush=True,
+        )
+
+
+def _config_flag(args: argparse.Namespace) -> str:
+    flags = f" -c {args.config}" if args.config else ""
+    return flags + (f" --dir {args.dir}" if args.dir else "")
 
 
 def _load_settings(settings_cls: type[Settings]) -> Settings:

@@ -1,64 +1,112 @@
-"""The compose file and nginx configuration of `runyard up`, all on the host network.
+"""The compose file and nginx configuration of `runyard up`, in one of two network shapes.
 
-Every container uses `network_mode: host` and binds to loopback unless told otherwise, so no
-bridge network is needed: PostgreSQL, Redis, a one-shot migration, N Runyard instances on
-consecutive ports and nginx spreading requests over them.
+`bridge` (the default): an ordinary project network where services find each other by name;
+PostgreSQL, Redis, a one-shot migration and N Runyard instances publish nothing, nginx
+publishes one port. `host`: every container uses `network_mode: host` and binds to loopback,
+for machines without bridge networking; each part then has a port of its own on the host.
+
+The database password is never in these files: compose reads it from the `.env` written
+beside them (`POSTGRES_PASSWORD`), and the image does not hold it either.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from runyard.deploy.dockerfile import SERVER_PORT
 
 POSTGRES_IMAGE = "postgres:15"
 REDIS_IMAGE = "redis:7"
 NGINX_IMAGE = "nginx:1.27"
+NGINX_PORT = 8000  # nginx's port inside its container on the bridge network
+UPSTREAM_HEADER = "X-Runyard-Upstream"
+PASSWORD_VARIABLE = "POSTGRES_PASSWORD"
+# Compose stops with an error naming the file when the password is missing.
+PASSWORD = (
+    "${" + PASSWORD_VARIABLE + ":?set " + PASSWORD_VARIABLE + " in the .env beside this file}"
+)
+
+Network = Literal["bridge", "host"]
 
 
 @dataclass(frozen=True)
 class Deployment:
-    """Where each part of a `runyard up` deployment listens."""
+    """What a `runyard up` deployment runs and where each part listens."""
 
     image: str
     instances: int = 3
-    host: str = "127.0.0.1"
+    network: Network = "bridge"
+    # Where nginx is published; None: every interface (bridge), 127.0.0.1 (host).
+    host: str | None = None
     port: int = SERVER_PORT
-    # Empty: the ports right after the load balancer's.
+    # host network only: the instances' first port (None: the ports right after nginx's),
+    # PostgreSQL's and Redis's.
     first_instance_port: int | None = None
     postgres_port: int = 5433
     redis_port: int = 6380
+    postgres_image: str = POSTGRES_IMAGE
+    redis_image: str = REDIS_IMAGE
+    nginx_image: str = NGINX_IMAGE
+    # The project's env files (langgraph.json's "env"), relative to the compose file: the
+    # instances read them at run time, so they need not be in the image.
+    env_files: tuple[str, ...] = field(default=())
+
+    @property
+    def bind_host(self) -> str:
+        """The address nginx is published on."""
+        if self.host is not None:
+            return self.host
+        return "0.0.0.0" if self.network == "bridge" else "127.0.0.1"
+
+    @property
+    def instance_names(self) -> list[str]:
+        """The compose service of each Runyard instance."""
+        return [f"runyard-{i}" for i in range(1, self.instances + 1)]
 
     @property
     def instance_ports(self) -> list[int]:
-        """The port of each Runyard instance, on 127.0.0.1."""
+        """The port of each Runyard instance (on 127.0.0.1 with the host network)."""
+        if self.network == "bridge":
+            return [SERVER_PORT] * self.instances
         first = self.first_instance_port or self.port + 1
         return [first + i for i in range(self.instances)]
 
     @property
+    def upstreams(self) -> list[str]:
+        """The instances' addresses as nginx reaches them."""
+        if self.network == "bridge":
+            return [f"{name}:{SERVER_PORT}" for name in self.instance_names]
+        return [f"127.0.0.1:{port}" for port in self.instance_ports]
+
+    @property
     def url(self) -> str:
-        """Where clients reach the load balancer."""
-        shown = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
+        """Where clients on this machine reach the load balancer."""
+        shown = "127.0.0.1" if self.bind_host in ("0.0.0.0", "", "::") else self.bind_host
         return f"http://{shown}:{self.port}"
 
     @property
     def database_url(self) -> str:
-        """The instances' DATABASE_URL."""
-        return f"postgresql://runyard:runyard@127.0.0.1:{self.postgres_port}/runyard"
+        """The instances' DATABASE_URL, the password interpolated by compose."""
+        where = "postgres:5432" if self.network == "bridge" else f"127.0.0.1:{self.postgres_port}"
+        return f"postgresql://runyard:{PASSWORD}@{where}/runyard"
 
     @property
     def redis_url(self) -> str:
         """The instances' REDIS_URL."""
-        return f"redis://127.0.0.1:{self.redis_port}/0"
+        where = "redis:6379" if self.network == "bridge" else f"127.0.0.1:{self.redis_port}"
+        return f"redis://{where}/0"
 
 
-def render_nginx_conf(upstreams: list[int], listen: str, extra_main: str = "") -> str:
-    """nginx in front of Runyard instances on 127.0.0.1: streams unbuffered, retries on
-    another instance when one is stopping; `extra_main` adds top-level directives."""
+def render_nginx_conf(upstreams: Sequence[str | int], listen: str, extra_main: str = "") -> str:
+    """nginx in front of Runyard instances (addresses, or ports on 127.0.0.1): streams
+    unbuffered, retries on another instance when one is stopping, and names the instance
+    that answered in a response header; `extra_main` adds top-level directives."""
+    addresses = [f"127.0.0.1:{u}" if isinstance(u, int) else u for u in upstreams]
     servers = "\n".join(
-        f"        server 127.0.0.1:{port} max_fails=1 fail_timeout=2s;" for port in upstreams
+        f"        server {address} max_fails=1 fail_timeout=2s;" for address in addresses
     )
     return f"""# Load balancer in front of the Runyard instances (generated by Runyard).
 # Any instance serves any request; streams need buffering off and long read timeouts.
@@ -86,10 +134,24 @@ http {{
             client_max_body_size 20m;
             # A request that reaches a stopping instance is retried on another one.
             proxy_next_upstream error timeout http_502 http_503;
+            # Which instance answered: `runyard up` waits until every one has.
+            add_header {UPSTREAM_HEADER} $upstream_addr always;
         }}
     }}
 }}
 """
+
+
+def nginx_listen(deployment: Deployment) -> str:
+    """The `listen` value of the load balancer."""
+    if deployment.network == "bridge":
+        return str(NGINX_PORT)
+    return f"{deployment.bind_host}:{deployment.port}"
+
+
+def render_deployment_nginx(deployment: Deployment) -> str:
+    """nginx.conf of a deployment."""
+    return render_nginx_conf(deployment.upstreams, nginx_listen(deployment))
 
 
 def render_compose(
@@ -100,83 +162,127 @@ def render_compose(
     services: dict[str, Any] = {
         "postgres": _postgres(d),
         "redis": _redis(d),
-        "migrate": {
-            "image": d.image,
-            "network_mode": "host",
-            "command": ["runyard", "migrate"],
-            "environment": {"DATABASE_URL": d.database_url},
-            "depends_on": {"postgres": {"condition": "service_healthy"}},
-            "restart": "no",
-        },
+        "migrate": _network(
+            d,
+            {
+                "image": d.image,
+                "command": ["runyard", "migrate"],
+                "environment": {"DATABASE_URL": d.database_url},
+                "depends_on": {"postgres": {"condition": "service_healthy"}},
+                "restart": "no",
+            },
+        ),
     }
-    for index, port in enumerate(d.instance_ports, start=1):
-        services[f"runyard-{index}"] = _instance(d, port)
-    services["lb"] = {
-        "image": NGINX_IMAGE,
-        "network_mode": "host",
+    for name, port in zip(d.instance_names, d.instance_ports, strict=True):
+        services[name] = _instance(d, name, port)
+    lb: dict[str, Any] = {
+        "image": d.nginx_image,
         "volumes": [f"{nginx_conf}:/etc/nginx/nginx.conf:ro"],
-        "depends_on": [f"runyard-{i}" for i in range(1, d.instances + 1)],
+        "depends_on": d.instance_names,
         "restart": "unless-stopped",
     }
-    comment = [
+    if d.network == "bridge":
+        published = f"{d.port}:{NGINX_PORT}"
+        lb["ports"] = [published if d.host is None else f"{d.host}:{published}"]
+    services["lb"] = _network(d, lb)
+    document = {"services": services, "volumes": {"postgres-data": {}, "redis-data": {}}}
+    return "\n".join([*_comment(d, header), *_yaml(document, 0)]) + "\n"
+
+
+def _comment(d: Deployment, header: str) -> list[str]:
+    shape = (
+        "An ordinary project network: services find each other by name and only nginx"
+        f"\n# publishes a port ({d.bind_host}:{d.port})."
+        if d.network == "bridge"
+        else "Every container uses the host network (no bridge) and binds to 127.0.0.1"
+        f"\n# unless told otherwise; nginx listens on {d.bind_host}:{d.port}."
+    )
+    return [
         "# Runyard in production shape, generated by `runyard up`: PostgreSQL, Redis, a one-shot",
-        f"# migration, {d.instances} Runyard instance(s) and nginx on {d.url}.",
-        "# Every container uses the host network (no bridge) and listens on 127.0.0.1; on",
-        "# SIGTERM an instance drains its runs (WORKER_DRAIN_TIMEOUT, 30 s by default), then",
-        "# hands the rest to the others, within its 40 s stop grace period.",
+        f"# migration, {d.instances} Runyard instance(s) and nginx in front of them.",
+        f"# {shape}",
+        f"# The database password is {PASSWORD_VARIABLE} in the .env beside this file (not in the",
+        "# image). On SIGTERM an instance drains its runs (WORKER_DRAIN_TIMEOUT, 30 s by",
+        "# default), then hands the rest to the others, within its 40 s stop grace period.",
+        "# RUNYARD_ALLOW_UNAUTHENTICATED=true: the instances listen on every address of their",
+        "# container, but nginx is their only way in. It serves without authentication:",
+        "# configure `auth` in langgraph.json before exposing this to anyone but yourself.",
         *([header.rstrip("\n")] if header else []),
     ]
-    document = {"services": services, "volumes": {"postgres-data": {}, "redis-data": {}}}
-    return "\n".join([*comment, *_yaml(document, 0)]) + "\n"
 
 
-def nginx_listen(deployment: Deployment) -> str:
-    """The `listen` value of the load balancer."""
-    return f"{deployment.host}:{deployment.port}"
+def _network(d: Deployment, service: dict[str, Any]) -> dict[str, Any]:
+    if d.network == "host":
+        return {"image": service.pop("image"), "network_mode": "host", **service}
+    return service
 
 
 def _postgres(d: Deployment) -> dict[str, Any]:
-    port = str(d.postgres_port)
-    return {
-        "image": POSTGRES_IMAGE,
-        "network_mode": "host",
-        "command": ["postgres", "-c", "listen_addresses=127.0.0.1", "-p", port],
-        "environment": {
-            "POSTGRES_USER": "runyard",
-            "POSTGRES_PASSWORD": "runyard",
-            "POSTGRES_DB": "runyard",
+    port = "5432" if d.network == "bridge" else str(d.postgres_port)
+    command = ["postgres"]
+    if d.network == "host":
+        command += ["-c", "listen_addresses=127.0.0.1", "-p", port]
+    return _network(
+        d,
+        {
+            "image": d.postgres_image,
+            "command": command,
+            "environment": {
+                "POSTGRES_USER": "runyard",
+                PASSWORD_VARIABLE: PASSWORD,
+                "POSTGRES_DB": "runyard",
+            },
+            "volumes": ["postgres-data:/var/lib/postgresql/data"],
+            "healthcheck": _check(
+                ["pg_isready", "-h", "127.0.0.1", "-p", port, "-U", "runyard", "-d", "runyard"]
+            ),
+            "restart": "unless-stopped",
         },
-        "volumes": ["postgres-data:/var/lib/postgresql/data"],
-        "healthcheck": _check(["pg_isready", "-h", "127.0.0.1", "-p", port, "-U", "runyard"]),
-        "restart": "unless-stopped",
-    }
+    )
 
 
 def _redis(d: Deployment) -> dict[str, Any]:
-    port = str(d.redis_port)
-    return {
-        "image": REDIS_IMAGE,
-        "network_mode": "host",
-        "command": ["redis-server", "--bind", "127.0.0.1", "--port", port, "--appendonly", "yes"],
-        "volumes": ["redis-data:/data"],
-        "healthcheck": _check(["redis-cli", "-p", port, "ping"]),
-        "restart": "unless-stopped",
-    }
+    port = "6379" if d.network == "bridge" else str(d.redis_port)
+    command = ["redis-server", "--port", port, "--appendonly", "yes"]
+    if d.network == "host":
+        command[1:1] = ["--bind", "127.0.0.1"]
+    else:
+        # Reached over the project network only (not published); without this a Redis
+        # built with the usual defaults refuses every client but loopback.
+        command += ["--protected-mode", "no"]
+    return _network(
+        d,
+        {
+            "image": d.redis_image,
+            "command": command,
+            "volumes": ["redis-data:/data"],
+            "healthcheck": _check(["redis-cli", "-p", port, "ping"]),
+            "restart": "unless-stopped",
+        },
+    )
 
 
-def _instance(d: Deployment, port: int) -> dict[str, Any]:
+def _instance(d: Deployment, name: str, port: int) -> dict[str, Any]:
+    bind = "0.0.0.0" if d.network == "bridge" else "127.0.0.1"
     ready = (
         "import urllib.request; "
         f"urllib.request.urlopen('http://127.0.0.1:{port}/readyz', timeout=2)"
     )
-    return {
+    service: dict[str, Any] = {
         "image": d.image,
-        "network_mode": "host",
-        "command": ["runyard", "serve", "--host", "127.0.0.1", "--port", str(port), "--no-migrate"],
+        "command": ["runyard", "serve", "--host", bind, "--port", str(port), "--no-migrate"],
+    }
+    if d.env_files:
+        service["env_file"] = list(d.env_files)
+    service |= {
         "environment": {
             "DATABASE_URL": d.database_url,
             "REDIS_URL": d.redis_url,
             "RUNYARD_LOG_FORMAT": "json",
+            # nginx is the gateway; see the comment at the top of this file.
+            "RUNYARD_ALLOW_UNAUTHENTICATED": "true",
+            # Which instance this is, for logs and graphs.
+            "RUNYARD_INSTANCE": name,
         },
         "depends_on": {
             "migrate": {"condition": "service_completed_successfully"},
@@ -192,10 +298,11 @@ def _instance(d: Deployment, port: int) -> dict[str, Any]:
         "stop_grace_period": "40s",
         "restart": "unless-stopped",
     }
+    return _network(d, service)
 
 
 def _check(command: list[str]) -> dict[str, Any]:
-    return {"test": ["CMD", *command], "interval": "2s", "timeout": "3s", "retries": 30}
+    return {"test": ["CMD", *command], "interval": "1s", "timeout": "3s", "retries": 60}
 
 
 def _yaml(value: dict[str, Any], depth: int) -> list[str]:

@@ -1,4 +1,4 @@
-"""Builds the image of a project with Docker, and starts a `runyard up` deployment."""
+"""Builds the image of a project with Docker."""
 
 from __future__ import annotations
 
@@ -7,13 +7,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from runyard.deploy.compose import Deployment, nginx_listen, render_compose, render_nginx_conf
-from runyard.deploy.dockerfile import (
-    DOCKERIGNORE,
-    WHEEL_DIR,
-    default_base_image,
-    render_dockerfile,
-)
+from runyard.deploy.dockerfile import DOCKERIGNORE, WHEEL_DIR, default_base_image, render_dockerfile
 from runyard.deploy.project import BuildConfig
 from runyard.deploy.wheel import wheel_name, write_runyard_wheel
 from runyard.domain.errors import ConfigError
@@ -110,40 +104,3 @@ def build_image(
         result = subprocess.run([*args, str(context)], check=False)
     if result.returncode != 0:
         raise DeployError(f"docker build failed with exit code {result.returncode} (output above)")
-
-
-def write_deployment(deployment: Deployment, folder: Path) -> Path:
-    """Write the compose file and nginx.conf of `runyard up` into `folder`; return the first."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "nginx.conf").write_text(
-        render_nginx_conf(deployment.instance_ports, nginx_listen(deployment))
-    )
-    compose = folder / "docker-compose.yml"
-    compose.write_text(render_compose(deployment))
-    return compose
-
-
-def compose_command(docker: list[str] | None = None) -> list[str]:
-    """`docker compose` (v2) or `docker-compose` (v1), whichever is installed."""
-    found = shutil.which("docker")
-    command = docker or ([found] if found else None)
-    if command:
-        probe = subprocess.run([*command, "compose", "version"], capture_output=True, check=False)
-        if probe.returncode == 0:
-            return [*command, "compose"]
-    legacy = shutil.which("docker-compose")
-    if legacy:
-        return [legacy]
-    raise DeployError(
-        "Docker Compose is not installed; install it (on Debian: apt-get install "
-        "docker-compose), or run the image yourself with `runyard build` and `docker run`"
-    )
-
-
-def start_deployment(compose: list[str], compose_file: Path) -> None:
-    """`docker compose up -d` of a written deployment; raises DeployError when it fails."""
-    command = [*compose, "-f", str(compose_file), "up", "-d", "--remove-orphans"]
-    print("runyard: " + " ".join(command), flush=True)
-    result = subprocess.run(command, check=False)
-    if result.returncode != 0:
-        raise DeployError(f"docker compose failed with exit code {result.returncode}")

@@ -38,6 +38,8 @@ class BuildConfig:
     dependencies: list[Dependency]
     dockerfile_lines: list[str]
     pip_config_file: str | None
+    # langgraph.json's "env" when it names a file: `runyard up` hands it to the instances.
+    env_file: Path | None = None
 
     @property
     def project_dir(self) -> Path:
@@ -67,6 +69,7 @@ def load_build_config(config_file: Path) -> BuildConfig:
         dependencies=[_dependency(config_file, base, dep) for dep in project.dependencies],
         dockerfile_lines=_lines(config_file, raw.get("dockerfile_lines")),
         pip_config_file=_pip_config(config_file, base, raw.get("pip_config_file")),
+        env_file=(base / raw["env"]).resolve() if isinstance(raw.get("env"), str) else None,
     )
 
 

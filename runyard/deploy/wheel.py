@@ -19,6 +19,11 @@ def runyard_version() -> str:
     return metadata.version("runyard")
 
 
+def runyard_requirements() -> list[str]:
+    """What the installed Runyard needs at run time (its requirements without extras)."""
+    return [r for r in metadata.requires("runyard") or [] if "extra ==" not in r]
+
+
 def wheel_name() -> str:
     """The file name of the wheel `write_runyard_wheel` makes."""
     return f"runyard-{runyard_version()}-py3-none-any.whl"

@@ -3,7 +3,9 @@
 The daemon has its own data root, exec root and socket, no bridge network and no iptables
 rules: containers run with host networking only. No image registry is reachable here, so the
 base image is a debootstrap of Debian bookworm with Python, imported into the daemon; its
-tarball is cached outside the repository so later test runs skip the debootstrap.
+tarball is cached outside the repository so later test runs skip the debootstrap. PostgreSQL,
+Redis and nginx images are built on that base from Debian's packages; they live in the
+daemon's data root, cached in the same place, so later runs reuse them.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import textwrap
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -167,9 +170,10 @@ class DockerDaemon:
 
 
 @contextmanager
-def cached_data_root() -> Iterator[Path | None]:
+def cached_data_root(wait: float = 0.0) -> Iterator[Path | None]:
     """The daemon data root kept in CACHE_DIR, locked for the block; None when another
-    test run holds it (its daemon owns it, so this one starts from scratch)."""
+    test run still holds it after `wait` seconds (its daemon owns it, so this one starts
+    from scratch). Only one dockerd at a time uses the cached root."""
     try:
         CACHE_DIR.mkdir(parents=True, exist_ok=True)
         lock = (CACHE_DIR / "dockerd.lock").open("w")
@@ -177,11 +181,16 @@ def cached_data_root() -> Iterator[Path | None]:
         yield None
         return
     with lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            yield None
-            return
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError:
+                if time.monotonic() >= deadline:
+                    yield None
+                    return
+                time.sleep(1.0)
         yield CACHE_DIR / "dockerd"
 
 
@@ -281,3 +290,77 @@ def import_base_image(daemon: DockerDaemon) -> str:
         (context / "Dockerfile").write_text("\n".join(lines) + "\n")
         daemon.run("build", "--network", "host", "-t", BASE_TAG, str(context), timeout=300)
     return BASE_TAG
+
+
+# Stand-ins for the official postgres, redis and nginx images, from the same base with
+# Debian's packages: no registry is reachable. The postgres one follows the official image's
+# interface (POSTGRES_USER, POSTGRES_PASSWORD, POSTGRES_DB, PGDATA, `postgres` command).
+SERVICE_IMAGES = {
+    "runyard-test-postgres:15": (
+        "postgresql-15",
+        "ENV PATH=/usr/lib/postgresql/15/bin:$PATH PGDATA=/var/lib/postgresql/data\n"
+        "COPY entrypoint.sh /usr/local/bin/entrypoint.sh\n"
+        'ENTRYPOINT ["/bin/sh", "/usr/local/bin/entrypoint.sh"]\n'
+        'CMD ["postgres"]\n',
+    ),
+    "runyard-test-redis:7": (
+        "redis-server",
+        'WORKDIR /data\nCMD ["redis-server"]\n',
+    ),
+    "runyard-test-nginx:1": (
+        "nginx",
+        'CMD ["nginx", "-g", "daemon off;"]\n',
+    ),
+}
+
+POSTGRES_ENTRYPOINT = textwrap.dedent(
+    """\
+    #!/bin/sh
+    # The official image's start-up, in short: a first start initialises $PGDATA with
+    # POSTGRES_USER, POSTGRES_PASSWORD and POSTGRES_DB; then the command runs as postgres.
+    set -e
+    if [ "$1" = postgres ]; then
+        mkdir -p "$PGDATA" /var/run/postgresql
+        chown -R postgres:postgres "$PGDATA" /var/run/postgresql
+        chmod 700 "$PGDATA"
+        if [ ! -s "$PGDATA/PG_VERSION" ]; then
+            printf '%s\\n' "$POSTGRES_PASSWORD" > /tmp/pw && chown postgres /tmp/pw
+            runuser -u postgres -- initdb -D "$PGDATA" -U "$POSTGRES_USER" --pwfile=/tmp/pw \\
+                --auth-local=trust --auth-host=scram-sha-256 >/dev/null
+            rm -f /tmp/pw
+            echo "host all all all scram-sha-256" >> "$PGDATA/pg_hba.conf"
+            echo "listen_addresses = '*'" >> "$PGDATA/postgresql.conf"
+            runuser -u postgres -- pg_ctl -D "$PGDATA" -o "-c listen_addresses=" -w start
+            runuser -u postgres -- psql -U "$POSTGRES_USER" -d postgres \\
+                -c "CREATE DATABASE \\"$POSTGRES_DB\\""
+            runuser -u postgres -- pg_ctl -D "$PGDATA" -m fast -w stop
+        fi
+        exec runuser -u postgres -- "$@"
+    fi
+    exec "$@"
+    """
+)
+
+
+def build_service_images(daemon: DockerDaemon, base: str) -> dict[str, str]:
+    """Build the postgres, redis and nginx stand-ins on `base` (cached by the daemon's
+    build cache when its data root is); return their tags by service."""
+    tags = {}
+    for tag, (package, tail) in SERVICE_IMAGES.items():
+        with tempfile.TemporaryDirectory(prefix="svc-") as scratch:
+            context = Path(scratch)
+            (context / "entrypoint.sh").write_text(POSTGRES_ENTRYPOINT)
+            (context / "Dockerfile").write_text(
+                f"FROM {base}\n"
+                # No cluster at install time: the entrypoint makes one in $PGDATA.
+                "RUN mkdir -p /etc/postgresql-common \\\n"
+                "    && echo 'create_main_cluster = false' "
+                "> /etc/postgresql-common/createcluster.conf \\\n"
+                "    && apt-get update -qq \\\n"
+                "    && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "
+                f"--no-install-recommends {package} >/dev/null \\\n"
+                "    && rm -rf /var/lib/apt/lists/*\n" + tail
+            )
+            daemon.run("build", "--network", "host", "-t", tag, str(context), timeout=900)
+        tags[tag.split(":")[0].removeprefix("runyard-test-")] = tag
+    return tags

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -14,6 +17,7 @@ from runyard.deploy.compose import Deployment, nginx_listen, render_compose, ren
 from runyard.deploy.dockerfile import DOCKERIGNORE, render_dockerfile
 from runyard.deploy.images import stage_context
 from runyard.deploy.project import load_build_config
+from runyard.deploy.stack import crashed_services, write_deployment
 from runyard.domain.errors import ConfigError
 
 WHEEL = "runyard-0.1.0-py3-none-any.whl"
@@ -72,6 +76,20 @@ def test_dockerfile_follows_the_build_keys(tmp_path: Path) -> None:
     assert steps[-1] == 'CMD ["runyard", "serve", "--host", "0.0.0.0", "--port", "8000"]'
 
 
+def test_runyards_dependencies_are_a_layer_before_its_wheel(tmp_path: Path) -> None:
+    # A change to Runyard's code rebuilds the wheel's layer, not its dependencies'.
+    build = load_build_config(project(tmp_path))
+    steps = instructions(render_dockerfile(build, WHEEL, ["fastapi>=0.115", "uvicorn[standard]"]))
+    start = steps.index("RUN pip install 'fastapi>=0.115' 'uvicorn[standard]'")
+    assert steps[start + 1 : start + 3] == [
+        f"COPY .runyard-dist/{WHEEL} /tmp/{WHEEL}",
+        f"RUN pip install --no-deps /tmp/{WHEEL} && rm /tmp/{WHEEL}",
+    ]
+    # By default, what the installed Runyard requires, without its extras.
+    default = " ".join(instructions(render_dockerfile(build, WHEEL)))
+    assert "'fastapi>=" in default and "pytest" not in default
+
+
 def test_default_python_version_is_the_usual_public_base(tmp_path: Path) -> None:
     steps = instructions(render_dockerfile(load_build_config(project(tmp_path)), WHEEL))
     assert steps[0] == "ARG BASE_IMAGE=python:3.11-slim"
@@ -112,16 +130,18 @@ def test_unusable_build_keys_are_refused_naming_them(
         load_build_config(project(root, **keys))
 
 
-def test_compose_runs_every_part_on_the_host_network(tmp_path: Path) -> None:
-    deployment = Deployment(image="runyard-x:latest", instances=3, port=8100)
+def test_host_network_compose_runs_every_part_on_loopback() -> None:
+    deployment = Deployment(image="runyard-x:latest", instances=3, network="host", port=8100)
     compose = yaml.safe_load(render_compose(deployment))
     services = compose["services"]
     instances = {f"runyard-{i}" for i in (1, 2, 3)}
     assert set(services) == {"postgres", "redis", "migrate", "lb"} | instances
     assert {s["network_mode"] for s in services.values()} == {"host"}
     assert not any("ports" in s or "networks" in s for s in services.values())
-    ports = [services[f"runyard-{i}"]["command"][5] for i in (1, 2, 3)]
-    assert ports == ["8101", "8102", "8103"]
+    commands = [services[f"runyard-{i}"]["command"] for i in (1, 2, 3)]
+    assert [c[3:6] for c in commands] == [
+        ["127.0.0.1", "--port", str(p)] for p in (8101, 8102, 8103)
+    ]
     for i in (1, 2, 3):
         instance = services[f"runyard-{i}"]
         assert instance["image"] == "runyard-x:latest"
@@ -129,9 +149,95 @@ def test_compose_runs_every_part_on_the_host_network(tmp_path: Path) -> None:
         assert instance["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
         assert instance["environment"]["DATABASE_URL"].endswith("@127.0.0.1:5433/runyard")
         assert instance["environment"]["REDIS_URL"] == "redis://127.0.0.1:6380/0"
+    assert services["postgres"]["command"][-3:] == ["listen_addresses=127.0.0.1", "-p", "5433"]
     assert services["migrate"]["command"] == ["runyard", "migrate"]
     assert services["migrate"]["depends_on"]["postgres"]["condition"] == "service_healthy"
     assert deployment.url == "http://127.0.0.1:8100"
+    assert nginx_listen(deployment) == "127.0.0.1:8100"
+
+
+def test_bridge_network_compose_publishes_nginx_only() -> None:
+    deployment = Deployment(image="runyard-x:latest", instances=2, port=8100)
+    services = yaml.safe_load(render_compose(deployment))["services"]
+    assert [name for name, s in services.items() if "ports" in s] == ["lb"]
+    assert services["lb"]["ports"] == ["8100:8000"]  # every address of the machine
+    assert not any("network_mode" in s or "expose" in s for s in services.values())
+    for name in ("runyard-1", "runyard-2"):
+        instance = services[name]
+        assert instance["command"][2:6] == ["--host", "0.0.0.0", "--port", "8000"]
+        env = instance["environment"]
+        assert env["DATABASE_URL"].endswith("@postgres:5432/runyard")
+        assert env["REDIS_URL"] == "redis://redis:6379/0"
+        # nginx is the gateway: the instances serve unauthenticated behind it.
+        assert env["RUNYARD_ALLOW_UNAUTHENTICATED"] == "true"
+        assert env["RUNYARD_INSTANCE"] == name
+    assert services["redis"]["command"][-2:] == ["--protected-mode", "no"]
+    # The password is interpolated from the .env beside the file, never written in it.
+    password = services["postgres"]["environment"]["POSTGRES_PASSWORD"]
+    assert password.startswith("${POSTGRES_PASSWORD:?")
+    assert services["migrate"]["environment"]["DATABASE_URL"].startswith(
+        f"postgresql://runyard:{password}@"
+    )
+    conf = render_nginx_conf(deployment.upstreams, nginx_listen(deployment))
+    assert re.findall(r"server (\S+) max_fails", conf) == ["runyard-1:8000", "runyard-2:8000"]
+    assert "listen 8000;" in conf
+    published = Deployment(image="x", host="10.0.0.5", port=80)
+    assert yaml.safe_load(render_compose(published))["services"]["lb"]["ports"] == [
+        "10.0.0.5:80:8000"
+    ]
+    assert published.url == "http://10.0.0.5:80"
+
+
+def test_images_and_the_projects_env_file_are_the_chosen_ones() -> None:
+    deployment = Deployment(
+        image="x",
+        postgres_image="mirror.local/postgres:15",
+        redis_image="mirror.local/redis:7",
+        nginx_image="mirror.local/nginx:1",
+        env_files=("../../.env",),
+    )
+    services = yaml.safe_load(render_compose(deployment))["services"]
+    assert services["postgres"]["image"] == "mirror.local/postgres:15"
+    assert services["redis"]["image"] == "mirror.local/redis:7"
+    assert services["lb"]["image"] == "mirror.local/nginx:1"
+    assert services["runyard-3"]["env_file"] == ["../../.env"]
+    assert "env_file" not in services["migrate"]
+
+
+def test_the_password_is_made_once_and_kept_private(tmp_path: Path) -> None:
+    write_deployment(Deployment(image="x"), tmp_path)
+    env = tmp_path / ".env"
+    first = env.read_text()
+    assert re.search(r"^POSTGRES_PASSWORD=[0-9a-f]{48}$", first, re.M)
+    assert env.stat().st_mode & 0o777 == 0o600
+    write_deployment(Deployment(image="x", network="host"), tmp_path)
+    assert env.read_text() == first  # the database volume was initialised with it
+    assert "POSTGRES_PASSWORD=" not in (tmp_path / "docker-compose.yml").read_text()
+
+
+@pytest.mark.timeout(60)
+def test_the_bridge_network_file_passes_docker_compose_config(tmp_path: Path) -> None:
+    compose = shutil.which("docker-compose")
+    if compose is None:
+        pytest.skip("docker-compose is not installed (apt-get install docker-compose)")
+    (tmp_path / ".env").write_text("GREETING=hello\n")
+    compose_file = write_deployment(
+        Deployment(image="runyard-x:latest", env_files=("../.env",)), tmp_path / "up"
+    )
+    result = subprocess.run(
+        [compose, "-p", "runyard-x", "-f", str(compose_file), "config"],
+        capture_output=True,
+        text=True,
+        timeout=50,
+        check=False,
+        env={"PATH": os.environ.get("PATH", "")},
+    )
+    assert result.returncode == 0, result.stderr
+    resolved = yaml.safe_load(result.stdout)["services"]
+    assert [name for name, s in resolved.items() if s.get("ports")] == ["lb"]
+    assert resolved["runyard-1"]["environment"]["GREETING"] == "hello"
+    password = (tmp_path / "up" / ".env").read_text().split("POSTGRES_PASSWORD=")[1].strip()
+    assert resolved["postgres"]["environment"]["POSTGRES_PASSWORD"] == password
 
 
 def test_nginx_spreads_over_the_instances_without_buffering() -> None:
@@ -139,6 +245,17 @@ def test_nginx_spreads_over_the_instances_without_buffering() -> None:
     assert re.findall(r"server (127\.0\.0\.1:\d+)", conf) == ["127.0.0.1:8101", "127.0.0.1:8102"]
     assert "listen 127.0.0.1:8100;" in conf
     assert "proxy_buffering off;" in conf
+    assert "add_header X-Runyard-Upstream $upstream_addr always;" in conf
+
+
+def test_down_without_a_deployment_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = project(tmp_path)
+    with pytest.raises(SystemExit) as exited:
+        main(["down", "--config", str(config)])
+    assert exited.value.code == 2
+    assert "nothing to stop: no docker-compose.yml in" in capsys.readouterr().err
 
 
 def test_up_without_compose_says_what_to_install(
@@ -159,12 +276,13 @@ def test_the_repository_compose_files_are_the_generated_ones() -> None:
     deployment = Deployment(image="runyard:latest")
     compose = render_compose(deployment, nginx_conf="./deploy/nginx.conf", header=REPO_HEADER)
     assert (root / "docker-compose.yml").read_text() == compose
-    nginx = render_nginx_conf(deployment.instance_ports, nginx_listen(deployment))
+    nginx = render_nginx_conf(deployment.upstreams, nginx_listen(deployment))
     assert (root / "deploy" / "nginx.conf").read_text() == nginx
 
 
 REPO_HEADER = """# The repository's own deployment of the bundled examples:
-#   docker build --network host -t runyard:latest .   then   docker compose up -d
+#   docker build --network host -t runyard:latest .
+#   echo "POSTGRES_PASSWORD=$(openssl rand -hex 24)" >> .env   then   docker compose up -d
 # For your own project, run `runyard up` in its folder instead (see the README)."""
 
 
@@ -244,3 +362,28 @@ def test_build_context_carries_the_dockerignore(tmp_path: Path, existing: str | 
     written = (folder / ".dockerignore").read_text()
     assert written == (existing or DOCKERIGNORE)
     assert (context / ".dockerignore").read_text() == written
+
+
+def test_up_tells_a_crashing_service_from_a_finished_migration() -> None:
+    before = {"runyard-1": (2, "running", "0")}
+    now = {
+        "migrate": (0, "exited", "0"),  # done: that is its job
+        "postgres": (0, "running", "0"),
+        "runyard-1": (2, "running", "0"),  # restarted before `up`, not since
+        "runyard-2": (1, "running", "0"),  # restarted since
+        "runyard-3": (0, "restarting", "2"),
+        "lb": (0, "exited", "1"),
+    }
+    assert crashed_services(before, now) == ["lb", "runyard-2", "runyard-3"]
+    assert crashed_services({}, {"migrate": (0, "exited", "1")}) == ["migrate"]
+
+
+def test_up_refuses_to_write_the_password_into_the_build_context(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = project(tmp_path)
+    with pytest.raises(SystemExit) as exited:
+        main(["up", "--config", str(config), "--dir", str(tmp_path / "deploy")])
+    assert exited.value.code == 2
+    assert "inside the project folder" in capsys.readouterr().err
+    assert not (tmp_path / "deploy").exists()

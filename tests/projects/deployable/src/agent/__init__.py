@@ -1,0 +1,1 @@
+"""A project shaped like LangGraph's `new-langgraph-project` template."""
