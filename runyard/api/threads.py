@@ -11,6 +11,7 @@ from sse_starlette import EventSourceResponse
 from runyard.api.deps import CallerDep, RuntimeDep, ThreadId, set_page_headers
 from runyard.api.sse import sse_response
 from runyard.auth.guards import require_thread
+from runyard.auth.handlers import rewritten, sent_copy
 from runyard.domain.errors import InvalidInputError
 from runyard.schemas.threads import (
     STATE_SELECT,
@@ -126,7 +127,10 @@ async def patch_thread(
     prefer: Annotated[str | None, Header()] = None,
 ) -> Any:
     """Merge metadata into a thread's; `Prefer: return=minimal` answers 204 without a body."""
-    await require_thread(runtime, caller, str(thread_id), "update")
+    value = {"thread_id": str(thread_id), "metadata": dict(body.metadata)}
+    sent = sent_copy(value)
+    await require_thread(runtime, caller, str(thread_id), "update", value)
+    body = rewritten(body, sent, value, ["metadata"])  # handlers may stamp metadata
     thread = await service.patch_thread(runtime, str(thread_id), body)
     if prefer == "return=minimal":
         return Response(status_code=204)
