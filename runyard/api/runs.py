@@ -17,6 +17,7 @@ from runyard.auth.handlers import Caller
 from runyard.domain.errors import ForbiddenError, InvalidInputError
 from runyard.domain.stream_modes import STREAM_MODES
 from runyard.runtime import Runtime
+from runyard.schemas.common import MAX_OFFSET
 from runyard.schemas.runs import CancelMany, Run, RunCreate, RunField
 from runyard.services import run_waits, runs
 from runyard.streaming.broker import StreamEvent
@@ -265,8 +266,10 @@ async def list_runs(
     thread_id: ThreadId,
     runtime: RuntimeDep,
     caller: CallerDep,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 10,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000, description="Page size, 1 to 1000.")] = 10,
+    offset: Annotated[
+        int, Query(ge=0, le=MAX_OFFSET, description=f"Runs to skip, 0 to {MAX_OFFSET}.")
+    ] = 0,
     status: Literal["pending", "running", "success", "error", "timeout", "interrupted"]
     | None = None,
     select: Annotated[list[RunField] | None, Query(description="Fields to return.")] = None,
