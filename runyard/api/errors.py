@@ -16,6 +16,7 @@ from runyard.domain.errors import UNSTORABLE_TEXT_MESSAGE, UNSTORABLE_TEXT_SQLST
 
 log = logging.getLogger("runyard.api")
 
+SERVER_ERROR_MESSAGE = "internal server error; the server log has the details"
 BIG_INTEGER_MESSAGE = (
     "the request holds an integer outside the 64-bit range; send such numbers as strings"
 )
@@ -59,6 +60,22 @@ def install_error_handlers(app: FastAPI) -> None:
                 headers={"Retry-After": "1"},
             )
         raise exc  # a real server fault: the default 500, with its traceback logged
+
+    # Whatever no handler answers (a bug, a failing embedder): still a JSON body. Starlette
+    # calls this last and re-raises afterwards, so the server logs the traceback.
+    @app.exception_handler(Exception)
+    async def server_error(request: Request, exc: Exception) -> JSONResponse:
+        log.error(
+            "request_failed method=%s path=%s error=%s",
+            request.method,
+            request.url.path,
+            type(exc).__name__,
+        )
+        # The server closes the connection after an unhandled error: say so, so that a
+        # client does not send its next request down it.
+        return JSONResponse(
+            {"detail": SERVER_ERROR_MESSAGE}, status_code=500, headers={"Connection": "close"}
+        )
 
     # orjson and msgpack (events, checkpoints, store values) stop at 64-bit integers.
     @app.exception_handler(TypeError)
