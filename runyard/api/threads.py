@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Header, Query, Response
-from pydantic import StringConstraints
+from pydantic import WithJsonSchema
 from sse_starlette import EventSourceResponse
 
 from runyard.api.deps import CallerDep, RuntimeDep, ThreadId, set_page_headers
@@ -33,13 +33,20 @@ from runyard.services import threads as service
 
 router = APIRouter(tags=["Threads"])
 
-THREAD_MODES = "run_modes (every run event), lifecycle (run start and end), state_update."
-_MODE = r"\s*(run_modes|lifecycle|state_update)\s*"
+THREAD_MODES = (
+    "run_modes (every run event), lifecycle (run start and end), state_update; or run stream "
+    f"modes ({', '.join(thread_streams.RUN_EVENT_MODES)}): each run's start and end and only "
+    "those events. Repeated, or comma-separated."
+)
+_NAMES = "|".join((*thread_streams.THREAD_STREAM_MODES, *thread_streams.RUN_EVENT_MODES))
+_MODE = rf"\s*({_NAMES})\s*"
 THREAD_MODES_PATTERN = rf"^({_MODE}(,{_MODE})*)?$"
 Subgraphs = Annotated[bool, Query(description="Include the state of subgraphs.")]
 StateSelect = Annotated[list[StateField] | None, Query(description=STATE_SELECT)]
+# Declared, not enforced by the schema: the parser's 422 names the modes there are.
 ThreadStreamModes = Annotated[
-    list[Annotated[str, StringConstraints(pattern=THREAD_MODES_PATTERN)]] | None,
+    list[Annotated[str, WithJsonSchema({"type": "string", "pattern": THREAD_MODES_PATTERN})]]
+    | None,
     Query(description=THREAD_MODES),
 ]
 
