@@ -35,6 +35,9 @@ async def owned(ctx: Auth.types.AuthContext, value: Any) -> Any:
         return False
     if ctx.action in ("create", "update") and "metadata" in value:
         value["metadata"]["owner"] = ctx.user.identity
+    config = (value.get("kwargs") or {}).get("config") if ctx.action == "create_run" else None
+    if isinstance(config, dict):  # the graph learns who runs it from the server, not the client
+        config.setdefault("configurable", {})["owner"] = ctx.user.identity
     return None if ctx.action == "create" else {"owner": ctx.user.identity}
 
 

@@ -114,3 +114,24 @@ async def test_create_handlers_stamp_over_a_planted_owner(users: tuple[Sdk, Sdk]
         assert await a.crons.search(metadata=tag) == []
     finally:
         await b.crons.delete(cron["cron_id"])
+
+
+async def test_a_create_run_handler_rewrites_what_the_run_executes_with(
+    users: tuple[Sdk, Sdk],
+) -> None:
+    """LangGraph hands create_run handlers the run's kwargs and executes with them as left."""
+    _, b = users
+    tag = new_tag()
+    thread = await b.threads.create(metadata=tag)
+    assistant = await b.assistants.create("agent", metadata=tag)
+    run = await b.runs.create(
+        thread["thread_id"],
+        assistant["assistant_id"],
+        input={"messages": [{"role": "user", "content": "hello"}]},
+        config={"configurable": {"owner": "user-a"}},
+    )
+    assert run["kwargs"]["config"]["configurable"]["owner"] == "user-b"
+    await b.runs.join(thread["thread_id"], run["run_id"])
+    stored = await b.runs.get(thread["thread_id"], run["run_id"])
+    assert stored["status"] == "success"
+    assert stored["kwargs"]["config"]["configurable"]["owner"] == "user-b"
