@@ -51,7 +51,9 @@ async def test_a_store_put_whose_embedder_fails_answers_a_json_error(
 ) -> None:
     async with httpx.AsyncClient(base_url=broken_embedder.url, timeout=30) as http:
         item = {"namespace": ["notes"], "key": "k", "value": {"text": "black tea"}}
-        assert_json_server_error(await http.put("/store/items", json=item))
+        failed = await http.put("/store/items", json=item, headers={"Origin": "http://ui.test"})
+        assert_json_server_error(failed)
+        assert failed.headers["access-control-allow-origin"] == "*"  # a browser can read it
         # Nothing was half-written, and the server still serves.
         got = await http.get("/store/items", params={"namespace": "notes", "key": "k"})
         assert got.status_code == 200 and got.json() is None
