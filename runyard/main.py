@@ -24,7 +24,7 @@ from runyard.api.custom_app import (
     mount_under_prefix,
 )
 from runyard.api.deps import get_caller
-from runyard.api.errors import install_error_handlers
+from runyard.api.errors import JsonServerErrors, install_error_handlers
 from runyard.api.limits import BodySizeLimitMiddleware
 from runyard.api.responses import error_responses
 from runyard.api.routing import (
@@ -89,6 +89,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     protected = app.router.routes[len(system_routes) :]
     reserve_literal_paths(app)
     install_method_not_allowed(app)
+    # Added first = innermost: metrics count its 500s and CORS applies to them.
+    app.add_middleware(JsonServerErrors)
     # Added last = outermost: latency covers the whole request, 413s included.
     app.add_middleware(BodySizeLimitMiddleware, limit=settings.max_body_bytes)
     app.add_middleware(HttpMetricsMiddleware, metrics=runtime.metrics)

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Body, Path, Query, Response
 
 from runyard.api.deps import CallerDep, RuntimeDep
 from runyard.auth.guards import require_assistant
+from runyard.auth.handlers import rewritten, sent_copy
 from runyard.graphs.introspection import XRAY_PATTERN
 from runyard.schemas.assistants import (
     Assistant,
@@ -29,6 +30,8 @@ router = APIRouter(tags=["Assistants"])
 AssistantId = Annotated[
     str, Path(description="An assistant id (UUID), or a graph id for its default assistant.")
 ]
+# What create and update handlers may change in place, as LangGraph obeys it.
+EDITABLE = ("metadata", "config", "context")
 Recurse = Annotated[bool, Query(description="Include the subgraphs of subgraphs.")]
 
 
@@ -39,8 +42,9 @@ async def create_assistant(
     """Create an assistant for a graph."""
     value = body.model_dump(mode="json")
     value["metadata"] = dict(body.metadata or {})
-    await caller.authorize("assistants", "create", value)  # handlers may stamp metadata
-    body = body.model_copy(update={"metadata": value["metadata"]})
+    sent = sent_copy(value)
+    await caller.authorize("assistants", "create", value)
+    body = rewritten(body, sent, value, EDITABLE)  # handlers may stamp metadata
     assistant = await service.create_assistant(runtime, body)
     if body.if_exists == "do_nothing":  # the existing assistant may be someone else's
         await require_assistant(runtime, caller, assistant["assistant_id"], "read")
@@ -88,7 +92,12 @@ async def patch_assistant(
     runtime: RuntimeDep, caller: CallerDep, assistant_id: AssistantId, body: AssistantPatch
 ) -> dict[str, Any]:
     """Change an assistant: records a new version and makes it current."""
-    await require_assistant(runtime, caller, assistant_id, "update")
+    value = body.model_dump(mode="json")
+    value["assistant_id"] = assistant_id
+    value["metadata"] = dict(body.metadata or {})
+    sent = sent_copy(value)
+    await require_assistant(runtime, caller, assistant_id, "update", value)
+    body = rewritten(body, sent, value, EDITABLE)  # handlers may stamp metadata
     return await service.patch_assistant(runtime, assistant_id, body)
 
 

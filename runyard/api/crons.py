@@ -9,7 +9,7 @@ from fastapi import APIRouter, Body, Path, Response
 
 from runyard.api.deps import CallerDep, RuntimeDep, ThreadId, set_page_headers
 from runyard.auth.guards import require_assistant, require_cron, require_thread
-from runyard.auth.handlers import Caller
+from runyard.auth.handlers import Caller, rewritten, sent_copy
 from runyard.auth.user import caller_configurable
 from runyard.runtime import Runtime
 from runyard.schemas.crons import (
@@ -36,11 +36,12 @@ async def _authorize_new_cron(
     value = body.model_dump(mode="json")
     value["thread_id"] = thread_id
     value["metadata"] = dict(body.metadata or {})
+    sent = sent_copy(value)
     await caller.authorize("crons", "create", value)
     if thread_id is not None:
         await require_thread(runtime, caller, thread_id, "create_run")
     await require_assistant(runtime, caller, body.assistant_id, "read")
-    return body.model_copy(update={"metadata": value["metadata"]})
+    return rewritten(body, sent, value, ["metadata"])  # handlers may stamp metadata
 
 
 CronId = Annotated[uuid.UUID, Path(description="The cron's id (a UUID).")]
@@ -97,7 +98,11 @@ async def patch_cron(
     cron_id: CronId, body: CronPatch, runtime: RuntimeDep, caller: CallerDep
 ) -> dict[str, Any]:
     """Change a cron: schedule, timezone, end time, enabled, metadata or what its runs get."""
-    await require_cron(runtime, caller, str(cron_id), "update")
+    # As LangGraph does, the value carries only what was sent (metadata included).
+    value = {"cron_id": str(cron_id), **body.model_dump(mode="json", exclude_unset=True)}
+    sent = sent_copy(value)
+    await require_cron(runtime, caller, str(cron_id), "update", value)
+    body = rewritten(body, sent, value, ["metadata"])  # handlers may stamp metadata
     return await service.patch_cron(runtime, str(cron_id), body)
 
 

@@ -11,11 +11,13 @@ from fastapi.responses import JSONResponse
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from runyard.domain.errors import UNSTORABLE_TEXT_MESSAGE, UNSTORABLE_TEXT_SQLSTATES, RunyardError
 
 log = logging.getLogger("runyard.api")
 
+SERVER_ERROR_MESSAGE = "internal server error; the server log has the details"
 BIG_INTEGER_MESSAGE = (
     "the request holds an integer outside the 64-bit range; send such numbers as strings"
 )
@@ -60,6 +62,22 @@ def install_error_handlers(app: FastAPI) -> None:
             )
         raise exc  # a real server fault: the default 500, with its traceback logged
 
+    # The last resort for an error JsonServerErrors cannot catch (one in a middleware outside
+    # it). Starlette calls this last and re-raises afterwards, so the traceback is logged.
+    @app.exception_handler(Exception)
+    async def server_error(request: Request, exc: Exception) -> JSONResponse:
+        log.error(
+            "request_failed method=%s path=%s error=%s",
+            request.method,
+            request.url.path,
+            type(exc).__name__,
+        )
+        # The server closes the connection after an unhandled error: say so, so that a
+        # client does not send its next request down it.
+        return JSONResponse(
+            {"detail": SERVER_ERROR_MESSAGE}, status_code=500, headers={"Connection": "close"}
+        )
+
     # orjson and msgpack (events, checkpoints, store values) stop at 64-bit integers.
     @app.exception_handler(TypeError)
     async def type_error(_request: Request, exc: TypeError) -> JSONResponse:
@@ -97,3 +115,37 @@ def _jsonable(errors: object) -> object:
     import json
 
     return json.loads(json.dumps(errors, default=str))
+
+
+class JsonServerErrors:
+    """Answers an error no handler took (a bug, a failing embedder) with a JSON 500.
+
+    Added inside the CORS middleware, so that a browser can read the answer too (Starlette's
+    own last resort sits outside every middleware and answers plain text). The traceback
+    goes to the log; an error once the response has begun (a stream) is left to the server.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Pass the request on; answer a JSON 500 if it fails before the response starts."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def watched(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watched)
+        except Exception:
+            if started:
+                raise
+            log.exception("request_failed method=%s path=%s", scope["method"], scope["path"])
+            await JSONResponse({"detail": SERVER_ERROR_MESSAGE}, status_code=500)(
+                scope, receive, send
+            )

@@ -23,7 +23,14 @@ from runyard.auth.handlers import Caller
 from runyard.domain.errors import RunyardError
 from runyard.runtime import Runtime
 from runyard.schemas.assistants import AssistantSearch
-from runyard.schemas.mcp import argument_problems, call_result, tool_for, tool_name
+from runyard.schemas.common import MAX_OFFSET
+from runyard.schemas.mcp import (
+    argument_problems,
+    arguments_schema,
+    call_result,
+    tool_for,
+    tool_name,
+)
 from runyard.schemas.runs import RunCreate
 from runyard.services import assistants as assistants_service
 from runyard.services.run_waits import run_to_end
@@ -31,6 +38,8 @@ from runyard.services.run_waits import run_to_end
 log = logging.getLogger("runyard.mcp")
 
 PAGE_SIZE = 100
+# A tool: its assistant, the tool itself, and the schema its arguments must fit.
+Tool = tuple[dict[str, Any], types.Tool, dict[str, Any]]
 SUPPORTED_METHODS = "initialize, ping, tools/list and tools/call"
 
 
@@ -132,11 +141,11 @@ async def _list_tools(runtime: Runtime, caller: Caller, cursor: Any) -> types.Li
     try:
         offset = int(cursor or 0)
     except (TypeError, ValueError):
-        raise McpError(
-            types.INVALID_PARAMS, f"cursor {cursor!r} is not one tools/list gave"
-        ) from None
+        offset = -1
+    if not 0 <= offset <= MAX_OFFSET:
+        raise McpError(types.INVALID_PARAMS, f"cursor {cursor!r} is not one tools/list gave")
     rows = await _assistants_page(runtime, caller, offset)
-    tools = [tool for _, tool in await _tools(runtime, rows)]
+    tools = [tool for _, tool, _ in await _tools(runtime, rows)]
     next_cursor = str(offset + PAGE_SIZE) if len(rows) == PAGE_SIZE else None
     return types.ListToolsResult(tools=tools, next_cursor=next_cursor)
 
@@ -146,9 +155,9 @@ async def _call_tool(runtime: Runtime, call: Call, params: dict[str, Any]) -> ty
         request = types.CallToolRequestParams.model_validate(params)
     except ValidationError as exc:
         raise McpError(types.INVALID_PARAMS, f"tools/call needs a tool name: {exc}") from None
-    assistant, tool = await _find_tool(runtime, call.caller, request.name)
+    assistant, tool, accepted = await _find_tool(runtime, call.caller, request.name)
     arguments = request.arguments or {}
-    problems = argument_problems(tool.input_schema, arguments)
+    problems = argument_problems(accepted, arguments)
     if problems:
         raise McpError(
             types.INVALID_PARAMS,
@@ -162,9 +171,7 @@ async def _call_tool(runtime: Runtime, call: Call, params: dict[str, Any]) -> ty
     return call_result(output)
 
 
-async def _find_tool(
-    runtime: Runtime, caller: Caller, name: str
-) -> tuple[dict[str, Any], types.Tool]:
+async def _find_tool(runtime: Runtime, caller: Caller, name: str) -> Tool:
     """The first assistant (newest first, as tools/list lists them) whose tool has this name."""
     offset, seen = 0, []
     while True:
@@ -189,15 +196,14 @@ async def _assistants_page(runtime: Runtime, caller: Caller, offset: int) -> lis
     return rows
 
 
-async def _tools(
-    runtime: Runtime, rows: list[dict[str, Any]]
-) -> list[tuple[dict[str, Any], types.Tool]]:
-    """The tools of these assistants, one per name (the first wins), skipping unusable graphs."""
+async def _tools(runtime: Runtime, rows: list[dict[str, Any]]) -> list[Tool]:
+    """The tools of these assistants, one per name (the first wins), skipping unusable graphs:
+    each with its assistant and the schema its arguments must fit."""
     schemas = await asyncio.gather(
         *(assistants_service.get_schemas(runtime, row["assistant_id"]) for row in rows),
         return_exceptions=True,
     )
-    out: list[tuple[dict[str, Any], types.Tool]] = []
+    out: list[Tool] = []
     names: set[str] = set()
     for row, schema in zip(rows, schemas, strict=True):
         name = tool_name(row["name"])
@@ -207,7 +213,8 @@ async def _tools(
         if not name or name in names:
             continue
         names.add(name)
-        out.append((row, tool_for(row, schema.get("input_schema"))))
+        input_schema = schema.get("input_schema") or {}
+        out.append((row, tool_for(row, input_schema), arguments_schema(input_schema)))
     return out
 
 

@@ -13,10 +13,11 @@ from sse_starlette import EventSourceResponse
 from runyard.api.deps import CallerDep, RunConfigurableDep, RunId, RuntimeDep, ThreadId
 from runyard.api.sse import sse_response
 from runyard.auth.guards import require_assistant, require_thread
-from runyard.auth.handlers import Caller
+from runyard.auth.handlers import Caller, rewritten, sent_copy
 from runyard.domain.errors import ForbiddenError, InvalidInputError
 from runyard.domain.stream_modes import STREAM_MODES
 from runyard.runtime import Runtime
+from runyard.schemas.common import MAX_OFFSET
 from runyard.schemas.runs import CancelMany, Run, RunCreate, RunField
 from runyard.services import run_waits, runs
 from runyard.streaming.broker import StreamEvent
@@ -25,6 +26,8 @@ router = APIRouter(tags=["Runs"])
 
 # A batch is answered in one response: keep it to what one request can reasonably carry.
 BATCH_LIMIT = 1000
+# What a create_run handler may change in `kwargs`, as LangGraph obeys it.
+RUN_EDITABLE = ("input", "command", "config", "context")
 IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", max_length=255)]
 
 
@@ -58,6 +61,7 @@ async def authorize_new_run(
         "metadata": body.metadata or {},
         "kwargs": body.model_dump(mode="json"),
     }
+    sent = sent_copy(value["kwargs"])
     if thread_id is None:
         await caller.authorize("threads", "create_run", value)
     else:
@@ -65,6 +69,10 @@ async def authorize_new_run(
         await require_thread(runtime, caller, thread_id, "create_run", value, missing_ok=missing_ok)
     if value.get("metadata"):
         body.metadata = dict(value["metadata"])
+    # What the run executes with, as the handler left it (a configurable stamped, say).
+    changed = rewritten(body, sent, value["kwargs"], RUN_EDITABLE)
+    for name in RUN_EDITABLE:
+        setattr(body, name, getattr(changed, name))
     await require_assistant(runtime, caller, body.assistant_id, "read")
     if thread_id is None or body.if_not_exists != "create":
         return None
@@ -265,8 +273,10 @@ async def list_runs(
     thread_id: ThreadId,
     runtime: RuntimeDep,
     caller: CallerDep,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 10,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000, description="Page size, 1 to 1000.")] = 10,
+    offset: Annotated[
+        int, Query(ge=0, le=MAX_OFFSET, description=f"Runs to skip, 0 to {MAX_OFFSET}.")
+    ] = 0,
     status: Literal["pending", "running", "success", "error", "timeout", "interrupted"]
     | None = None,
     select: Annotated[list[RunField] | None, Query(description="Fields to return.")] = None,

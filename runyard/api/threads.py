@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Header, Query, Response
-from pydantic import StringConstraints
+from pydantic import WithJsonSchema
 from sse_starlette import EventSourceResponse
 
 from runyard.api.deps import CallerDep, RuntimeDep, ThreadId, set_page_headers
 from runyard.api.sse import sse_response
 from runyard.auth.guards import require_thread
+from runyard.auth.handlers import rewritten, sent_copy
 from runyard.domain.errors import InvalidInputError
 from runyard.schemas.threads import (
     STATE_SELECT,
@@ -32,13 +33,20 @@ from runyard.services import threads as service
 
 router = APIRouter(tags=["Threads"])
 
-THREAD_MODES = "run_modes (every run event), lifecycle (run start and end), state_update."
-_MODE = r"\s*(run_modes|lifecycle|state_update)\s*"
+THREAD_MODES = (
+    "run_modes (every run event), lifecycle (run start and end), state_update; or run stream "
+    f"modes ({', '.join(thread_streams.RUN_EVENT_MODES)}): each run's start and end and only "
+    "those events. Repeated, or comma-separated."
+)
+_NAMES = "|".join((*thread_streams.THREAD_STREAM_MODES, *thread_streams.RUN_EVENT_MODES))
+_MODE = rf"\s*({_NAMES})\s*"
 THREAD_MODES_PATTERN = rf"^({_MODE}(,{_MODE})*)?$"
 Subgraphs = Annotated[bool, Query(description="Include the state of subgraphs.")]
 StateSelect = Annotated[list[StateField] | None, Query(description=STATE_SELECT)]
+# Declared, not enforced by the schema: the parser's 422 names the modes there are.
 ThreadStreamModes = Annotated[
-    list[Annotated[str, StringConstraints(pattern=THREAD_MODES_PATTERN)]] | None,
+    list[Annotated[str, WithJsonSchema({"type": "string", "pattern": THREAD_MODES_PATTERN})]]
+    | None,
     Query(description=THREAD_MODES),
 ]
 
@@ -126,7 +134,10 @@ async def patch_thread(
     prefer: Annotated[str | None, Header()] = None,
 ) -> Any:
     """Merge metadata into a thread's; `Prefer: return=minimal` answers 204 without a body."""
-    await require_thread(runtime, caller, str(thread_id), "update")
+    value = {"thread_id": str(thread_id), "metadata": dict(body.metadata)}
+    sent = sent_copy(value)
+    await require_thread(runtime, caller, str(thread_id), "update", value)
+    body = rewritten(body, sent, value, ["metadata"])  # handlers may stamp metadata
     thread = await service.patch_thread(runtime, str(thread_id), body)
     if prefer == "return=minimal":
         return Response(status_code=204)

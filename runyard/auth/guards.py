@@ -114,11 +114,17 @@ async def require_assistant(
         raise NotFoundError(f"assistant {assistant_id} not found")
 
 
-async def require_cron(runtime: Runtime, caller: Caller, cron_id: str, action: str) -> None:
+async def require_cron(
+    runtime: Runtime,
+    caller: Caller,
+    cron_id: str,
+    action: str,
+    value: dict[str, Any] | None = None,
+) -> None:
     """Authorize `action` on the cron; NotFoundError if the caller may not see it."""
     if caller.auth is None:
         return
-    spec = await caller.authorize("crons", action, {"cron_id": cron_id})
+    spec = await caller.authorize("crons", action, value or {"cron_id": cron_id})
     if spec is None:
         return
     cron = await crons_service.get_cron(runtime, cron_id)

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import copy
 import inspect
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from langgraph_sdk import Auth
+from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 
 from runyard.domain.auth_filters import AuthFilterError, check_filter
@@ -20,6 +22,7 @@ from runyard.graphs.modules import import_attribute
 log = logging.getLogger("runyard.auth")
 
 Filter = dict[str, Any]
+BodyT = TypeVar("BodyT", bound=BaseModel)
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,31 @@ class Caller:
         if result:
             _check_returned_filter(handler, resource, action, result)
         return result or None
+
+
+def sent_copy(value: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of a value before the handlers see it, to tell what they changed."""
+    return copy.deepcopy(dict(value))
+
+
+def rewritten(
+    body: BodyT, sent: Mapping[str, Any], value: Mapping[str, Any], fields: Sequence[str]
+) -> BodyT:
+    """The body with the `fields` the handlers changed in `value` (`sent`: before them).
+
+    LangGraph stores an object as its create and update handlers leave the value (an owner
+    stamped in the metadata, say), so Runyard does too.
+    """
+    changes = {name: value[name] for name in fields if value.get(name) != sent.get(name)}
+    if not changes:
+        return body
+    try:
+        return type(body).model_validate({**body.model_dump(exclude_unset=True), **changes})
+    except ValidationError as exc:
+        raise ConfigError(
+            f"an auth handler changed {', '.join(sorted(changes))} into something this request "
+            f"cannot carry: {exc.errors()[0]['msg']}"
+        ) from None
 
 
 def _check_returned_filter(handler: Any, resource: str, action: str, result: Filter) -> None:

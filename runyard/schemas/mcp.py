@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 import mcp_types as types
@@ -64,6 +65,37 @@ def simplified_schema(schema: dict[str, Any]) -> dict[str, Any]:
     A `messages` channel accepts a plain string (LangGraph turns it into a human message),
     and a model calling the tool writes a string far more reliably than message objects.
     """
+    return _with_messages_as(
+        schema,
+        lambda key, prop: {
+            "type": "string",
+            "title": prop.get("title", key),
+            "description": MESSAGE_DESCRIPTION,
+        },
+    )
+
+
+def arguments_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """What `tools/call` accepts: the declared schema, where a messages field also takes the
+    graph's own input (a list of messages or one message, as LangGraph coerces them).
+
+    The exact shape of a message is left to the graph: LangGraph takes role dicts, LangChain
+    dicts, strings and (role, content) pairs, more than the message schemas describe.
+    """
+    return _with_messages_as(
+        schema,
+        lambda key, prop: {
+            "title": prop.get("title", key),
+            "type": ["string", "array", "object"],
+            "items": {"type": ["string", "object", "array"]},
+        },
+    )
+
+
+def _with_messages_as(
+    schema: dict[str, Any], replacement: Callable[[str, dict[str, Any]], dict[str, Any]]
+) -> dict[str, Any]:
+    """The schema with each list-of-messages property replaced, message definitions dropped."""
     schema = copy.deepcopy(schema)
     defs = schema.get("$defs")
     if defs and set(defs) & _MESSAGE_TYPES:
@@ -74,11 +106,7 @@ def simplified_schema(schema: dict[str, Any]) -> dict[str, Any]:
         properties = schema.get("properties", {})
         for key, prop in list(properties.items()):
             if _lists_messages(prop):
-                properties[key] = {
-                    "type": "string",
-                    "title": prop.get("title", key),
-                    "description": MESSAGE_DESCRIPTION,
-                }
+                properties[key] = replacement(key, prop)
     # MCP requires an object schema.
     schema.setdefault("type", "object")
     return schema

@@ -13,6 +13,7 @@ from runyard.db import threads as threads_db
 from runyard.domain.errors import NotFoundError
 from runyard.domain.results import with_interrupts
 from runyard.domain.status import TERMINAL_RUN_STATUSES, RunStatus
+from runyard.domain.stream_modes import event_in_modes
 from runyard.schemas.runs import RunCreate
 from runyard.services.runs import cancel_run, create_run, get_run
 from runyard.streaming.broker import IDLE_CHECK_SECONDS, CompletionWaiter, StreamEvent
@@ -297,7 +298,7 @@ async def run_events(
         async for event in runtime.broker.subscribe(
             run["run_id"], after, follow=follow, ended=_ended(runtime, run)
         ):
-            if modes is None or _wanted(event.event, modes):
+            if modes is None or event_in_modes(event.event, modes):
                 yield event
         finished = True
     finally:
@@ -318,14 +319,6 @@ def _ended(runtime: Runtime, run: dict[str, Any]) -> Callable[[], Awaitable[bool
         return RunStatus(current["status"]) in TERMINAL_RUN_STATUSES
 
     return ended
-
-
-def _wanted(event: str, modes: list[str]) -> bool:
-    if event in ("error", "end"):
-        return True
-    base = event.split("|", 1)[0]
-    family = base.split("/", 1)[0]
-    return base in modes or family in modes or (family == "messages" and "messages-tuple" in modes)
 
 
 async def _cancel_quietly(runtime: Runtime, run_id: str) -> None:

@@ -21,6 +21,7 @@ from runyard.db import runs as runs_db
 from runyard.db import threads as threads_db
 from runyard.domain.errors import InvalidInputError
 from runyard.domain.status import RunStatus
+from runyard.domain.stream_modes import STREAM_MODES, event_in_modes
 from runyard.services.run_waits import LIVE_ONLY, run_events
 from runyard.services.thread_state import thread_not_found
 from runyard.streaming.broker import StreamEvent
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("runyard.threads")
 
 THREAD_STREAM_MODES = ("run_modes", "lifecycle", "state_update")
+# Run stream modes a thread stream also takes: only their run events are sent.
+RUN_EVENT_MODES = tuple(mode for mode in STREAM_MODES if mode not in THREAD_STREAM_MODES)
 # How often an idle thread stream looks for the thread's next run.
 NEXT_RUN_POLL_SECONDS = 0.25
 # How often it checks that the thread still exists (a deleted thread ends the stream).
@@ -69,19 +72,48 @@ class Cursor:
         )
 
 
-def parse_thread_stream_modes(raw: list[str] | None) -> list[str]:
-    """Modes from repeated params or comma lists; `run_modes` when none is given."""
+@dataclass(frozen=True)
+class ThreadStreamModes:
+    """What a thread stream sends: the runs' events (`run_events`: None for all of them,
+    empty for their start and end only, else those modes'), and the state updates."""
+
+    runs: bool
+    run_events: tuple[str, ...] | None
+    state: bool
+
+    def delivers(self, event: str) -> bool:
+        """Whether a run event goes out (a run's start and run_done markers always do)."""
+        if event == "end":
+            return False
+        if self.run_events is None or event == "metadata":
+            return True
+        return bool(self.run_events) and event_in_modes(event, self.run_events)
+
+
+def parse_thread_stream_modes(raw: list[str] | None) -> ThreadStreamModes:
+    """Modes from repeated params or comma lists; `run_modes` when none is given.
+
+    The thread's own modes (`run_modes`, `lifecycle`, `state_update`) and run stream modes
+    (`values`, `messages-tuple`...) mix: run modes add their events to the lifecycle.
+    """
     modes = [part.strip() for value in raw or [] for part in value.split(",") if part.strip()]
-    wrong = [mode for mode in modes if mode not in THREAD_STREAM_MODES]
+    wrong = [mode for mode in modes if mode not in (*THREAD_STREAM_MODES, *RUN_EVENT_MODES)]
     if wrong:
         raise InvalidInputError(
-            f"unknown thread stream mode {wrong}; choose from {', '.join(THREAD_STREAM_MODES)}"
+            f"unknown thread stream mode {wrong}; choose from {', '.join(THREAD_STREAM_MODES)}, "
+            f"or run stream modes to receive only their events: {', '.join(RUN_EVENT_MODES)}"
         )
-    return modes or ["run_modes"]
+    modes = modes or ["run_modes"]
+    picked = tuple(dict.fromkeys(mode for mode in modes if mode in RUN_EVENT_MODES))
+    return ThreadStreamModes(
+        runs="run_modes" in modes or "lifecycle" in modes or bool(picked),
+        run_events=None if "run_modes" in modes else picked,
+        state="state_update" in modes,
+    )
 
 
 async def open_thread_events(
-    runtime: Runtime, thread_id: str, last_event_id: str | None, modes: list[str]
+    runtime: Runtime, thread_id: str, last_event_id: str | None, modes: ThreadStreamModes
 ) -> AsyncIterator[StreamEvent]:
     """The thread's events until it is deleted (or the client leaves); a bad Last-Event-ID
     or a missing thread raise here, before anything is streamed."""
@@ -95,16 +127,18 @@ async def open_thread_events(
 
 
 async def _thread_events(
-    runtime: Runtime, thread_id: str, cursor: Cursor | None, start: _Start, modes: list[str]
+    runtime: Runtime,
+    thread_id: str,
+    cursor: Cursor | None,
+    start: _Start,
+    modes: ThreadStreamModes,
 ) -> AsyncIterator[StreamEvent]:
     position = cursor or Cursor()
     queue: asyncio.Queue[StreamEvent | None] = asyncio.Queue(maxsize=256)
     producers: list[tuple[str, Coroutine[Any, Any, None]]] = []
-    if "run_modes" in modes or "lifecycle" in modes:
-        lifecycle_only = "run_modes" not in modes
-        runs = _follow_runs(runtime, thread_id, start, position, queue, lifecycle_only)
-        producers.append(("runs", runs))
-    if "state_update" in modes:
+    if modes.runs:
+        producers.append(("runs", _follow_runs(runtime, thread_id, start, position, queue, modes)))
+    if modes.state:
         after = position.state_id if cursor is not None else LIVE_ONLY
         producers.append(("state", _follow_state(runtime, thread_id, after, position, queue)))
     # Owned by this stream: cancelled and awaited when it ends or the client leaves.
@@ -156,13 +190,13 @@ async def _follow_runs(
     start: _Start,
     position: Cursor,
     queue: asyncio.Queue[StreamEvent | None],
-    lifecycle_only: bool,
+    modes: ThreadStreamModes,
 ) -> None:
     """Each run of the thread in turn, then a run_done marker; None once the thread is gone."""
     anchor, first = start
     if first is not None:
         run, after = first
-        anchor = await _stream_run(runtime, run, after, position, queue, lifecycle_only)
+        anchor = await _stream_run(runtime, run, after, position, queue, modes)
     idle = 0.0
     while True:
         async with runtime.autocommit() as session:
@@ -178,9 +212,7 @@ async def _follow_runs(
             continue
         idle = 0.0
         # A run created after the join has published nothing that was seen: all of it.
-        anchor = await _stream_run(
-            runtime, dict(upcoming[0]), None, position, queue, lifecycle_only
-        )
+        anchor = await _stream_run(runtime, dict(upcoming[0]), None, position, queue, modes)
 
 
 # Where a stream starts: the (created_at, run_id) after which runs are new (None: every run),
@@ -217,14 +249,14 @@ async def _stream_run(
     after: str | None,
     position: Cursor,
     queue: asyncio.Queue[StreamEvent | None],
-    lifecycle_only: bool,
+    modes: ThreadStreamModes,
 ) -> tuple[Any, str]:
     """Deliver one run's events after `after`, then its run_done; returns its anchor."""
     run_id = run["run_id"]
     position.run_id, position.event_id = run_id, after if after != LIVE_ONLY else None
     async for event in run_events(runtime, run, after, None, cancel_on_disconnect=False):
         position.event_id = event.id
-        if event.event == "end" or (lifecycle_only and event.event != "metadata"):
+        if not modes.delivers(event.event):
             continue
         await queue.put(StreamEvent(position.encode(), event.event, event.data))
     position.event_id = _DONE

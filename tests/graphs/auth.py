@@ -29,14 +29,16 @@ async def authenticate(authorization: str | None) -> Auth.types.MinimalUserDict:
 
 
 async def owned(ctx: Auth.types.AuthContext, value: Any) -> Any:
-    """Creation stamps the owner (writers only); everything else sees only what it owns."""
-    if ctx.action == "create":
-        if "write" not in ctx.permissions:
-            return False
-        metadata = value.setdefault("metadata", {})
-        metadata["owner"] = ctx.user.identity
-        return None
-    return {"owner": ctx.user.identity}
+    """Creation and updates stamp the owner (creation: writers only), so nobody can hand an
+    object to someone else; everything else sees only what it owns (LangGraph's pattern)."""
+    if ctx.action == "create" and "write" not in ctx.permissions:
+        return False
+    if ctx.action in ("create", "update") and "metadata" in value:
+        value["metadata"]["owner"] = ctx.user.identity
+    config = (value.get("kwargs") or {}).get("config") if ctx.action == "create_run" else None
+    if isinstance(config, dict):  # the graph learns who runs it from the server, not the client
+        config.setdefault("configurable", {})["owner"] = ctx.user.identity
+    return None if ctx.action == "create" else {"owner": ctx.user.identity}
 
 
 auth.on.threads(owned)

@@ -19,3 +19,8 @@ def embed(texts: list[str]) -> list[list[float]]:
             vector[digest[0] % DIMS] += sign * (1 + digest[2] / 255)
         vectors.append(vector)
     return vectors
+
+
+def unreachable(texts: list[str]) -> list[list[float]]:
+    """An embedding whose service cannot be reached, as a provider with a bad key fails."""
+    raise ConnectionRefusedError("the embedding service refused the connection")

@@ -52,6 +52,11 @@ def test_schemathesis_checks_all_find_nothing(
         f"{contract_server.url}/openapi.json",
         "--checks",
         "all",
+        # Its stateful heuristic reads a 2xx to POST /a2a/{assistant_id} (JSON-RPC: 200 with a
+        # JSON-RPC error for any id, nothing created) as creating what lies below that path,
+        # and an unknown assistant's agent card (404) as a resource that vanished.
+        "--exclude-checks",
+        "ensure_resource_availability",
         "--max-examples",
         str(MAX_EXAMPLES),
         "--generation-deterministic",

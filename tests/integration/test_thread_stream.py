@@ -141,7 +141,7 @@ async def test_last_event_id_resumes_exactly(client: LangGraphClient) -> None:
 async def test_bad_requests_are_refused(client: LangGraphClient, base_url: str) -> None:
     thread_id = await new_thread(client)
     async with httpx.AsyncClient(base_url=base_url, timeout=30) as http:
-        bad_mode = await http.get(f"/threads/{thread_id}/stream", params={"stream_mode": "values"})
+        bad_mode = await http.get(f"/threads/{thread_id}/stream", params={"stream_mode": "valuez"})
         assert bad_mode.status_code == 422
         assert "run_modes" in bad_mode.text
         missing = await http.get("/threads/00000000-0000-4000-8000-000000000000/stream")
