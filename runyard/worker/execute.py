@@ -48,10 +48,9 @@ class RunExecutor:
         # Before the claim: the lease it grants runs from a later moment than this.
         claim_started = time.monotonic()
         with rt.metrics.claim_seconds.time():
-            async with rt.atomic() as session:
-                run = await runs_db.claim_run(
-                    session, run_id, rt.instance_id, rt.settings.lease_duration_seconds
-                )
+            run = await rt.lifecycle.claim(
+                run_id, rt.instance_id, rt.settings.lease_duration_seconds
+            )
         if run is None:
             return
         attempt = int(run["attempt"])
@@ -290,8 +289,7 @@ class RunExecutor:
         run_id = run["run_id"]
 
         async def release() -> bool:
-            async with rt.sessions() as session, session.begin():
-                return await runs_db.release_run(session, run_id, entry.attempt)
+            return await rt.lifecycle.release(run_id, entry.attempt)
 
         try:
             released = await self._until_store_answers("hand_back", run_id, release)
