@@ -32,9 +32,9 @@ Dispatch: any transition that can free the thread (finish, cancel, delete, the r
 ending a run) pushes the thread's next due run: its oldest pending run by start time.
 
 Ending a run (after its terminal status is committed) is one path for finalize, the
-reaper and cancel: last events and the completion signal, the next run's dispatch, the
-webhook, the removal of a stateless run's temporary thread. It happens after the commit,
-so nothing there may turn the end into a failure: those steps are best effort (logged).
+reaper and cancel, `end`: last events and the completion signal, the next run's dispatch,
+the webhook, the removal of a stateless run's temporary thread (runyard/run_endings.py,
+which the lifecycle builds and owns).
 """
 
 from __future__ import annotations
@@ -44,8 +44,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -53,15 +52,14 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from runyard.db import runs as runs_db
 from runyard.db import threads as threads_db
 from runyard.db.contention import lost_to_contention
-from runyard.db.dialect import database_now
 from runyard.db.engine import Sessions
 from runyard.domain.errors import ConflictError, NotFoundError
 from runyard.domain.status import ACTIVE_RUN_STATUSES, RunStatus
 from runyard.graphs.checkpointer import delete_run_checkpoints
-from runyard.graphs.serialize import dumps, to_jsonable
 from runyard.observability.metrics import Metrics
 from runyard.queue.cancel_bus import CancelBus
 from runyard.queue.run_queue import RunQueue
+from runyard.run_endings import RunEndings, WebhookSink
 from runyard.streaming.broker import EventBroker
 
 log = logging.getLogger("runyard.lifecycle")
@@ -70,16 +68,6 @@ T = TypeVar("T")
 # How many times a transition that lost to a concurrent one (deadlock) is run again.
 CONTENTION_RETRIES = 5
 _ACTIVE = {status.value for status in ACTIVE_RUN_STATUSES}
-# `values` not given: the webhook reads the thread's values from its row.
-_UNREAD: Any = object()
-
-
-class WebhookSink(Protocol):
-    """Where a finished run's webhook goes (runyard/worker/webhooks.py sends it)."""
-
-    def send(self, url: str, payload: dict[str, Any]) -> None:
-        """Queue one POST of `payload` to `url`."""
-        ...
 
 
 @dataclass
@@ -108,14 +96,14 @@ class RunLifecycle:
     ) -> None:
         self._sessions = sessions
         self._autocommit = autocommit
-        self._dialect = dialect
-        self._broker = broker
         self._queue = queue
         self._cancel_bus = cancel_bus
-        self._webhooks = webhooks
         self._metrics = metrics
         self._checkpointer = checkpointer
         self._serial = asyncio.Lock() if dialect != "postgresql" else None
+        self._endings = RunEndings(
+            broker, queue, webhooks, autocommit, checkpointer, metrics, self._serial
+        )
 
     # --- running a transition -----------------------------------------------------------
 
@@ -317,7 +305,8 @@ class RunLifecycle:
             await self._cancel_bus.publish(run_id, "interrupt")
         await self.forget(run_id)
         if deleted["status"] in _ACTIVE:
-            await self._quietly(self._dispatch_next(thread_id, None), "run_dispatch_failed", run_id)
+            dispatch = self._endings.dispatch_next(thread_id)
+            await self._endings.quietly(dispatch, "run_dispatch_failed", run_id)
 
     async def delete_thread(self, thread_id: str) -> list[dict[str, Any]] | None:
         """Delete a thread, its runs and its checkpoints; returns its active runs (stopped
@@ -372,112 +361,16 @@ class RunLifecycle:
             )
         await self.end(row, RunStatus.INTERRUPTED)
 
-    # --- ending a run (after its end is committed) ----------------------------------------
+    # --- ending a run (after its end is committed: runyard/run_endings.py) --------------
 
-    async def end(
-        self,
-        run: Mapping[str, Any],
-        status: RunStatus,
-        *,
-        error: dict[str, Any] | None = None,
-        attempt: int | None = None,
-        values: Any = _UNREAD,
-        finished: runs_db.Finished | None = None,
-    ) -> None:
-        """Everything that follows the committed end of `run` (a run row) with `status`.
-
-        `attempt` fences the last events (the attempt that ended the run itself); `values`
-        is the thread's state for the webhook (read from the thread row when not given);
-        `finished`, when the finish statement already read the thread's next run.
-        """
-        run_id, thread_id = str(run["run_id"]), str(run["thread_id"])
-        log.info("run_finished run_id=%s attempt=%s status=%s", run_id, attempt, status)
-        self._metrics.runs_finished.labels(status.value).inc()
-        last_events = [("error", dumps(error))] if error is not None else []
-        try:
-            await self._broker.finish(
-                run_id, attempt, [*last_events, ("end", "null")], signal_done=True
-            )
-        except Exception:
-            log.warning("run_final_events_failed run_id=%s", run_id, exc_info=True)
-            await self._quietly(self._broker.signal_done(run_id), "run_done_signal_failed", run_id)
-        deleting = bool(run.get("temporary")) and (run.get("on_completion") or "delete") == "delete"
-        if not deleting:
-            # A thread about to be deleted takes its runs with it: nothing to dispatch there.
-            dispatch = self._dispatch_next(thread_id, finished)
-            await self._quietly(dispatch, "run_dispatch_failed", run_id)
-        if run.get("webhook"):
-            await self._quietly(
-                self._send_webhook(run, status, error, values), "webhook_not_sent", run_id
-            )
-        if deleting:
-            await self._quietly(
-                self.delete_temporary_thread(thread_id), "temporary_thread_not_deleted", run_id
-            )
+    async def end(self, run: Mapping[str, Any], status: RunStatus, **how: Any) -> None:
+        """Everything that follows the committed end of `run` (`RunEndings.end`)."""
+        await self._endings.end(run, status, **how)
 
     async def close_stream(self, run_id: str) -> None:
-        """End the stream of a run that was deleted with its thread, and wake its waiters."""
-        try:
-            await self._broker.finish(run_id, signal_done=True)
-        except Exception:
-            log.warning("run_final_events_failed run_id=%s", run_id, exc_info=True)
-            await self._quietly(self._broker.signal_done(run_id), "run_done_signal_failed", run_id)
+        """End the stream of a run deleted with its thread, and wake its waiters."""
+        await self._endings.close_stream(run_id)
 
     async def forget(self, run_id: str) -> None:
-        """Drop a deleted run's events (or a deleted thread's state log) and wake its waiters
-        (who then find it gone); best effort once the deletion is committed."""
-        await self._quietly(self._broker.forget(run_id), "run_events_not_forgotten", run_id)
-        await self._quietly(self._broker.signal_done(run_id), "run_done_signal_failed", run_id)
-
-    async def delete_temporary_thread(self, thread_id: str) -> None:
-        """Remove a stateless run's thread, its runs and its checkpoints."""
-        # One statement (runs go by foreign key, after the thread row): no transaction.
-        async with self._serialized(), self._autocommit() as session:
-            await threads_db.delete_thread(session, thread_id)
-        await self._checkpointer.adelete_thread(thread_id)
-
-    async def _dispatch_next(self, thread_id: str, finished: runs_db.Finished | None) -> None:
-        """Queue the thread's next due run, if one waits, once a transition committed."""
-        if finished is not None and finished.upcoming_known:
-            upcoming, now = finished.upcoming, finished.now
-        else:
-            # Read after the commit: a run enqueued meanwhile must not be stranded.
-            async with self._autocommit() as session:
-                upcoming = await runs_db.next_pending_run(session, thread_id)
-                now = await database_now(session) if upcoming is not None else None
-        if upcoming is not None:
-            await self._queue.push(upcoming["run_id"], _delay(upcoming["scheduled_at"], now))
-
-    async def _send_webhook(
-        self, run: Mapping[str, Any], status: RunStatus, error: Any, values: Any
-    ) -> None:
-        if values is _UNREAD:
-            async with self._autocommit() as session:
-                thread = await threads_db.get_thread(session, str(run["thread_id"]))
-            values = thread["values"] if thread is not None else None
-        payload = {**_public(run), "status": status.value, "values": values}
-        if error is not None:
-            payload["error"] = error
-        self._webhooks.send(str(run["webhook"]), payload)
-
-    async def _quietly(self, step: Awaitable[Any], event: str, run_id: str) -> None:
-        """A step after the commit: its failure is logged, never raised."""
-        try:
-            await step
-        except Exception:
-            log.warning("%s run_id=%s", event, run_id, exc_info=True)
-
-
-def _delay(scheduled_at: datetime | None, now: datetime | None) -> float:
-    if scheduled_at is None or now is None:
-        return 0.0
-    return max(0.0, (scheduled_at - now).total_seconds())
-
-
-def _public(run: Mapping[str, Any]) -> dict[str, Any]:
-    keys = ("run_id", "thread_id", "assistant_id", "metadata", "kwargs", "multitask_strategy")
-    out = {k: to_jsonable(run.get(k)) for k in keys}
-    for stamp in ("created_at", "updated_at"):
-        value = run.get(stamp)
-        out[stamp] = value.isoformat() if value is not None else None
-    return out
+        """Drop a deleted run's events (or a deleted thread's state log); wake its waiters."""
+        await self._endings.forget(run_id)
