@@ -148,8 +148,13 @@ class RunLifecycle:
             try:
                 return await call()
             except Exception as exc:
-                if attempt >= CONTENTION_RETRIES or not lost_to_contention(exc):
+                if not lost_to_contention(exc):
                     raise
+                if attempt >= CONTENTION_RETRIES:
+                    raise ConflictError(
+                        f"the thread's runs were changed concurrently {attempt} times while "
+                        "this request tried to change them; send it again"
+                    ) from exc
                 log.warning("transition_retried reason=contention attempt=%s", attempt)
             await asyncio.sleep(0.01 * attempt)
             attempt += 1

@@ -1,6 +1,7 @@
 """PostgreSQL: the claim and finish statements lock the thread row before the run row, the
 order every transition keeps (runyard/lifecycle.py), so a creator that holds the thread and
-then cancels the run waits for nothing and deadlocks with nothing."""
+then cancels the run waits for nothing and deadlocks with nothing; and a transition that
+still loses a deadlock runs again instead of failing the request."""
 
 from __future__ import annotations
 
@@ -11,13 +12,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from langgraph.checkpoint.memory import InMemorySaver
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from runyard.db import runs as runs_db
 from runyard.db import threads as threads_db
+from runyard.db.contention import lost_to_contention
 from runyard.db.engine import session_factory
 from runyard.db.threads import ThreadState
+from runyard.domain.errors import ConflictError
 from runyard.domain.status import RunStatus
+from runyard.lifecycle import RunLifecycle
+from runyard.observability.metrics import Metrics
+from runyard.queue.cancel_bus import InProcessCancelBus
+from runyard.queue.run_queue import InProcessRunQueue
+from runyard.streaming.broker import InMemoryEventBroker
+from runyard.worker.webhooks import WebhookSender
 from tests.support.databases import migrated_engine, until_true
 from tests.support.rows import run_row, thread_row
 
@@ -109,3 +119,57 @@ async def test_a_claim_waits_for_the_thread_before_it_locks_its_run(engine: Asyn
     # The creator interrupted the run before anyone started it: nothing left to claim.
     assert interrupted is True
     assert claimed is None
+
+
+async def _deadlock(engine: AsyncEngine) -> BaseException:
+    """Two transactions that lock two threads in opposite orders: the error PostgreSQL
+    raises in the one it aborts."""
+    first, second = str(uuid.uuid4()), str(uuid.uuid4())
+    async with session_factory(engine)() as session, session.begin():
+        for thread_id in (first, second):
+            await threads_db.insert_thread(session, thread_row(thread_id))
+    both_hold = asyncio.Barrier(2)
+
+    async def lock(one: str, other: str) -> None:
+        async with session_factory(engine)() as session, session.begin():
+            await threads_db.get_thread(session, one, lock=True)
+            await both_hold.wait()
+            await threads_db.get_thread(session, other, lock=True)
+
+    outcomes = await asyncio.gather(
+        lock(first, second), lock(second, first), return_exceptions=True
+    )
+    (error,) = [outcome for outcome in outcomes if isinstance(outcome, BaseException)]
+    return error
+
+
+async def test_a_transition_that_lost_a_deadlock_runs_again(engine: AsyncEngine) -> None:
+    error = await _deadlock(engine)
+    assert lost_to_contention(error)
+    lifecycle = RunLifecycle(
+        session_factory(engine),
+        session_factory(engine, autocommit=True),
+        "postgresql",
+        InMemoryEventBroker(60.0),
+        InProcessRunQueue(),
+        InProcessCancelBus(lambda run_id, action: False),
+        WebhookSender(1, enabled=False),
+        Metrics(in_flight=lambda: 0),
+        InMemorySaver(),
+    )
+    calls: list[int] = []
+
+    async def loses_once(session: AsyncConnection) -> int:
+        calls.append(1)
+        if len(calls) == 1:
+            raise error
+        return len(calls)
+
+    assert await lifecycle.transaction(loses_once) == 2
+
+    async def always_loses(session: AsyncConnection) -> int:
+        raise error
+
+    # Never a 500: a request that keeps losing is answered 409, to be sent again.
+    with pytest.raises(ConflictError):
+        await lifecycle.transaction(always_loses)
