@@ -34,6 +34,7 @@ from runyard.graphs.config import ProjectConfig, apply_environment, find_config,
 from runyard.graphs.http_config import HttpConfig
 from runyard.graphs.registry import GraphRegistry
 from runyard.graphs.store import StoreOptions, TtlSweeper, open_store, store_options
+from runyard.lifecycle import RunLifecycle
 from runyard.observability.metrics import Metrics
 from runyard.observability.tracing import Tracing
 from runyard.queue.cancel_bus import CancelBus, InProcessCancelBus
@@ -41,7 +42,6 @@ from runyard.queue.run_queue import InProcessRunQueue, RunQueue
 from runyard.settings import Settings
 from runyard.streaming.broker import EventBroker, InMemoryEventBroker
 from runyard.worker.cron_scheduler import CronScheduler
-from runyard.worker.ending import RunEndings
 from runyard.worker.execute import RunExecutor
 from runyard.worker.lease import LeaseKeeper, Reaper
 from runyard.worker.pool import WorkerPool
@@ -118,7 +118,7 @@ class Runtime:
         self.queue: RunQueue
         self.cancel_bus: CancelBus
         self.webhooks: WebhookSender
-        self.run_endings: RunEndings
+        self.lifecycle: RunLifecycle
         self.workers: WorkerPool
         self.redis: Any = None
         self._drain: asyncio.Task[None] | None = None
@@ -209,8 +209,16 @@ class Runtime:
             settings.webhook_max_attempts, enabled=self.http.enabled("webhooks")
         )
         self._stack.push_async_callback(self.webhooks.stop)
-        self.run_endings = RunEndings(
-            self.broker, self.queue, self.webhooks, self.autocommit, self.checkpointer, self.metrics
+        self.lifecycle = RunLifecycle(
+            self.sessions,
+            self.autocommit,
+            self.dialect,
+            self.broker,
+            self.queue,
+            self.cancel_bus,
+            self.webhooks,
+            self.metrics,
+            self.checkpointer,
         )
         self._stack.push_async_callback(self.queue.close)
         if not settings.redis_url:

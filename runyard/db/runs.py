@@ -54,7 +54,10 @@ _ACTIVE = [s.value for s in ACTIVE_RUN_STATUSES]
 @cache
 def _insert_run_statement(dialect: str) -> Insert:
     now = clock(dialect)
-    return insert(runs).values(created_at=now, updated_at=now).returning(*runs.c)
+    # A run is ordered by its start time, as LangGraph's server orders it: a delayed run's
+    # `created_at` is when it becomes due (`scheduled_at`), so a run due sooner goes first.
+    starts = func.coalesce(bindparam("p_starts_at", type_=runs.c.created_at.type), now)
+    return insert(runs).values(created_at=starts, updated_at=now).returning(*runs.c)
 
 
 @cache
@@ -67,7 +70,8 @@ def _get_run_statement(dialect: str, in_thread: bool) -> Select[Any]:
 
 async def insert_run(session: AsyncConnection, row: dict[str, Any]) -> dict[str, Any]:
     """Insert a pending run and return it as stored."""
-    stored = await fetch_one(session, _insert_run_statement(dialect_name(session)), row)
+    params = {**row, "p_starts_at": row.get("scheduled_at")}
+    stored = await fetch_one(session, _insert_run_statement(dialect_name(session)), params)
     assert stored is not None  # an INSERT … RETURNING without conflict handling
     return stored
 
@@ -243,6 +247,27 @@ def _claimable_in(dialect: str) -> list[Any]:
     ]
 
 
+def _thread_locked_first(dialect: str) -> list[Any]:
+    """On PostgreSQL, a condition that locks the run's thread row before the statement
+    locks the run row (runyard/lifecycle.py: the thread row, then its run rows).
+
+    An uncorrelated scalar subquery is an InitPlan: PostgreSQL runs it once, before the
+    first row reaches the UPDATE, so the thread's lock is taken first. Elsewhere (SQLite)
+    the transitions are serialized in the process instead.
+    """
+    if dialect != "postgresql":
+        return []
+    owner = aliased(runs)
+    thread_of_run = select(owner.c.thread_id).where(owner.c.run_id == bindparam("p_run_id"))
+    locked = (
+        select(threads.c.thread_id)
+        .where(threads.c.thread_id == thread_of_run.scalar_subquery())
+        .with_for_update()
+        .scalar_subquery()
+    )
+    return [runs.c.thread_id == locked]
+
+
 # The checkpointer's table (langgraph's PostgreSQL saver creates it at start-up). A claim on
 # PostgreSQL also says whether the thread has a checkpoint yet (key THREAD_HAS_CHECKPOINT):
 # while the run holds its thread nobody else writes one, so a run that finds none can skip
@@ -261,7 +286,11 @@ def _claim_statements(dialect: str) -> tuple[Any, Update | None]:
     now = clock(dialect)
     claim = (
         update(runs)
-        .where(runs.c.run_id == bindparam("p_run_id"), *_claimable_in(dialect))
+        .where(
+            runs.c.run_id == bindparam("p_run_id"),
+            *_thread_locked_first(dialect),
+            *_claimable_in(dialect),
+        )
         .values(
             status="running",
             owner=bindparam("p_owner"),
@@ -324,6 +353,7 @@ def _finish_statement(dialect: str) -> Update:
         update(runs)
         .where(
             runs.c.run_id == bindparam("p_run_id"),
+            *_thread_locked_first(dialect),
             runs.c.attempt == bindparam("p_attempt"),
             runs.c.status == "running",
         )
@@ -441,7 +471,7 @@ async def finish_run_with_state(
     if dialect != "postgresql":
         if not await finish_run(session, run_id, attempt, status, output, error):
             return Finished(held=False)
-        await threads_db.set_state_fields(session, thread, busy_if_pending=True)
+        await threads_db.set_state_fields(session, thread, busy_if_pending=True, ending_run=run_id)
         return Finished(held=True, thread_written=True)
     params = {
         **_finish_params(run_id, attempt, status, output, error),
@@ -468,10 +498,20 @@ async def release_run(
     (`handovers`), so it uses up no retry. A `counted` one (the attempt failed) does.
     """
     result = await session.execute(
+        _release_statement(dialect_name(session)),
+        {"p_run_id": run_id, "p_attempt": attempt, "p_handover": 0 if counted else 1},
+    )
+    return rowcount(result) > 0
+
+
+@cache
+def _release_statement(dialect: str) -> Update:
+    return (
         update(runs)
         .where(
-            runs.c.run_id == run_id,
-            runs.c.attempt == attempt,
+            runs.c.run_id == bindparam("p_run_id"),
+            *_thread_locked_first(dialect),
+            runs.c.attempt == bindparam("p_attempt"),
             runs.c.status == "running",
             runs.c.cancel_action.is_(None),
         )
@@ -479,11 +519,10 @@ async def release_run(
             status="pending",
             owner=None,
             lease_expires_at=None,
-            handovers=runs.c.handovers + (0 if counted else 1),
-            updated_at=db_now(session),
+            handovers=runs.c.handovers + bindparam("p_handover"),
+            updated_at=clock(dialect),
         )
     )
-    return rowcount(result) > 0
 
 
 async def cancel_requested(session: AsyncConnection, run_id: str, attempt: int) -> str | None:
@@ -550,6 +589,24 @@ async def delete_run(session: AsyncConnection, run_id: str) -> bool:
     return rowcount(result) > 0
 
 
+async def delete_pending_run(session: AsyncConnection, run_id: str) -> bool:
+    """Delete a run only while nobody executes it (pending)."""
+    result = await session.execute(
+        delete(runs).where(runs.c.run_id == run_id, runs.c.status == "pending")
+    )
+    return rowcount(result) > 0
+
+
+async def ended_by(
+    session: AsyncConnection, run_id: str, attempt: int, status: RunStatus
+) -> dict[str, Any] | None:
+    """The run, if `attempt` itself ended it with `status` (its own final write committed)."""
+    row = await get_run(session, run_id)
+    if row is None or row["attempt"] != attempt or row["status"] != status.value:
+        return None
+    return row if row["owner"] is None and row["ended_at"] is not None else None
+
+
 async def extend_leases(
     session: AsyncConnection,
     owner: str,
@@ -596,6 +653,14 @@ async def requeue_expired(
     expired = and_(
         runs.c.status == "running", true() if every_lease else runs.c.lease_expires_at < now
     )
+    if dialect_name(session) == "postgresql":
+        # The threads first, in one order, then their runs (runyard/lifecycle.py).
+        await session.execute(
+            select(threads.c.thread_id)
+            .where(threads.c.thread_id.in_(select(runs.c.thread_id).where(expired)))
+            .order_by(threads.c.thread_id)
+            .with_for_update()
+        )
     # A cancelled run whose worker died is not run again: the cancel was acknowledged.
     cancelled = (
         (
@@ -651,7 +716,8 @@ async def requeue_expired(
         .mappings()
         .all()
     )
-    waiting = exists().where(runs.c.thread_id == threads.c.thread_id, runs.c.status == "pending")
+    # The thread-status rule of runyard/lifecycle.py: busy while a run is pending or running.
+    waiting = exists().where(runs.c.thread_id == threads.c.thread_id, runs.c.status.in_(_ACTIVE))
     if cancelled:
         await session.execute(
             update(threads)

@@ -11,11 +11,13 @@ from sqlalchemy import (
     ColumnElement,
     Select,
     Update,
+    and_,
     bindparam,
     case,
     delete,
     exists,
     func,
+    or_,
     select,
     update,
 )
@@ -154,10 +156,17 @@ def state_statement(dialect: str, busy_if_pending: bool) -> Update:
     """The UPDATE of `set_state_fields`, built once; bind it with `state_params`."""
     status: Any = bindparam("p_thread_status")
     if busy_if_pending:
-        pending = exists().where(
-            runs.c.thread_id == threads.c.thread_id, runs.c.status == "pending"
+        # Busy while another run of the thread is pending or running (runyard/lifecycle.py).
+        # The run that ends is named, `p_run_id`: a statement that ends it and writes its
+        # thread together still sees it running.
+        other_active = exists().where(
+            runs.c.thread_id == threads.c.thread_id,
+            or_(
+                runs.c.status == "pending",
+                and_(runs.c.status == "running", runs.c.run_id != bindparam("p_run_id")),
+            ),
         )
-        status = case((pending, "busy"), else_=status)
+        status = case((other_active, "busy"), else_=status)
     return (
         update(threads)
         .where(threads.c.thread_id == bindparam("p_thread_id"))
@@ -184,15 +193,23 @@ class ThreadState:
 
 
 async def set_state_fields(
-    session: AsyncConnection, state: ThreadState, *, busy_if_pending: bool = False
+    session: AsyncConnection,
+    state: ThreadState,
+    *,
+    busy_if_pending: bool = False,
+    ending_run: str | None = None,
 ) -> None:
     """Store what the thread row caches of its state.
 
-    With `busy_if_pending`, the status is `busy` instead while a run of the thread is
-    pending (decided by the same statement, so no run queued meanwhile is missed).
+    With `busy_if_pending`, the status is `busy` instead while another run of the thread
+    than `ending_run` is pending or running (decided by the same statement, so no run
+    queued meanwhile is missed).
     """
     statement = state_statement(dialect_name(session), busy_if_pending)
-    await session.execute(statement, state_params(state))
+    params = state_params(state)
+    if busy_if_pending:
+        params["p_run_id"] = ending_run or ""
+    await session.execute(statement, params)
 
 
 def state_params(state: ThreadState) -> dict[str, Any]:
@@ -206,13 +223,24 @@ def state_params(state: ThreadState) -> dict[str, Any]:
     }
 
 
-async def set_status(session: AsyncConnection, thread_id: str, status: str) -> None:
-    """Set only a thread's status (busy while runs are queued, idle when they are gone)."""
-    await session.execute(
+@cache
+def _settle_status_statement(dialect: str) -> Update:
+    active = exists().where(runs.c.thread_id == threads.c.thread_id, runs.c.status.in_(_ACTIVE))
+    return (
         update(threads)
-        .where(threads.c.thread_id == thread_id)
-        .values(status=status, updated_at=_stamp(session))
+        .where(threads.c.thread_id == bindparam("p_thread_id"))
+        .values(
+            status=case((active, "busy"), else_=bindparam("p_resting")),
+            updated_at=_stamp_in(dialect),
+        )
     )
+
+
+async def settle_status(session: AsyncConnection, thread_id: str, resting: str) -> None:
+    """The thread's status after a transition: `busy` while any of its runs is pending or
+    running, else `resting` (decided in the statement, so a run queued meanwhile counts)."""
+    statement = _settle_status_statement(dialect_name(session))
+    await session.execute(statement, {"p_thread_id": thread_id, "p_resting": resting})
 
 
 _DELETE_THREAD = (

@@ -7,7 +7,6 @@ import hashlib
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +21,7 @@ from runyard.domain.errors import ConflictError, InvalidInputError, NotFoundErro
 from runyard.domain.status import TERMINAL_RUN_STATUSES, RunStatus
 from runyard.graphs.checkpointer import delete_run_checkpoints
 from runyard.graphs.serialize import to_jsonable
+from runyard.lifecycle import StrategyEffects
 from runyard.schemas.runs import RunCreate
 from runyard.services.assistants import get_assistant
 from runyard.services.threads import ttl_columns
@@ -30,15 +30,6 @@ if TYPE_CHECKING:
     from runyard.runtime import Runtime
 
 log = logging.getLogger("runyard.runs")
-
-
-@dataclass
-class _Effects:
-    """What to do once the creating transaction has committed."""
-
-    cancel_running: list[tuple[str, str]] = field(default_factory=list)
-    # Pending runs the strategy ended (interrupted, or deleted by a rollback).
-    ended: list[dict[str, Any]] = field(default_factory=list)
 
 
 def new_id() -> str:
@@ -99,7 +90,7 @@ async def create_run(
         return to_wire(row)
     if on_created is not None:
         await on_created(row["run_id"])
-    await _after_commit(runtime, effects)
+    await runtime.lifecycle.after_strategy(effects)
     await runtime.queue.push(row["run_id"], body.after_seconds or 0.0)
     log.info("run_created run_id=%s thread_id=%s", row["run_id"], target_thread)
     return to_wire(row)
@@ -160,8 +151,8 @@ async def _insert_run(
     request_hash: str | None,
     new_thread_metadata: dict[str, Any],
     configurable: dict[str, Any],
-) -> tuple[Any, _Effects, bool]:
-    effects = _Effects()
+) -> tuple[Any, StrategyEffects, bool]:
+    effects = StrategyEffects()
     thread_metadata = _graph_metadata(assistant)
     context = to_jsonable(_run_context(body, assistant))
     creating = stateless or body.if_not_exists == "create"
@@ -196,16 +187,20 @@ async def _insert_run(
 
     if creating and not idempotency_key and not body.after_seconds:
         # The common case (every stateless run) in one statement on PostgreSQL.
-        async with runtime.atomic() as session:
-            row = await runs_db.insert_run_on_new_thread(
-                session, new_thread, run_row(new_thread, None)
-            )
+        first_row = run_row(new_thread, None)
+        row = await runtime.lifecycle.atomic(
+            lambda session: runs_db.insert_run_on_new_thread(session, new_thread, first_row)
+        )
         if row is not None:
             return row, effects, True
         creating = False  # the thread exists: read and lock it below
     if not creating:
         await _roll_back_checkpoints(runtime, target_thread, body.multitask_strategy)
-    async with runtime.sessions() as session, session.begin():
+
+    async def create(session: Any) -> tuple[Any, bool]:
+        # Run again from the start when it lost to a concurrent transaction.
+        effects.ended.clear()
+        effects.cancel_running.clear()
         created = await threads_db.insert_thread(session, new_thread) if creating else None
         thread = created or await runs_db.lock_thread_for_new_run(session, target_thread)
         if thread is None:
@@ -227,16 +222,22 @@ async def _insert_run(
                         "this Idempotency-Key was already used with a different request; "
                         "use a new key for a new run"
                     )
-                return existing, effects, False
+                return existing, False
         if created is None:
-            await _apply_multitask(session, target_thread, body.multitask_strategy, effects)
+            await runtime.lifecycle.apply_strategy(
+                session, target_thread, body.multitask_strategy, effects
+            )
         scheduled_at = await _scheduled_at(session, body.after_seconds)
         row = await runs_db.insert_run(session, run_row(thread, scheduled_at))
         if created is None:
             await threads_db.mark_busy(
                 session, target_thread, {**(thread["metadata"] or {}), **thread_metadata}, context
             )
-    return row, effects, True
+        return row, True
+
+    # The creating transaction locks the thread row first (lock_thread_for_new_run).
+    row, inserted = await runtime.lifecycle.transaction(create)
+    return row, effects, inserted
 
 
 def _graph_metadata(assistant: dict[str, Any]) -> dict[str, Any]:
@@ -290,29 +291,6 @@ async def _scheduled_at(session: Any, after_seconds: float | None) -> Any:
     return await database_now(session) + timedelta(seconds=after_seconds)
 
 
-async def _apply_multitask(session: Any, thread_id: str, strategy: str, effects: _Effects) -> None:
-    active = await runs_db.active_runs(session, thread_id)
-    if not active or strategy == "enqueue":
-        return
-    if strategy == "reject":
-        raise ConflictError(
-            f"thread {thread_id} is busy with run {active[0]['run_id']} "
-            f"({active[0]['status']}); wait for it to finish, cancel it, or create the run "
-            "with multitask_strategy 'enqueue', 'interrupt' or 'rollback'"
-        )
-    action = "rollback" if strategy == "rollback" else "interrupt"
-    for run in active:
-        if run["status"] == RunStatus.PENDING.value:
-            if action == "rollback":
-                await runs_db.delete_run(session, run["run_id"])
-            else:
-                await runs_db.interrupt_pending_run(session, run["run_id"])
-            effects.ended.append(dict(run))
-        else:
-            await runs_db.request_cancel(session, run["run_id"], action)
-            effects.cancel_running.append((run["run_id"], action))
-
-
 async def _roll_back_checkpoints(runtime: Runtime, thread_id: str, strategy: str) -> None:
     """Before a rollback deletes the thread's pending runs: remove the checkpoints of those
     that already ran (handed back or reaped, attempt >= 1), so the next run starts from
@@ -330,13 +308,6 @@ async def _roll_back_checkpoints(runtime: Runtime, thread_id: str, strategy: str
     for run in active:
         if run["status"] == RunStatus.PENDING.value and run["attempt"] >= 1:
             await delete_run_checkpoints(runtime.checkpointer, thread_id, run["run_id"])
-
-
-async def _after_commit(runtime: Runtime, effects: _Effects) -> None:
-    for run in effects.ended:
-        await runtime.run_endings.end(run, RunStatus.INTERRUPTED)
-    for run_id, action in effects.cancel_running:
-        await runtime.cancel_bus.publish(run_id, action)
 
 
 def _kwargs(
@@ -438,16 +409,7 @@ async def list_runs(
 
 async def delete_run(runtime: Runtime, thread_id: str, run_id: str) -> None:
     """Delete a run; one still executing is stopped first and records nothing more."""
-    run = await get_run(runtime, thread_id, run_id)
-    async with runtime.sessions() as session, session.begin():
-        await runs_db.delete_run(session, run_id)
-        if run["status"] in (RunStatus.PENDING.value, RunStatus.RUNNING.value):
-            upcoming = await runs_db.next_pending_run(session, thread_id)
-            if upcoming is None:
-                await threads_db.set_status(session, thread_id, "idle")
-    if run["status"] == RunStatus.RUNNING.value:
-        await runtime.cancel_bus.publish(run_id, "interrupt")
-    await runtime.run_endings.forget(run_id)
+    await runtime.lifecycle.delete_run(thread_id, run_id)
 
 
 async def cancel_run(
@@ -464,27 +426,7 @@ async def cancel_run(
         raise ConflictError(
             f"run {run_id} already finished with status '{status.value}'; nothing to cancel"
         )
-    if action == "rollback" and status == RunStatus.PENDING and run["attempt"] >= 1:
-        # It already ran (handed back or reaped): its checkpoints go with it. See
-        # `_roll_back_checkpoints` for why this comes before the transaction.
-        await delete_run_checkpoints(runtime.checkpointer, run["thread_id"], run_id)
-    async with runtime.sessions() as session, session.begin():
-        if await runs_db.interrupt_pending_run(session, run_id):
-            if action == "rollback":
-                await runs_db.delete_run(session, run_id)
-            upcoming = await runs_db.next_pending_run(session, run["thread_id"])
-            if upcoming is None:
-                await threads_db.set_status(session, run["thread_id"], "idle")
-            pending = True
-        elif await runs_db.request_cancel(session, run_id, action):
-            pending = False
-        else:
-            raise ConflictError(f"run {run_id} finished before it could be cancelled")
-    delivered = True
-    if pending:
-        await runtime.run_endings.end(run, RunStatus.INTERRUPTED)
-    else:
-        delivered = await runtime.cancel_bus.publish(run_id, action)
+    pending, delivered = await runtime.lifecycle.cancel(run, action)
     log.info("run_cancel_requested run_id=%s action=%s delivered=%s", run_id, action, delivered)
     heartbeat = runtime.settings.heartbeat_interval_seconds
     return {

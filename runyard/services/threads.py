@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph.checkpoint.base.id import uuid6
 
-from runyard.db import runs as runs_db
 from runyard.db import threads as threads_db
 from runyard.domain.errors import ConflictError, InvalidInputError, NotFoundError
 from runyard.domain.retention import ThreadTTLPolicy
@@ -177,19 +176,11 @@ async def patch_thread(runtime: Runtime, thread_id: str, body: ThreadPatch) -> d
 
 async def delete_thread(runtime: Runtime, thread_id: str) -> None:
     """Delete the thread, its runs and its checkpoints."""
-    async with runtime.sessions() as session, session.begin():
-        active = await runs_db.active_runs(session, thread_id)
-        if not await threads_db.delete_thread(session, thread_id):
-            raise thread_not_found(thread_id)
-        # Inside the transaction: if the checkpoints cannot go, the thread stays.
-        await runtime.checkpointer.adelete_thread(thread_id)
-    # Runs of the thread stop wherever they execute; their fenced writes now find no row.
-    for run in active:
-        if run["status"] == "running":
-            await runtime.cancel_bus.publish(run["run_id"], "interrupt")
-        await runtime.run_endings.close_stream(run["run_id"])
+    active = await runtime.lifecycle.delete_thread(thread_id)
+    if active is None:
+        raise thread_not_found(thread_id)
     # Committed: Redis failing now costs a log line, not the client's 2xx.
-    await runtime.run_endings.forget(state_log(thread_id))
+    await runtime.lifecycle.forget(state_log(thread_id))
     log.info("thread_deleted thread_id=%s stopped_runs=%s", thread_id, len(active))
 
 

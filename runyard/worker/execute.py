@@ -48,10 +48,9 @@ class RunExecutor:
         # Before the claim: the lease it grants runs from a later moment than this.
         claim_started = time.monotonic()
         with rt.metrics.claim_seconds.time():
-            async with rt.atomic() as session:
-                run = await runs_db.claim_run(
-                    session, run_id, rt.instance_id, rt.settings.lease_duration_seconds
-                )
+            run = await rt.lifecycle.claim(
+                run_id, rt.instance_id, rt.settings.lease_duration_seconds
+            )
         if run is None:
             return
         attempt = int(run["attempt"])
@@ -350,10 +349,7 @@ class RunExecutor:
         run_id = run["run_id"]
 
         async def release() -> bool | str:
-            async with rt.sessions() as session, session.begin():
-                if await runs_db.release_run(session, run_id, entry.attempt, counted):
-                    return True
-                return await runs_db.cancel_requested(session, run_id, entry.attempt) or False
+            return await rt.lifecycle.release(run_id, entry.attempt, counted)
 
         try:
             released = await carry_through_stops(

@@ -1,5 +1,5 @@
-"""The one place an attempt's outcome is recorded: status, output, thread state; then the
-run ends as every run does (runyard/worker/ending.py)."""
+"""What an attempt's outcome records: status, output and the thread's state read from its
+checkpoint; the lifecycle (runyard/lifecycle.py) writes it and ends the run."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 from langgraph.pregel import Pregel
 
 from runyard.db import runs as runs_db
-from runyard.db import threads as threads_db
 from runyard.db.threads import ThreadState
 from runyard.domain.results import with_interrupts
 from runyard.domain.status import RunStatus, ThreadStatus
@@ -69,69 +68,48 @@ async def finalize_run(
     runtime: Runtime, run: dict[str, Any], attempt: int, outcome: Outcome
 ) -> bool:
     """Record the outcome if `attempt` still holds the run, then end the run (wake-ups,
-    next run, webhook, temporary thread) through `runtime.run_endings`."""
-    run_id, thread_id = run["run_id"], run["thread_id"]
-    kwargs = run["kwargs"]
-    finished: runs_db.Finished | None = None
+    next run, webhook, temporary thread): both through `runtime.lifecycle`."""
+    thread_id = run["thread_id"]
     if outcome.rollback:
-        snapshot = await _record_rollback(runtime, run, attempt, outcome)
+        snapshot = await _rolled_back_snapshot(runtime, run, attempt, outcome)
         if snapshot is None:
             return False
-    else:
-        snapshot = outcome.snapshot or await read_thread_snapshot(
-            runtime, kwargs["graph_id"], thread_id, outcome.graph
-        )
-        output = _result(snapshot) if outcome.status == RunStatus.SUCCESS else None
         state = _thread_state(thread_id, outcome, snapshot)
-        async with runtime.atomic() as session:
-            finished = await runs_db.finish_run_with_state(
-                session, run_id, attempt, outcome.status, output, outcome.error, state
-            )
-        if not finished.held:
-            log.warning("run_finalize_refused run_id=%s attempt=%s", run_id, attempt)
+        if not await runtime.lifecycle.finish_rolled_back(run, attempt, outcome.status, state):
+            log.warning("run_finalize_refused run_id=%s attempt=%s", run["run_id"], attempt)
             return False
-        if not finished.thread_written:
-            # A run was committed on the thread while this one ended: write with a fresh view.
-            async with runtime.autocommit() as session:
-                await threads_db.set_state_fields(session, state, busy_if_pending=True)
-    await runtime.run_endings.end(
-        run,
-        outcome.status,
-        error=outcome.error,
-        attempt=attempt,
-        values=snapshot.values,
-        finished=finished,
+        await runtime.lifecycle.end(
+            run, outcome.status, error=outcome.error, attempt=attempt, values=snapshot.values
+        )
+        return True
+    snapshot = outcome.snapshot or await read_thread_snapshot(
+        runtime, run["kwargs"]["graph_id"], thread_id, outcome.graph
     )
-    return True
+    output = _result(snapshot) if outcome.status == RunStatus.SUCCESS else None
+    state = _thread_state(thread_id, outcome, snapshot)
+    return await runtime.lifecycle.finish(
+        run, attempt, outcome.status, output, outcome.error, state
+    )
 
 
-async def _record_rollback(
+async def _rolled_back_snapshot(
     runtime: Runtime, run: dict[str, Any], attempt: int, outcome: Outcome
 ) -> ThreadSnapshot | None:
-    """End a rolled-back run: its checkpoints go, then the row, in a fenced write.
+    """Before a rolled-back run's end is written: its checkpoints go, and the thread's
+    state is read without them.
 
     The run holds its thread (it is still `running`) until the final write, so no run
     queued behind it can start from the checkpoints being removed. Only an attempt that
-    still holds the run removes them: it checks just before; None when it does not hold
-    the run (then, or at the final write).
+    still holds the run removes them: it checks just before; None when it does not.
     """
     run_id, thread_id = run["run_id"], run["thread_id"]
     async with runtime.autocommit() as session:
         holds = await runs_db.still_holds(session, run_id, attempt)
-    if holds:
-        await delete_run_checkpoints(runtime.checkpointer, thread_id, run_id)
-        snapshot = await read_thread_snapshot(
-            runtime, run["kwargs"]["graph_id"], thread_id, outcome.graph
-        )
-        async with runtime.sessions() as session, session.begin():
-            held = await runs_db.finish_run(session, run_id, attempt, outcome.status, None, None)
-            if held:
-                await runs_db.delete_run(session, run_id)
-                state = _thread_state(thread_id, outcome, snapshot)
-                await threads_db.set_state_fields(session, state, busy_if_pending=True)
-                return snapshot
-    log.warning("run_finalize_refused run_id=%s attempt=%s", run_id, attempt)
-    return None
+    if not holds:
+        log.warning("run_finalize_refused run_id=%s attempt=%s", run_id, attempt)
+        return None
+    await delete_run_checkpoints(runtime.checkpointer, thread_id, run_id)
+    return await read_thread_snapshot(runtime, run["kwargs"]["graph_id"], thread_id, outcome.graph)
 
 
 def _thread_state(thread_id: str, outcome: Outcome, snapshot: ThreadSnapshot) -> ThreadState:

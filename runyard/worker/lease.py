@@ -5,14 +5,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy.engine import RowMapping
-
 from runyard.db import runs as runs_db
-from runyard.domain.status import RunStatus
-from runyard.graphs.checkpointer import delete_run_checkpoints
 
 if TYPE_CHECKING:
     from runyard.db.engine import Sessions
@@ -120,9 +115,7 @@ class Reaper:
         """One round: expired leases back to pending (or failed), stranded runs re-pushed."""
         rt = self._rt
         try:
-            async with rt.sessions() as session, session.begin():
-                recovered = await runs_db.requeue_expired(session, rt.settings.bg_job_max_retries)
-            await self._settle(recovered)
+            await rt.lifecycle.requeue_expired(rt.settings.bg_job_max_retries)
             async with rt.autocommit() as session:
                 stale_after = rt.settings.stuck_pending_threshold_seconds
                 pending = await runs_db.stranded_pending_runs(session, stale_after, limit=1000)
@@ -145,32 +138,6 @@ class Reaper:
         process is gone). Each goes back to pending or fails, as the reaper decides.
         Returns the recovered runs; none is queued here (the caller queues every pending
         run)."""
-        async with self._rt.sessions() as session, session.begin():
-            recovered = await runs_db.requeue_expired(
-                session, self._rt.settings.bg_job_max_retries, every_lease=True
-            )
-        await self._settle(recovered, push=False)
-        return [dict(row) for row in recovered]
-
-    async def _settle(self, recovered: Sequence[RowMapping], push: bool = True) -> None:
-        """What follows the commit of recovered runs: queue them, or end them."""
-        rt = self._rt
-        for row in recovered:
-            log.warning("run_lease_expired run_id=%s now=%s", row["run_id"], row["status"])
-            rt.metrics.runs_reaped.labels(row["status"]).inc()
-            if row["status"] == "pending":
-                if push:
-                    await rt.queue.push(row["run_id"])
-            elif row["status"] == "interrupted":
-                await self._end_cancelled(dict(row))
-            elif row["status"] == "error":
-                # The same reason the run row records, so streams and /join agree.
-                await rt.run_endings.end(dict(row), RunStatus.ERROR, error=row["error"])
-
-    async def _end_cancelled(self, row: dict[str, Any]) -> None:
-        rt = self._rt
-        if row["cancel_action"] == "rollback":
-            await delete_run_checkpoints(rt.checkpointer, row["thread_id"], row["run_id"])
-            async with rt.sessions() as session, session.begin():
-                await runs_db.delete_run(session, row["run_id"])
-        await rt.run_endings.end(row, RunStatus.INTERRUPTED)
+        return await self._rt.lifecycle.requeue_expired(
+            self._rt.settings.bg_job_max_retries, every_lease=True, push=False
+        )

@@ -281,7 +281,11 @@ async def test_after_seconds_delays_the_start(client: LangGraphClient) -> None:
     assert (await client.runs.get(thread_id, run["run_id"]))["status"] == "success"
 
 
-async def test_run_enqueued_behind_a_scheduled_run_waits_for_it(client: LangGraphClient) -> None:
+async def test_a_run_due_now_goes_before_a_scheduled_run_of_its_thread(
+    client: LangGraphClient,
+) -> None:
+    # A thread's runs go by start time (LangGraph's order): the scheduled run starts once
+    # it is due and the thread is free, after the run created later but due at once.
     thread_id = await new_thread(client)
     scheduled = await client.runs.create(
         thread_id,
@@ -292,8 +296,9 @@ async def test_run_enqueued_behind_a_scheduled_run_waits_for_it(client: LangGrap
     )
     follower = await client.runs.create(thread_id, "slow", input=state(steps=["next"]))
     result = await client.runs.join(thread_id, follower["run_id"])
-    assert result["steps"] == ["late", "first", "second", "next", "first", "second"]
-    assert (await client.runs.get(thread_id, scheduled["run_id"]))["status"] == "success"
+    assert result["steps"] == ["next", "first", "second"]
+    result = await client.runs.join(thread_id, scheduled["run_id"])
+    assert result["steps"] == ["next", "first", "second", "late", "first", "second"]
 
 
 # --- durability ---------------------------------------------------------------------------------

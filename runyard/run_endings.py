@@ -1,9 +1,10 @@
 """The one way a run ends once its terminal status is committed, whoever ended it.
 
-Finalize (the attempt's own outcome), the reaper (a cancelled run whose worker was lost, a
-run out of retries) and cancel of a pending run all end a run here, with the same steps:
-the last events (`error` if any, then `end`) and the completion signal, the dispatch of
-the thread's next run, the webhook, and the removal of a stateless run's temporary thread.
+Owned by the lifecycle (runyard/lifecycle.py), which ends every run through it: finalize
+(the attempt's own outcome), the reaper (a cancelled run whose worker was lost, a run out
+of retries) and cancel of a pending run, with the same steps: the last events (`error` if
+any, then `end`) and the completion signal, the dispatch of the thread's next run, the
+webhook, and the removal of a stateless run's temporary thread.
 
 Everything here happens after the database committed the run's end, so nothing here may
 turn that end into a failure: Redis side effects are best effort (logged; a subscriber
@@ -13,10 +14,11 @@ sweeper re-pushes a run whose queue push was lost).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
@@ -29,12 +31,19 @@ from runyard.graphs.serialize import dumps, to_jsonable
 from runyard.observability.metrics import Metrics
 from runyard.queue.run_queue import RunQueue
 from runyard.streaming.broker import EventBroker
-from runyard.worker.webhooks import WebhookSender
 
-log = logging.getLogger("runyard.worker")
+log = logging.getLogger("runyard.lifecycle")
 
 # `values` not given: the webhook reads the thread's values from its row.
-_UNREAD: Any = object()
+UNREAD: Any = object()
+
+
+class WebhookSink(Protocol):
+    """Where a finished run's webhook goes (runyard/worker/webhooks.py sends it)."""
+
+    def send(self, url: str, payload: dict[str, Any]) -> None:
+        """Queue one POST of `payload` to `url`."""
+        ...
 
 
 class RunEndings:
@@ -44,10 +53,11 @@ class RunEndings:
         self,
         broker: EventBroker,
         queue: RunQueue,
-        webhooks: WebhookSender,
+        webhooks: WebhookSink,
         autocommit: Sessions,
         checkpointer: BaseCheckpointSaver,
         metrics: Metrics,
+        serial: asyncio.Lock | None,
     ) -> None:
         self._broker = broker
         self._queue = queue
@@ -55,6 +65,8 @@ class RunEndings:
         self._autocommit = autocommit
         self._checkpointer = checkpointer
         self._metrics = metrics
+        # The lifecycle's lock on SQLite: deleting a temporary thread is a transition too.
+        self._serial = serial
 
     async def end(
         self,
@@ -63,14 +75,14 @@ class RunEndings:
         *,
         error: dict[str, Any] | None = None,
         attempt: int | None = None,
-        values: Any = _UNREAD,
+        values: Any = UNREAD,
         finished: runs_db.Finished | None = None,
     ) -> None:
         """Everything that follows the committed end of `run` (a run row) with `status`.
 
         `attempt` fences the last events (the attempt that ended the run itself); `values`
         is the thread's state for the webhook (read from the thread row when not given);
-        `finished`, when finalize's statement already read the thread's next run.
+        `finished`, when the finish statement already read the thread's next run.
         """
         run_id, thread_id = str(run["run_id"]), str(run["thread_id"])
         log.info("run_finished run_id=%s attempt=%s status=%s", run_id, attempt, status)
@@ -82,18 +94,18 @@ class RunEndings:
             )
         except Exception:
             log.warning("run_final_events_failed run_id=%s", run_id, exc_info=True)
-            await self._quietly(self._broker.signal_done(run_id), "run_done_signal_failed", run_id)
+            await self.quietly(self._broker.signal_done(run_id), "run_done_signal_failed", run_id)
         deleting = bool(run.get("temporary")) and (run.get("on_completion") or "delete") == "delete"
         if not deleting:
             # A thread about to be deleted takes its runs with it: nothing to dispatch there.
-            dispatch = self._dispatch_next(thread_id, finished)
-            await self._quietly(dispatch, "run_dispatch_failed", run_id)
+            dispatch = self.dispatch_next(thread_id, finished)
+            await self.quietly(dispatch, "run_dispatch_failed", run_id)
         if run.get("webhook"):
-            await self._quietly(
+            await self.quietly(
                 self._send_webhook(run, status, error, values), "webhook_not_sent", run_id
             )
         if deleting:
-            await self._quietly(
+            await self.quietly(
                 self.delete_temporary_thread(thread_id), "temporary_thread_not_deleted", run_id
             )
 
@@ -103,27 +115,34 @@ class RunEndings:
             await self._broker.finish(run_id, signal_done=True)
         except Exception:
             log.warning("run_final_events_failed run_id=%s", run_id, exc_info=True)
-            await self._quietly(self._broker.signal_done(run_id), "run_done_signal_failed", run_id)
+            await self.quietly(self._broker.signal_done(run_id), "run_done_signal_failed", run_id)
 
     async def forget(self, run_id: str) -> None:
         """Drop a deleted run's events (or a deleted thread's state log) and wake its waiters
         (who then find it gone); best effort once the deletion is committed."""
-        await self._quietly(self._broker.forget(run_id), "run_events_not_forgotten", run_id)
-        await self._quietly(self._broker.signal_done(run_id), "run_done_signal_failed", run_id)
+        await self.quietly(self._broker.forget(run_id), "run_events_not_forgotten", run_id)
+        await self.quietly(self._broker.signal_done(run_id), "run_done_signal_failed", run_id)
 
     async def delete_temporary_thread(self, thread_id: str) -> None:
         """Remove a stateless run's thread, its runs and its checkpoints."""
-        # One statement (runs go by foreign key): no explicit transaction needed.
-        async with self._autocommit() as session:
-            await threads_db.delete_thread(session, thread_id)
+        # One statement (runs go by foreign key, after the thread row): no transaction.
+        if self._serial is None:
+            await self._delete_thread_row(thread_id)
+        else:
+            async with self._serial:
+                await self._delete_thread_row(thread_id)
         await self._checkpointer.adelete_thread(thread_id)
 
-    async def _dispatch_next(self, thread_id: str, finished: runs_db.Finished | None) -> None:
-        """Queue the thread's next run, if one waits, once this run's end is committed."""
+    async def _delete_thread_row(self, thread_id: str) -> None:
+        async with self._autocommit() as session:
+            await threads_db.delete_thread(session, thread_id)
+
+    async def dispatch_next(self, thread_id: str, finished: runs_db.Finished | None = None) -> None:
+        """Queue the thread's next due run, if one waits, once a transition committed."""
         if finished is not None and finished.upcoming_known:
             upcoming, now = finished.upcoming, finished.now
         else:
-            # Read after the commit: a run enqueued while this one ended must not be stranded.
+            # Read after the commit: a run enqueued meanwhile must not be stranded.
             async with self._autocommit() as session:
                 upcoming = await runs_db.next_pending_run(session, thread_id)
                 now = await database_now(session) if upcoming is not None else None
@@ -133,7 +152,7 @@ class RunEndings:
     async def _send_webhook(
         self, run: Mapping[str, Any], status: RunStatus, error: Any, values: Any
     ) -> None:
-        if values is _UNREAD:
+        if values is UNREAD:
             async with self._autocommit() as session:
                 thread = await threads_db.get_thread(session, str(run["thread_id"]))
             values = thread["values"] if thread is not None else None
@@ -142,7 +161,7 @@ class RunEndings:
             payload["error"] = error
         self._webhooks.send(str(run["webhook"]), payload)
 
-    async def _quietly(self, step: Awaitable[Any], event: str, run_id: str) -> None:
+    async def quietly(self, step: Awaitable[Any], event: str, run_id: str) -> None:
         """A step after the commit: its failure is logged, never raised."""
         try:
             await step

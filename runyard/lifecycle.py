@@ -1,0 +1,388 @@
+"""The run state machine: every transition of a thread's runs goes through `RunLifecycle`.
+
+A run is created under its thread's multitask strategy, claimed, finished, cancelled
+(interrupt or rollback), deleted, handed back or requeued here, and only here; so is the
+thread's status, and the dispatch of the thread's next run.
+
+Lock order (PostgreSQL): **the thread row, then its run rows**, in every transition.
+- A transaction (create, cancel, delete, rollback's end) locks the thread row first
+  (`SELECT … FOR UPDATE`), before it reads or writes any run of the thread.
+- A one-statement transition (claim, finish, hand back) locks the thread row in an
+  InitPlan of the statement, which PostgreSQL runs before the UPDATE locks the run row
+  (runyard/db/runs.py, `_thread_locked_first`).
+- The reaper locks every thread it recovers runs of, ordered by id, before their runs.
+- Deleting a thread deletes its row; its runs go by cascade, after it.
+A deadlock or serialization failure that can still occur (lease renewal updates runs of
+many threads in one statement) is retried up to CONTENTION_RETRIES times, never answered
+as a 500.
+
+SQLite (`runyard dev`): one process, one writer. The transitions are serialized by one lock
+of this process (a claim does not know its thread before it reads the run, and SQLite
+serializes writers anyway), so a read and the write that depends on it are atomic. Every
+conditional write's row count decides what happens next.
+
+Thread status rule: a thread is `busy` while any of its runs is pending or running. When
+none is, it has the status its last transition left: after a finished run, that run's
+outcome (`error` for error or timeout, `interrupted` when it stopped on an interrupt or
+with steps left, else `idle`); `idle` when its last active run was cancelled or deleted
+before it ran. The statement that writes the status decides `busy` itself
+(`threads_db.settle_status`, the finish statement), so a run queued meanwhile is seen.
+
+Dispatch: any transition that can free the thread (finish, cancel, delete, the reaper
+ending a run) pushes the thread's next due run: its oldest pending run by start time.
+
+Ending a run (after its terminal status is committed) is one path for finalize, the
+reaper and cancel, `end`: last events and the completion signal, the next run's dispatch,
+the webhook, the removal of a stateless run's temporary thread (runyard/run_endings.py,
+which the lifecycle builds and owns).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from runyard.db import runs as runs_db
+from runyard.db import threads as threads_db
+from runyard.db.contention import lost_to_contention
+from runyard.db.engine import Sessions
+from runyard.domain.errors import ConflictError, NotFoundError
+from runyard.domain.status import ACTIVE_RUN_STATUSES, RunStatus
+from runyard.graphs.checkpointer import delete_run_checkpoints
+from runyard.observability.metrics import Metrics
+from runyard.queue.cancel_bus import CancelBus
+from runyard.queue.run_queue import RunQueue
+from runyard.run_endings import RunEndings, WebhookSink
+from runyard.streaming.broker import EventBroker
+
+log = logging.getLogger("runyard.lifecycle")
+T = TypeVar("T")
+
+# How many times a transition that lost to a concurrent one (deadlock) is run again.
+CONTENTION_RETRIES = 5
+_ACTIVE = {status.value for status in ACTIVE_RUN_STATUSES}
+
+
+@dataclass
+class StrategyEffects:
+    """What a multitask strategy leaves to do once the creating transaction committed."""
+
+    cancel_running: list[tuple[str, str]] = field(default_factory=list)
+    # Pending runs the strategy ended (interrupted, or deleted by a rollback).
+    ended: list[dict[str, Any]] = field(default_factory=list)
+
+
+class RunLifecycle:
+    """The one owner of a thread's runs (see the module)."""
+
+    def __init__(
+        self,
+        sessions: Sessions,
+        autocommit: Sessions,
+        dialect: str,
+        broker: EventBroker,
+        queue: RunQueue,
+        cancel_bus: CancelBus,
+        webhooks: WebhookSink,
+        metrics: Metrics,
+        checkpointer: BaseCheckpointSaver,
+    ) -> None:
+        self._sessions = sessions
+        self._autocommit = autocommit
+        self._queue = queue
+        self._cancel_bus = cancel_bus
+        self._metrics = metrics
+        self._checkpointer = checkpointer
+        self._serial = asyncio.Lock() if dialect != "postgresql" else None
+        self._endings = RunEndings(
+            broker, queue, webhooks, autocommit, checkpointer, metrics, self._serial
+        )
+
+    # --- running a transition -----------------------------------------------------------
+
+    @asynccontextmanager
+    async def _serialized(self) -> AsyncIterator[None]:
+        if self._serial is None:
+            yield
+        else:
+            async with self._serial:
+                yield
+
+    async def transaction(
+        self, work: Callable[[AsyncConnection], Awaitable[T]], thread_id: str | None = None
+    ) -> T:
+        """`work(session)` in one transaction, serialized with the other transitions; with
+        `thread_id`, the thread row is locked first. Run again when it lost to another."""
+        return await self._retrying(lambda: self._in_transaction(work, thread_id))
+
+    async def _in_transaction(
+        self, work: Callable[[AsyncConnection], Awaitable[T]], thread_id: str | None
+    ) -> T:
+        async with self._serialized(), self._sessions() as session, session.begin():
+            if thread_id is not None:
+                await threads_db.get_thread(session, thread_id, lock=True)
+            return await work(session)
+
+    async def atomic(self, work: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+        """A one-statement transition on PostgreSQL (no BEGIN/COMMIT round trips); on SQLite
+        its two statements in one serialized transaction."""
+        if self._serial is not None:
+            return await self._retrying(lambda: self._in_transaction(work, None))
+
+        async def once() -> T:
+            async with self._autocommit() as session:
+                return await work(session)
+
+        return await self._retrying(once)
+
+    async def _retrying(self, call: Callable[[], Awaitable[T]]) -> T:
+        attempt = 1
+        while True:
+            try:
+                return await call()
+            except Exception as exc:
+                if not lost_to_contention(exc):
+                    raise
+                if attempt >= CONTENTION_RETRIES:
+                    raise ConflictError(
+                        f"the thread's runs were changed concurrently {attempt} times while "
+                        "this request tried to change them; send it again"
+                    ) from exc
+                log.warning("transition_retried reason=contention attempt=%s", attempt)
+            await asyncio.sleep(0.01 * attempt)
+            attempt += 1
+
+    # --- transitions ----------------------------------------------------------------------
+
+    async def apply_strategy(
+        self, session: AsyncConnection, thread_id: str, strategy: str, effects: StrategyEffects
+    ) -> None:
+        """Inside the creating transaction (the thread row locked): make room for a new run
+        under `strategy`; ConflictError for `reject` on a busy thread."""
+        active = await runs_db.active_runs(session, thread_id)
+        if not active or strategy == "enqueue":
+            return
+        if strategy == "reject":
+            raise ConflictError(
+                f"thread {thread_id} is busy with run {active[0]['run_id']} "
+                f"({active[0]['status']}); wait for it to finish, cancel it, or create the run "
+                "with multitask_strategy 'enqueue', 'interrupt' or 'rollback'"
+            )
+        action = "rollback" if strategy == "rollback" else "interrupt"
+        for run in active:
+            run_id = str(run["run_id"])
+            if run["status"] == RunStatus.PENDING.value:
+                if action == "rollback":
+                    gone = await runs_db.delete_pending_run(session, run_id)
+                else:
+                    gone = await runs_db.interrupt_pending_run(session, run_id)
+                if gone:
+                    effects.ended.append(dict(run))
+                    continue
+            # Running (or claimed since it was read): its executor stops it.
+            if await runs_db.request_cancel(session, run_id, action):
+                effects.cancel_running.append((run_id, action))
+
+    async def after_strategy(self, effects: StrategyEffects) -> None:
+        """Once the new run is committed: end the runs the strategy ended, stop the others."""
+        for run in effects.ended:
+            await self.end(run, RunStatus.INTERRUPTED)
+        for run_id, action in effects.cancel_running:
+            await self._cancel_bus.publish(run_id, action)
+
+    async def claim(self, run_id: str, owner: str, lease_seconds: float) -> dict[str, Any] | None:
+        """Take a pending run for `owner` (see `runs_db.claim_run`); None when it is not
+        claimable now."""
+        return await self.atomic(lambda s: runs_db.claim_run(s, run_id, owner, lease_seconds))
+
+    async def finish(
+        self,
+        run: Mapping[str, Any],
+        attempt: int,
+        status: RunStatus,
+        output: Any,
+        error: Any,
+        state: threads_db.ThreadState,
+    ) -> bool:
+        """Record an attempt's outcome and the thread's state, then end the run. False when
+        `attempt` no longer holds the run.
+
+        A retry of a final write whose commit went through but whose reply was lost finds
+        its own end recorded: that is done, and the run is ended (its events published).
+        """
+        run_id = str(run["run_id"])
+        finished: runs_db.Finished | None = await self.atomic(
+            lambda s: runs_db.finish_run_with_state(
+                s, run_id, attempt, status, output, error, state
+            )
+        )
+        assert finished is not None
+        if not finished.held:
+            async with self._autocommit() as session:
+                own = await runs_db.ended_by(session, run_id, attempt, status)
+            if own is None:
+                log.warning("run_finalize_refused run_id=%s attempt=%s", run_id, attempt)
+                return False
+            log.info("run_end_found_committed run_id=%s attempt=%s", run_id, attempt)
+            finished = None
+        elif not finished.thread_written:
+            # A run was committed on the thread while this one ended: write with a fresh view.
+            async with self._autocommit() as session:
+                await threads_db.set_state_fields(
+                    session, state, busy_if_pending=True, ending_run=run_id
+                )
+        await self.end(
+            run, status, error=error, attempt=attempt, values=state.values, finished=finished
+        )
+        return True
+
+    async def finish_rolled_back(
+        self, run: Mapping[str, Any], attempt: int, status: RunStatus, state: threads_db.ThreadState
+    ) -> bool:
+        """Record a rolled-back run's end: the row goes, the thread gets `state`."""
+        run_id = str(run["run_id"])
+
+        async def work(session: AsyncConnection) -> bool:
+            if not await runs_db.finish_run(session, run_id, attempt, status, None, None):
+                return False
+            await runs_db.delete_run(session, run_id)
+            await threads_db.set_state_fields(
+                session, state, busy_if_pending=True, ending_run=run_id
+            )
+            return True
+
+        return await self.transaction(work, str(run["thread_id"]))
+
+    async def release(self, run_id: str, attempt: int, counted: bool = False) -> bool | str:
+        """Hand a running run back to pending, if `attempt` still holds it and no cancel was
+        requested; returns that cancel's action instead, for the attempt to end the run."""
+
+        async def work(session: AsyncConnection) -> bool | str:
+            if await runs_db.release_run(session, run_id, attempt, counted):
+                return True
+            return await runs_db.cancel_requested(session, run_id, attempt) or False
+
+        return await self.atomic(work)
+
+    async def cancel(self, run: Mapping[str, Any], action: str) -> tuple[bool, bool]:
+        """Cancel an active run: one not started ends at once, a running one is flagged and
+        told. Returns (ended before it started, delivered to an executor)."""
+        run_id, thread_id = str(run["run_id"]), str(run["thread_id"])
+        if action == "rollback" and run["status"] == "pending" and run["attempt"] >= 1:
+            # It already ran (handed back or reaped): its checkpoints go with it. Before the
+            # transaction, so a failure here leaves everything as it was.
+            await delete_run_checkpoints(self._checkpointer, thread_id, run_id)
+
+        async def work(session: AsyncConnection) -> str:
+            if action == "rollback":
+                gone = await runs_db.delete_pending_run(session, run_id)
+            else:
+                gone = await runs_db.interrupt_pending_run(session, run_id)
+            if gone:
+                await threads_db.settle_status(session, thread_id, "idle")
+                return "ended"
+            if await runs_db.request_cancel(session, run_id, action):
+                return "flagged"
+            return "finished"
+
+        what = await self.transaction(work, thread_id)
+        if what == "finished":
+            raise ConflictError(f"run {run_id} finished before it could be cancelled")
+        if what == "ended":
+            await self.end(run, RunStatus.INTERRUPTED)
+            return True, True
+        return False, await self._cancel_bus.publish(run_id, action)
+
+    async def delete_run(self, thread_id: str, run_id: str) -> None:
+        """Delete a run; one still executing is stopped and records nothing more."""
+
+        async def work(session: AsyncConnection) -> dict[str, Any]:
+            current = await runs_db.get_run(session, run_id, thread_id)
+            if current is None:
+                raise NotFoundError(f"run {run_id} not found in thread {thread_id}")
+            await runs_db.delete_run(session, run_id)
+            if current["status"] in _ACTIVE:
+                await threads_db.settle_status(session, thread_id, "idle")
+            return current
+
+        deleted = await self.transaction(work, thread_id)
+        if deleted["status"] == RunStatus.RUNNING.value:
+            await self._cancel_bus.publish(run_id, "interrupt")
+        await self.forget(run_id)
+        if deleted["status"] in _ACTIVE:
+            dispatch = self._endings.dispatch_next(thread_id)
+            await self._endings.quietly(dispatch, "run_dispatch_failed", run_id)
+
+    async def delete_thread(self, thread_id: str) -> list[dict[str, Any]] | None:
+        """Delete a thread, its runs and its checkpoints; returns its active runs (stopped
+        here), or None when there is no such thread."""
+
+        async def work(session: AsyncConnection) -> list[dict[str, Any]] | None:
+            active = [dict(row) for row in await runs_db.active_runs(session, thread_id)]
+            if not await threads_db.delete_thread(session, thread_id):
+                return None
+            # Inside the transaction: if the checkpoints cannot go, the thread stays.
+            await self._checkpointer.adelete_thread(thread_id)
+            return active
+
+        active = await self.transaction(work)
+        if active is None:
+            return None
+        # A step that ended before the commit could still write: its write was checked
+        # against a run row not yet deleted. Every later write finds no row.
+        await self._checkpointer.adelete_thread(thread_id)
+        for run in active:
+            if run["status"] == RunStatus.RUNNING.value:
+                await self._cancel_bus.publish(run["run_id"], "interrupt")
+            await self.close_stream(run["run_id"])
+        return active
+
+    async def requeue_expired(
+        self, max_attempts: int, every_lease: bool = False, push: bool = True
+    ) -> list[dict[str, Any]]:
+        """Runs whose lease expired go back to pending (pushed when `push`), or end
+        (cancelled, or out of retries); returns them (see `runs_db.requeue_expired`)."""
+        recovered = await self.transaction(
+            lambda s: runs_db.requeue_expired(s, max_attempts, every_lease)
+        )
+        for row in recovered:
+            log.warning("run_lease_expired run_id=%s now=%s", row["run_id"], row["status"])
+            self._metrics.runs_reaped.labels(row["status"]).inc()
+            if row["status"] == "pending":
+                if push:
+                    await self._queue.push(row["run_id"])
+            elif row["status"] == "interrupted":
+                await self._end_cancelled(dict(row))
+            elif row["status"] == "error":
+                # The same reason the run row records, so streams and /join agree.
+                await self.end(dict(row), RunStatus.ERROR, error=row["error"])
+        return [dict(row) for row in recovered]
+
+    async def _end_cancelled(self, row: dict[str, Any]) -> None:
+        if row["cancel_action"] == "rollback":
+            await delete_run_checkpoints(self._checkpointer, row["thread_id"], row["run_id"])
+            await self.transaction(
+                lambda s: runs_db.delete_run(s, row["run_id"]), str(row["thread_id"])
+            )
+        await self.end(row, RunStatus.INTERRUPTED)
+
+    # --- ending a run (after its end is committed: runyard/run_endings.py) --------------
+
+    async def end(self, run: Mapping[str, Any], status: RunStatus, **how: Any) -> None:
+        """Everything that follows the committed end of `run` (`RunEndings.end`)."""
+        await self._endings.end(run, status, **how)
+
+    async def close_stream(self, run_id: str) -> None:
+        """End the stream of a run deleted with its thread, and wake its waiters."""
+        await self._endings.close_stream(run_id)
+
+    async def forget(self, run_id: str) -> None:
+        """Drop a deleted run's events (or a deleted thread's state log); wake its waiters."""
+        await self._endings.forget(run_id)

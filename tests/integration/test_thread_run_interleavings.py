@@ -1,0 +1,164 @@
+"""Interleavings of a thread's transitions, held open in-process where they are too narrow to
+hit over HTTP: a claim landing inside an `interrupt`, a final write whose reply was lost."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langgraph.checkpoint.base import empty_checkpoint
+from sqlalchemy import update
+
+from runyard.db import runs as runs_db
+from runyard.db import threads as threads_db
+from runyard.db.tables import runs
+from runyard.db.threads import ThreadState
+from runyard.domain.errors import StaleAttemptError
+from runyard.domain.status import RunStatus
+from runyard.graphs.checkpointer import fenced
+from runyard.runtime import Runtime
+from runyard.schemas.runs import RunCreate
+from runyard.services import runs as runs_service
+from runyard.services.threads import delete_thread
+from runyard.settings import Settings
+from runyard.worker.finalize import Outcome, ThreadSnapshot, finalize_run
+from tests.support.rows import run_row, thread_row
+from tests.support.server import TEST_CONFIG
+
+
+@pytest.fixture
+async def runtime(tmp_path: Path) -> AsyncIterator[Runtime]:
+    rt = Runtime(
+        Settings(
+            RUNYARD_CONFIG=TEST_CONFIG, RUNYARD_DATA_DIR=tmp_path / "data", WORKER_DRAIN_TIMEOUT=1
+        )
+    )
+    await rt.start()
+    try:
+        yield rt
+    finally:
+        await rt.stop()
+
+
+async def _events(rt: Runtime, run_id: str) -> list[str]:
+    return [event.event async for event in rt.broker.subscribe(run_id, follow=False)]
+
+
+async def test_interrupt_stops_a_run_claimed_while_the_strategy_was_applied(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run read as pending is claimed before it can be interrupted: it is running, so
+    it must be told to stop, not reported `interrupted` while it runs on."""
+    rt = runtime
+    thread_id = str(uuid.uuid4())
+    await runs_service.create_run(
+        rt,
+        thread_id,
+        RunCreate(assistant_id="slow", input={"seconds": 30}, if_not_exists="create"),
+    )
+    queued = await runs_service.create_run(
+        rt, thread_id, RunCreate(assistant_id="slow", multitask_strategy="enqueue")
+    )
+    read_active = runs_db.active_runs
+
+    async def claimed_after_the_read(session: Any, thread: str) -> Any:
+        active = await read_active(session, thread)
+        # A worker claims the queued run right after the strategy read it as pending.
+        async with rt.autocommit() as other:
+            await other.execute(
+                update(runs)
+                .where(runs.c.run_id == queued["run_id"])
+                .values(status="running", owner="elsewhere", attempt=1)
+            )
+        return active
+
+    monkeypatch.setattr(runs_db, "active_runs", claimed_after_the_read)
+    await runs_service.create_run(
+        rt, thread_id, RunCreate(assistant_id="slow", multitask_strategy="interrupt")
+    )
+    monkeypatch.undo()
+    async with rt.autocommit() as session:
+        stored = await runs_db.get_run(session, queued["run_id"])
+    assert stored is not None
+    assert (stored["status"], stored["cancel_action"]) == ("running", "interrupt")
+    assert "end" not in await _events(rt, queued["run_id"])
+
+
+async def test_a_final_write_retried_after_its_reply_was_lost_ends_the_run(
+    runtime: Runtime,
+) -> None:
+    rt = runtime
+    thread_id, run_id = str(uuid.uuid4()), str(uuid.uuid4())
+    row = {**run_row(run_id, thread_id, "enqueue"), "kwargs": {"graph_id": "slow"}}
+    async with rt.sessions() as session, session.begin():
+        await threads_db.insert_thread(session, thread_row(thread_id))
+        await runs_db.insert_run(session, row)
+        claimed = await runs_db.claim_run(session, run_id, "me", 30.0)
+    assert claimed is not None
+    attempt = int(claimed["attempt"])
+    outcome = Outcome(RunStatus.SUCCESS, snapshot=ThreadSnapshot({"n": 1}, {}, False))
+    # The first final write commits, and its reply never reaches the worker.
+    async with rt.sessions() as session, session.begin():
+        state = ThreadState(thread_id, "idle", {"n": 1}, {}, None)
+        await runs_db.finish_run_with_state(
+            session, run_id, attempt, RunStatus.SUCCESS, {"n": 1}, None, state
+        )
+    # The worker retries it: its own end is found, and the run's end is published.
+    assert await finalize_run(rt, dict(claimed), attempt, outcome) is True
+    assert (await _events(rt, run_id))[-1:] == ["end"]
+    async with rt.autocommit() as session:
+        thread = await threads_db.get_thread(session, thread_id)
+    assert thread is not None and thread["status"] == "idle"
+
+
+async def test_a_final_write_of_another_attempt_is_still_refused(runtime: Runtime) -> None:
+    rt = runtime
+    thread_id, run_id = str(uuid.uuid4()), str(uuid.uuid4())
+    row = {**run_row(run_id, thread_id, "enqueue"), "kwargs": {"graph_id": "slow"}}
+    async with rt.sessions() as session, session.begin():
+        await threads_db.insert_thread(session, thread_row(thread_id))
+        await runs_db.insert_run(session, row)
+        claimed = await runs_db.claim_run(session, run_id, "me", 30.0)
+    assert claimed is not None
+    outcome = Outcome(RunStatus.SUCCESS, snapshot=ThreadSnapshot({"n": 1}, {}, False))
+    stale = int(claimed["attempt"]) - 1
+    assert await finalize_run(rt, dict(claimed), stale, outcome) is False
+    await asyncio.sleep(0)
+    assert "end" not in await _events(rt, run_id)
+
+
+async def test_a_step_ending_while_its_thread_is_deleted_leaves_no_checkpoint(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run's step writes its checkpoint just after the thread's checkpoints were
+    deleted, before the deletion commits: a thread re-created with that id starts empty."""
+    rt = runtime
+    thread_id, run_id = str(uuid.uuid4()), str(uuid.uuid4())
+    async with rt.sessions() as session, session.begin():
+        await threads_db.insert_thread(session, thread_row(thread_id))
+        await runs_db.insert_run(session, run_row(run_id, thread_id, "enqueue"))
+        claimed = await runs_db.claim_run(session, run_id, "me", 30.0)
+    assert claimed is not None
+    step = fenced(rt.checkpointer, run_id, int(claimed["attempt"]))
+    config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+    delete_checkpoints = rt.checkpointer.adelete_thread
+    steps_ended: list[bool] = []
+
+    async def then_a_step_ends(thread: str) -> None:
+        await delete_checkpoints(thread)
+        if steps_ended:
+            return
+        try:
+            await step.aput(config, empty_checkpoint(), {}, {})
+            steps_ended.append(True)
+        except StaleAttemptError:
+            steps_ended.append(False)
+
+    monkeypatch.setattr(rt.checkpointer, "adelete_thread", then_a_step_ends)
+    await delete_thread(rt, thread_id)
+    monkeypatch.undo()
+    assert await rt.checkpointer.aget_tuple(config) is None
