@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import random
 import time
 import uuid
@@ -144,3 +145,95 @@ async def many_streams(
     finally:
         await client.aclose()
     return Outcome(list(streams), time.perf_counter() - started)
+
+
+# The `streams` scenario: these numbers of clients at once, one level after the other.
+LEVELS = (100, 1000, 3000)
+SAMPLE_EVERY_S = 0.5
+
+
+async def streams(target: Any, runs: int) -> dict[str, Any]:
+    """For each level of clients on the target: complete streams, events missing, p50/p99
+    from submit to the last event (and as a ratio to the first level), the Redis connections
+    the instances hold at the peak, and resident memory grown per connected client.
+
+    `runs` above 0 replaces the last level (`--runs 500`: 100 then 500 clients).
+    """
+    levels = list(LEVELS) if not runs or runs == LEVELS[-1] else [LEVELS[0], runs]
+    figures: dict[str, Any] = {}
+    base: dict[str, Any] | None = None
+    redis_probe = _redis_probe(target)
+    for clients in levels:
+        sampler = _Sampler(target.urls, redis_probe)
+        await sampler.baseline()
+        sampling = asyncio.create_task(sampler.run())
+        try:
+            outcome = await many_streams(target.urls, clients, timeout=target.timeout * 5)
+        finally:
+            sampling.cancel()
+        level = outcome.summary()
+        base = base or level
+        level["p50_ratio"] = _ratio(level["p50_last_event_s"], base["p50_last_event_s"])
+        level["p99_ratio"] = _ratio(level["p99_last_event_s"], base["p99_last_event_s"])
+        level["redis_connections_peak"] = sampler.redis_peak
+        grown = sampler.rss_peak - sampler.rss_before if sampler.rss_peak else None
+        level["rss_per_client_kib"] = round(grown / clients / 1024, 1) if grown else None
+        figures[f"n{clients}"] = level
+    return {"levels": figures, "errors": sum(len(v["failures"]) for v in figures.values())}
+
+
+def _ratio(value: float | None, base: float | None) -> float | None:
+    return round(value / base, 2) if value and base else None
+
+
+def _redis_probe(target: Any) -> tuple[str, str] | None:
+    """(Redis URL, key prefix) of a deployment the bench started (else REDIS_URL and
+    RUNYARD_REDIS_PREFIX in the bench's environment), to count its connections."""
+    env = getattr(target.fleet, "env", None) or os.environ
+    url, prefix = env.get("REDIS_URL"), env.get("RUNYARD_REDIS_PREFIX")
+    return (url, prefix) if url and prefix else None
+
+
+class _Sampler:
+    """Peak resident memory of the instances (from /metrics) and peak Redis connections
+    named after the deployment's prefix (CLIENT LIST), while a level runs."""
+
+    def __init__(self, urls: list[str], redis_probe: tuple[str, str] | None) -> None:
+        self._urls = urls
+        self._probe = redis_probe
+        self.rss_before = 0.0
+        self.rss_peak = 0.0
+        self.redis_peak: int | None = None
+
+    async def baseline(self) -> None:
+        self.rss_before = await self._rss()
+
+    async def run(self) -> None:
+        while True:
+            self.rss_peak = max(self.rss_peak, await self._rss())
+            if self._probe is not None:
+                count = await asyncio.to_thread(_connections, *self._probe)
+                self.redis_peak = max(self.redis_peak or 0, count)
+            await asyncio.sleep(SAMPLE_EVERY_S)
+
+    async def _rss(self) -> float:
+        import httpx
+
+        total = 0.0
+        async with httpx.AsyncClient(timeout=10, trust_env=False) as http:
+            for url in self._urls:
+                try:
+                    text = (await http.get(url + "/metrics")).text
+                except httpx.HTTPError:
+                    continue
+                for line in text.splitlines():
+                    if line.startswith("process_resident_memory_bytes "):
+                        total += float(line.split()[1])
+        return total
+
+
+def _connections(url: str, prefix: str) -> int:
+    import redis
+
+    with redis.Redis.from_url(url, socket_timeout=5) as client:
+        return sum(1 for c in client.client_list() if str(c.get("name", "")).startswith(prefix))
