@@ -1,8 +1,8 @@
 """An instance's Redis connections, in three budgets that cannot starve one another.
 
-- `blocking`: connections parked in blocking reads: the stream readers' XREAD BLOCK
-  (RUNYARD_REDIS_STREAM_READERS), each worker loop's BLPOP (WORKER_COUNT) and the
-  notification listener's pub/sub (one).
+- `blocking`: the stream reader's (its pub/sub listener and RUNYARD_REDIS_STREAM_READERS
+  fetch loops), each worker loop's BLPOP (WORKER_COUNT) and the notification listener's
+  pub/sub (one).
 - `worker`: what executing runs write: event appends, run ends, completion signals
   (RUNYARD_REDIS_WORKER_CONNECTIONS).
 - `requests`: the request path: queue pushes, cancels, replays of stored events, health
@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 from redis.asyncio import BlockingConnectionPool, Redis
 
-# Connections of the blocking budget beyond the stream readers and worker loops: the
-# notification listener, and one for promoting delayed runs between BLPOPs.
-BLOCKING_EXTRA = 2
+# Connections of the blocking budget beyond the stream reader's fetch loops and the worker
+# loops: the stream reader's and the notification listener's pub/sub, and a spare.
+BLOCKING_EXTRA = 3
 
 
 @dataclass

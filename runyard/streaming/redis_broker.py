@@ -37,13 +37,16 @@ _CONTROL_DONE = "__done__"
 RANGE_COUNT = 500
 # While Redis cannot be reached, a replay is retried this often.
 RETRY_DELAY_SECONDS = 0.5
+# A read of an ended run's events that fails this many times more gives up on Redis.
+FAILURES_BEFORE_UNAVAILABLE = 2
 
-# Appends events (ARGV[8..]: event, data, event, data...) only while the publisher's
+# Appends events (ARGV[9..]: event, data, event, data...) only while the publisher's
 # attempt is the run's current one (fencing), and returns the last id. ARGV[4] = '1' first
 # records the attempt as the newest (an older one can never lower it); a non-empty ARGV[5]
 # is a channel on which the run id (ARGV[6]) is published afterwards. ARGV[7] names the
 # batch: a retry whose first try was applied (its reply was lost) returns that try's id
-# instead of appending the events twice.
+# instead of appending the events twice. The stream key is published on ARGV[8], where
+# every instance's stream reader learns what to read.
 _FENCED_XADD = """
 local last = redis.call('GET', KEYS[3])
 if last then
@@ -61,12 +64,13 @@ if ARGV[4] == '1' and (not current or tonumber(current) < attempt) then
   redis.call('SET', KEYS[2], ARGV[1], 'EX', ARGV[3])
 end
 local id = ''
-for i = 8, #ARGV, 2 do
+for i = 9, #ARGV, 2 do
   id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*',
                   'event', ARGV[i], 'data', ARGV[i + 1])
 end
-if #ARGV >= 8 then
+if #ARGV >= 9 then
   redis.call('EXPIRE', KEYS[1], ARGV[3])
+  redis.call('PUBLISH', ARGV[8], KEYS[1])
 end
 redis.call('SET', KEYS[3], ARGV[7] .. ' ' .. id, 'EX', ARGV[3])
 if ARGV[5] ~= '' then
@@ -81,7 +85,8 @@ class RedisEventBroker:
 
     Three clients, three connection budgets: `redis` appends (the worker's writes),
     `reads` replays stored events (the request path), and `reader` follows live events
-    for every subscriber over a few connections of its own. A busy pool makes a caller
+    for every subscriber over a few connections of its own, told of each append by the
+    script that makes it. A busy pool makes a caller
     wait for a connection; it never counts as Redis being away.
     """
 
@@ -162,6 +167,7 @@ class RedisEventBroker:
             self._signals.channel if signal else "",
             run_id,
             uuid.uuid4().hex,
+            self._reader.channel,
             *pairs,
         ]
         keys = [self._stream(run_id), self._attempt_key(run_id), self._batch_key(run_id)]
@@ -235,9 +241,18 @@ class RedisEventBroker:
         """
         key = self._stream(run_id)
         cursor = await self._start(key, after, ended)
-        if not follow:
-            async for event in self._replay(key, cursor, ended, known_ended=True):
+        # What is stored already comes in one read, without waiting for the shared reader
+        # (a /wait whose run has ended needs nothing else).
+        while True:
+            batch = await self._range(key, cursor, "+", ended, known_ended=not follow)
+            for event in batch:
+                if event.event == _CONTROL_DONE:
+                    return
+                cursor = event.id
                 yield event
+            if len(batch) < RANGE_COUNT:
+                break
+        if not follow:
             return
         feed = self._reader.follow(key, cursor)
         try:
@@ -307,16 +322,21 @@ class RedisEventBroker:
     ) -> Any:
         """A read of stored events, retried while Redis is away and the run goes on.
 
-        Once the run has ended (or is known to have), a read that fails raises
-        EventsUnavailableError: its final state is in the database.
+        Once the run has ended (or is known to have), a read that fails again raises
+        EventsUnavailableError: its final state is in the database. (Once is not enough:
+        after a Redis restart, each pooled connection fails its first command.)
         """
         asked = time.monotonic()
+        failures = 0
         while True:
             try:
                 return await read()
             except (RedisError, OSError) as exc:
-                if known_ended:
+                failures += 1
+                if known_ended and failures > FAILURES_BEFORE_UNAVAILABLE:
                     raise EventsUnavailableError(f"run events unreadable: {exc}") from exc
+                if known_ended:
+                    continue
                 if ended is not None and time.monotonic() - asked >= self._idle_check:
                     asked = time.monotonic()
                     known_ended = await ended()

@@ -1,24 +1,28 @@
-"""One multiplexing reader per instance: a few connections follow every subscribed stream.
+"""One reader per instance: a few connections carry every subscriber's live events.
 
 A subscriber used to hold a pooled connection in its own XREAD BLOCK, so a few hundred of
-them emptied the pool the worker needs to append events. Here `StreamReader` keeps a small,
-fixed set of connections (`RUNYARD_REDIS_STREAM_READERS`), each blocked in one XREAD over
-every stream key of its share, and hands what it reads to each subscriber's `Feed` in
-memory: a subscriber costs memory, never a connection.
+them emptied the pool the worker needs to append events. Here `StreamReader` follows every
+stream key its subscribers want with a fixed set of connections, and hands what it reads to
+each subscriber's `Feed` in memory: a subscriber costs memory, never a connection.
 
-A key that starts being followed while its reader is blocked is added at once by waking
-the reader: an XADD to the reader's own wake stream, which it always reads too.
+How it learns what to read: every append also publishes its stream key on one channel
+(`{prefix}events`), which the reader listens to on one pub/sub connection. A key that is
+followed here is marked dirty, and `RUNYARD_REDIS_STREAM_READERS` fetch loops read the dirty
+keys after their cursors, many per round trip (pipelined XRANGE). So the reader's work
+follows the events, not the number of keys followed (one XREAD BLOCK over a thousand keys
+costs tens of milliseconds to send and scan, on every wake). A notification can be missed
+only while the pub/sub connection is down: every key is read again when it is back, and
+every few seconds anyway.
 
 A feed's buffer is bounded. A subscriber that falls behind (its client stops reading) is
-detached instead of buffering without end; when it reads again it catches up from Redis
-by id and rejoins, so nobody else waits for it.
+detached instead of buffering without end; when it reads again it catches up from Redis by
+id and rejoins, so nobody else waits for it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,11 +36,10 @@ log = logging.getLogger("runyard.broker")
 
 # Bytes of event data one subscriber may have waiting before it is detached.
 FEED_BUFFER_BYTES = 4 * 1024 * 1024
-# Entries one XREAD takes per stream: a busy stream cannot starve the others.
+# Entries one read takes per stream: a busy stream cannot starve the others.
 READ_COUNT = 500
-# The wake stream is tiny: only its newest entries matter.
-WAKE_MAXLEN = 16
-WAKE_TTL_SECONDS = 3600
+# Keys one fetch reads in a single round trip.
+FETCH_BATCH = 200
 
 
 def id_key(entry_id: str) -> tuple[int, int]:
@@ -112,29 +115,27 @@ class _Followed:
     feeds: set[Feed] = field(default_factory=set)
 
 
-class _Shard:
-    """One connection's share of the followed keys, and the loop that reads them."""
+class StreamReader:
+    """The instance's stream reader: `follow` a key, read what its feed buffers."""
 
-    def __init__(self, redis: Redis, waker: Redis, wake_key: str, block_ms: int) -> None:
+    def __init__(self, redis: Redis, channel: str, connections: int, sweep_seconds: float) -> None:
         self._redis = redis
-        self._waker = waker
-        self._wake_key = wake_key
-        self._block_ms = block_ms
-        self.keys: dict[str, _Followed] = {}
-        self._reading: set[str] = set()
-        self._woken = False
-        self._changed = asyncio.Event()
+        self.channel = channel
+        self._fetchers = max(connections, 1)
+        self._sweep_seconds = sweep_seconds
+        self._keys: dict[str, _Followed] = {}
+        self._dirty: dict[str, None] = {}  # ordered: the longest waiting is read first
+        self._has_dirty = asyncio.Event()
         self.connected = True
 
-    def join(self, key: str, cursor: str) -> Feed:
-        """Follow `key` for a new feed whose last seen id is `cursor`."""
-        followed = self.keys.get(key)
+    def follow(self, key: str, cursor: str) -> Feed:
+        """A feed of `key`'s entries after `cursor` (see Feed.replay_until)."""
+        followed = self._keys.get(key)
         if followed is None:
-            followed = self.keys[key] = _Followed(cursor)
+            followed = self._keys[key] = _Followed(cursor)
             feed = Feed(key, cursor, None)
-            self._changed.set()
-            if key not in self._reading:
-                self._wake()
+            # Appended between the subscriber's replay and now: read it once to be sure.
+            self._mark(key)
         elif id_key(cursor) < id_key(followed.cursor):
             feed = Feed(key, cursor, followed.cursor)
         else:
@@ -144,124 +145,141 @@ class _Shard:
 
     def leave(self, feed: Feed) -> None:
         """Stop feeding `feed`; the key is dropped with its last feed."""
-        followed = self.keys.get(feed.key)
+        followed = self._keys.get(feed.key)
         if followed is None:
             return
         followed.feeds.discard(feed)
         if not followed.feeds:
-            del self.keys[feed.key]
+            del self._keys[feed.key]
+            self._dirty.pop(feed.key, None)
 
-    def _wake(self) -> None:
-        # Only a reader blocked on an older set of keys needs waking, and once is enough.
-        if self._reading and not self._woken:
-            self._woken = True
-            asyncio.get_running_loop().create_task(self._send_wake(), name="stream-reader-wake")
+    def followed(self) -> int:
+        """How many stream keys are followed now."""
+        return len(self._keys)
 
-    async def _send_wake(self) -> None:
-        pipe = self._waker.pipeline(transaction=False)
-        pipe.xadd(self._wake_key, {"w": "1"}, maxlen=WAKE_MAXLEN)
-        pipe.expire(self._wake_key, WAKE_TTL_SECONDS)
-        try:
-            await pipe.execute()
-        except (RedisError, OSError):
-            pass  # the blocked read returns by its own timeout anyway
+    def _mark(self, key: str) -> None:
+        self._dirty[key] = None
+        self._has_dirty.set()
+
+    def _mark_all(self) -> None:
+        for key in self._keys:
+            self._dirty[key] = None
+        if self._dirty:
+            self._has_dirty.set()
 
     async def run_forever(self, stop: asyncio.Event) -> None:
-        """Read every followed key until `stop`; reconnect with backoff after an error."""
+        """Listen for appends and fetch what they added, until `stop`."""
+        loops = [self._listen_forever(stop), self._sweep_forever(stop)]
+        loops += [self._fetch_forever(stop) for _ in range(self._fetchers)]
+        await asyncio.gather(*loops)
+
+    async def _listen_forever(self, stop: asyncio.Event) -> None:
         delay = 0.2
         while not stop.is_set():
-            if not self.keys:
-                self._changed.clear()
-                waiter = asyncio.ensure_future(self._changed.wait())
-                stopper = asyncio.ensure_future(stop.wait())
-                await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
-                waiter.cancel()
-                stopper.cancel()
-                continue
+            pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
             try:
-                await self._read_once()
+                await pubsub.subscribe(self.channel)
                 delay = 0.2
+                self._set_connected(True)
+                # Appends may have gone unannounced while this was away.
+                self._mark_all()
+                while not stop.is_set():
+                    message = await pubsub.get_message(timeout=1.0)
+                    if message is not None:
+                        key = _text(message["data"])
+                        if key in self._keys:
+                            self._mark(key)
             except (RedisError, OSError) as exc:
                 self._set_connected(False, exc)
+                await _pause(stop, delay)
+                delay = min(delay * 2, 2.0)
+            finally:
                 try:
-                    await asyncio.wait_for(stop.wait(), delay)
-                except TimeoutError:
+                    await pubsub.aclose()
+                except (RedisError, OSError):
                     pass
+
+    async def _sweep_forever(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            await _pause(stop, self._sweep_seconds)
+            self._mark_all()
+
+    async def _fetch_forever(self, stop: asyncio.Event) -> None:
+        delay = 0.2
+        while not stop.is_set():
+            if not self._dirty:
+                self._has_dirty.clear()
+                await _either(self._has_dirty, stop)
+                continue
+            batch = list(self._dirty)[:FETCH_BATCH]
+            for key in batch:
+                del self._dirty[key]
+            try:
+                await self._fetch(batch)
+                delay = 0.2
+            except (RedisError, OSError) as exc:
+                for key in batch:
+                    if key in self._keys:
+                        self._dirty[key] = None
+                self._set_connected(False, exc)
+                await _pause(stop, delay)
                 delay = min(delay * 2, 2.0)
 
-    async def _read_once(self) -> None:
-        streams: dict[Any, Any] = {self._wake_key: "$"}
-        streams.update((key, followed.cursor) for key, followed in self.keys.items())
-        self._reading = set(streams)
-        self._woken = False
-        try:
-            answer: Any = await self._redis.xread(streams, count=READ_COUNT, block=self._block_ms)
-        finally:
-            self._reading = set()
+    async def _fetch(self, batch: list[str]) -> None:
+        cursors = {key: self._keys[key].cursor for key in batch if key in self._keys}
+        if not cursors:
+            return
+        pipe = self._redis.pipeline(transaction=False)
+        for key, cursor in cursors.items():
+            pipe.xrange(key, min=f"({cursor}", count=READ_COUNT)
+        answers: list[Any] = await pipe.execute()
         self._set_connected(True)
-        for raw_key, entries in answer or []:
-            key = _text(raw_key)
-            followed = self.keys.get(key)
-            if followed is None or not entries:
-                continue
-            events = [decode_entry(entry_id, fields) for entry_id, fields in entries]
-            followed.cursor = events[-1].id
-            for feed in list(followed.feeds):
-                if not feed.offer(events):
-                    followed.feeds.discard(feed)
-            if not followed.feeds:
-                del self.keys[key]
+        for key, entries in zip(cursors, answers, strict=True):
+            if entries:
+                self._deliver(key, entries)
+
+    def _deliver(self, key: str, entries: Any) -> None:
+        followed = self._keys.get(key)
+        if followed is None:
+            return
+        if len(entries) >= READ_COUNT:
+            self._mark(key)
+        # Two fetches of one key may overlap: keep only what is past the key's cursor.
+        after = id_key(followed.cursor)
+        events = [decode_entry(i, f) for i, f in entries if id_key(_text(i)) > after]
+        if not events:
+            return
+        followed.cursor = events[-1].id
+        for feed in list(followed.feeds):
+            if not feed.offer(events):
+                followed.feeds.discard(feed)
+        if not followed.feeds:
+            del self._keys[key]
 
     def _set_connected(self, connected: bool, exc: BaseException | None = None) -> None:
         if connected == self.connected:
             return
         self.connected = connected
         if connected:
-            log.info("stream_reader_reconnected keys=%s", len(self.keys))
+            log.info("stream_reader_reconnected keys=%s", len(self._keys))
         else:
-            log.warning("stream_reader_disconnected keys=%s error=%s", len(self.keys), exc)
-        for followed in self.keys.values():
+            log.warning("stream_reader_disconnected keys=%s error=%s", len(self._keys), exc)
+        for followed in self._keys.values():
             for feed in followed.feeds:
                 feed.poke()
 
 
-class StreamReader:
-    """The instance's stream readers: `follow` a key, read what its feed buffers."""
+async def _pause(stop: asyncio.Event, seconds: float) -> None:
+    try:
+        await asyncio.wait_for(stop.wait(), seconds)
+    except TimeoutError:
+        pass
 
-    def __init__(
-        self,
-        redis: Redis,
-        waker: Redis,
-        prefix: str,
-        connections: int,
-        block_seconds: float,
-    ) -> None:
-        token = uuid.uuid4().hex[:12]
-        block_ms = max(1, int(block_seconds * 1000))
-        self._shards = [
-            _Shard(redis, waker, f"{prefix}reader:{token}:{index}", block_ms)
-            for index in range(max(connections, 1))
-        ]
 
-    def _shard(self, key: str) -> _Shard:
-        return self._shards[hash(key) % len(self._shards)]
-
-    def follow(self, key: str, cursor: str) -> Feed:
-        """A feed of `key`'s entries after `cursor` (see Feed.replay_until)."""
-        return self._shard(key).join(key, cursor)
-
-    def leave(self, feed: Feed) -> None:
-        """Stop feeding `feed`."""
-        self._shard(feed.key).leave(feed)
-
-    def connected(self, key: str) -> bool:
-        """Whether the reader of `key` last reached Redis."""
-        return self._shard(key).connected
-
-    def followed(self) -> int:
-        """How many stream keys are followed now (for metrics and tests)."""
-        return sum(len(shard.keys) for shard in self._shards)
-
-    async def run_forever(self, stop: asyncio.Event) -> None:
-        """Run every shard's loop until `stop`."""
-        await asyncio.gather(*(shard.run_forever(stop) for shard in self._shards))
+async def _either(event: asyncio.Event, stop: asyncio.Event) -> None:
+    waiters = {asyncio.ensure_future(event.wait()), asyncio.ensure_future(stop.wait())}
+    try:
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()

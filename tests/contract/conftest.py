@@ -47,7 +47,7 @@ async def broker(request: pytest.FixtureRequest, redis: Redis) -> AsyncIterator[
     signals = CompletionSignals(redis, f"{prefix}done")
     # The stream reader blocks on connections of its own, as in an instance.
     blocking = Redis.from_url(REDIS_URL)
-    reader = StreamReader(blocking, redis, prefix, connections=2, block_seconds=1.0)
+    reader = StreamReader(blocking, f"{prefix}events", connections=2, sweep_seconds=1.0)
     stop = asyncio.Event()
     reading = asyncio.create_task(reader.run_forever(stop))
     try:
