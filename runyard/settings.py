@@ -19,11 +19,11 @@ class Settings(BaseSettings):
     redis_url: str | None = Field(default=None, alias="REDIS_URL")
     redis_prefix: str = Field(default="runyard:", alias="RUNYARD_REDIS_PREFIX")
     # Redis connections per instance, in budgets that cannot starve one another: the
-    # connections that follow every stream subscriber's events (XREAD BLOCK, shared by all
-    # subscribers), those of executing runs' writes (events, run ends, completion signals),
-    # and those of the request path (queue pushes, cancels, replays). Worker loops' BLPOP
-    # and the notification listener hold WORKER_COUNT + 2 more. A busy pool makes callers
-    # wait; it is never taken for Redis being away.
+    # stream reader's fetch loops (they read every subscriber's live events, shared by all
+    # subscribers), executing runs' writes (events, run ends, completion signals), and the
+    # request path (queue pushes, cancels, replays). Pub/sub listeners and worker loops'
+    # BLPOP hold WORKER_COUNT + 3 more. A busy pool makes callers wait; it is never taken
+    # for Redis being away.
     redis_stream_readers: int = Field(default=2, ge=1, le=64, alias="RUNYARD_REDIS_STREAM_READERS")
     redis_worker_connections: int = Field(
         default=20, ge=1, alias="RUNYARD_REDIS_WORKER_CONNECTIONS"
