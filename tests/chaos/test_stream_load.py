@@ -25,7 +25,8 @@ SETTINGS = {**DEFAULT_ENV, "RUNYARD_KEEPALIVE_SECONDS": "5"}
 
 async def _check(cluster: Cluster, clients: int) -> None:
     started = time.monotonic()
-    outcome = await many_streams([i.url for i in cluster.instances], clients)
+    # On a busy 2-core host a thousand runs take minutes to get through: wait for them.
+    outcome = await many_streams([i.url for i in cluster.instances], clients, timeout=1200)
     figures = outcome.summary()
     print(f"{len(cluster.instances)} instance(s): {figures}")
     assert figures["http_5xx"] == 0, f"{figures}\n{cluster.tails()}"
@@ -41,14 +42,14 @@ async def _check(cluster: Cluster, clients: int) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(1500)
 async def test_a_thousand_streams_on_one_instance(cluster_factory: ClusterFactory) -> None:
     cluster = await cluster_factory(1, config=BENCH_CONFIG, **SETTINGS)
     await _check(cluster, CLIENTS)
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(1500)
 async def test_a_thousand_streams_across_two_instances(cluster_factory: ClusterFactory) -> None:
     """Half the clients on each instance; each run executes wherever it is claimed."""
     cluster = await cluster_factory(2, config=BENCH_CONFIG, **SETTINGS)
