@@ -45,8 +45,10 @@ FAILURES_BEFORE_UNAVAILABLE = 2
 # records the attempt as the newest (an older one can never lower it); a non-empty ARGV[5]
 # is a channel on which the run id (ARGV[6]) is published afterwards. ARGV[7] names the
 # batch: a retry whose first try was applied (its reply was lost) returns that try's id
-# instead of appending the events twice. The stream key is published on ARGV[8], where
-# every instance's stream reader learns what to read.
+# instead of appending the events twice. ARGV[8] is where every instance's stream reader
+# learns of the append: three lines, the stream key, its last id before this append, and
+# (unless the events are large) the new entries as JSON [[id, event, data], ...], so a
+# reader that is up to date with the key delivers them without reading the stream.
 _FENCED_XADD = """
 local last = redis.call('GET', KEYS[3])
 if last then
@@ -64,15 +66,27 @@ if ARGV[4] == '1' and (not current or tonumber(current) < attempt) then
   redis.call('SET', KEYS[2], ARGV[1], 'EX', ARGV[3])
 end
 local id = ''
+local added = {}
+local size = 0
 for i = 9, #ARGV, 2 do
   id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*',
                   'event', ARGV[i], 'data', ARGV[i + 1])
+  added[#added + 1] = {id, ARGV[i], ARGV[i + 1]}
+  size = size + string.len(ARGV[i + 1])
 end
 if #ARGV >= 9 then
   redis.call('EXPIRE', KEYS[1], ARGV[3])
-  redis.call('PUBLISH', ARGV[8], KEYS[1])
+  local previous = ''
+  if last then
+    previous = string.sub(last, (string.find(last, ' ', 1, true) or 0) + 1)
+  end
+  local body = ''
+  if size <= 16384 then
+    body = cjson.encode(added)
+  end
+  redis.call('PUBLISH', ARGV[8], KEYS[1] .. '\\n' .. previous .. '\\n' .. body)
+  redis.call('SET', KEYS[3], ARGV[7] .. ' ' .. id, 'EX', ARGV[3])
 end
-redis.call('SET', KEYS[3], ARGV[7] .. ' ' .. id, 'EX', ARGV[3])
 if ARGV[5] ~= '' then
   redis.call('PUBLISH', ARGV[5], ARGV[6])
 end

@@ -22,6 +22,7 @@ id and rejoins, so nobody else waits for it.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -186,9 +187,7 @@ class StreamReader:
                 while not stop.is_set():
                     message = await pubsub.get_message(timeout=1.0)
                     if message is not None:
-                        key = _text(message["data"])
-                        if key in self._keys:
-                            self._mark(key)
+                        self._announced(_text(message["data"]))
             except (RedisError, OSError) as exc:
                 self._set_connected(False, exc)
                 await _pause(stop, delay)
@@ -198,6 +197,23 @@ class StreamReader:
                     await pubsub.aclose()
                 except (RedisError, OSError):
                     pass
+
+    def _announced(self, message: str) -> None:
+        """An append: delivered at once when it follows what the key's feeds have, else
+        the key is read (the JSON is parsed only for keys followed here)."""
+        key, _, rest = message.partition("\n")
+        followed = self._keys.get(key)
+        if followed is None:
+            return
+        previous, _, body = rest.partition("\n")
+        if body:
+            try:
+                entries = [StreamEvent(str(i), str(e), str(d)) for i, e, d in json.loads(body)]
+            except (ValueError, TypeError):
+                entries = []
+            if entries and self._hand_out(key, followed, previous or "0-0", entries):
+                return
+        self._mark(key)
 
     async def _sweep_forever(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
@@ -234,27 +250,38 @@ class StreamReader:
             pipe.xrange(key, min=f"({cursor}", count=READ_COUNT)
         answers: list[Any] = await pipe.execute()
         self._set_connected(True)
-        for key, entries in zip(cursors, answers, strict=True):
+        for (key, cursor), entries in zip(cursors.items(), answers, strict=True):
+            followed = self._keys.get(key)
+            if followed is None:
+                continue
+            if len(entries) >= READ_COUNT:
+                self._mark(key)
             if entries:
-                self._deliver(key, entries)
+                events = [decode_entry(i, f) for i, f in entries]
+                if not self._hand_out(key, followed, cursor, events):
+                    self._mark(key)
 
-    def _deliver(self, key: str, entries: Any) -> None:
-        followed = self._keys.get(key)
-        if followed is None:
-            return
-        if len(entries) >= READ_COUNT:
-            self._mark(key)
-        # Two fetches of one key may overlap: keep only what is past the key's cursor.
+    def _hand_out(
+        self, key: str, followed: _Followed, since: str, entries: list[StreamEvent]
+    ) -> bool:
+        """Give the feeds `entries`, which are everything after `since`; False when there
+        is a gap between the key's cursor and `since` (the key was followed anew meanwhile
+        from an older id): such entries are left to a read from the key's own cursor."""
+        if id_key(since) > id_key(followed.cursor):
+            return False
+        # Reads and announcements of one key overlap: keep only what is past its cursor.
         after = id_key(followed.cursor)
-        events = [decode_entry(i, f) for i, f in entries if id_key(_text(i)) > after]
+        events = [event for event in entries if id_key(event.id) > after]
         if not events:
-            return
+            return True
         followed.cursor = events[-1].id
         for feed in list(followed.feeds):
             if not feed.offer(events):
                 followed.feeds.discard(feed)
         if not followed.feeds:
             del self._keys[key]
+            self._dirty.pop(key, None)
+        return True
 
     def _set_connected(self, connected: bool, exc: BaseException | None = None) -> None:
         if connected == self.connected:
