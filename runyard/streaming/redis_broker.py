@@ -12,8 +12,8 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, aclosing
 from typing import Any
 
 from redis.asyncio import Redis
@@ -257,17 +257,21 @@ class RedisEventBroker:
         cursor = await self._start(key, after, ended)
         # What is stored already comes in one read, without waiting for the shared reader
         # (a /wait whose run has ended needs nothing else).
-        while True:
-            batch = await self._range(key, cursor, "+", ended, known_ended=not follow)
-            for event in batch:
-                if event.event == _CONTROL_DONE:
-                    return
-                cursor = event.id
-                yield event
-            if len(batch) < RANGE_COUNT:
-                break
-        if not follow:
-            return
+        async for event in self._replay(key, cursor, ended, known_ended=not follow):
+            if event.event == _CONTROL_DONE:
+                return
+            cursor = event.id
+            yield event
+        if follow:
+            # Closed with the subscription, so its feed leaves the reader at once.
+            async with aclosing(self._follow(key, cursor, ended)) as live:
+                async for event in live:
+                    yield event
+
+    async def _follow(
+        self, key: str, cursor: str, ended: Ended | None
+    ) -> AsyncGenerator[StreamEvent, None]:
+        """Live events after `cursor`, from the shared reader, until the done entry."""
         feed = self._reader.follow(key, cursor)
         try:
             while True:
@@ -284,6 +288,8 @@ class RedisEventBroker:
                         feed = self._reader.follow(key, feed.cursor)
                     elif not await feed.wait(self._idle_check) and ended and await ended():
                         async for event in self._replay(key, feed.cursor, ended, True):
+                            if event.event == _CONTROL_DONE:
+                                return
                             yield event
                         return
                     continue
@@ -305,14 +311,14 @@ class RedisEventBroker:
     async def _replay(
         self, key: str, cursor: str, ended: Ended | None, known_ended: bool = False
     ) -> AsyncIterator[StreamEvent]:
-        """What is stored after `cursor`, up to the done entry."""
+        """What is stored after `cursor`, up to and with the done entry."""
         while True:
             batch = await self._range(key, cursor, "+", ended, known_ended)
             for event in batch:
+                yield event
                 if event.event == _CONTROL_DONE:
                     return
                 cursor = event.id
-                yield event
             if len(batch) < RANGE_COUNT:
                 return
 
