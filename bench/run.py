@@ -20,6 +20,7 @@ from bench.chaos import chaos
 from bench.client import HTTPError, open_client
 from bench.recovery import recovery
 from bench.scenarios import Fleet, Target, scenario_target, warm_up
+from bench.streams import streams
 
 log = logging.getLogger("bench")
 
@@ -31,6 +32,8 @@ SCENARIOS: dict[str, tuple[ScenarioFn, int]] = {
     **scenarios.SCENARIOS,
     "recovery": (recovery, 5),
     "chaos": (chaos, 8),
+    # Many streaming clients at once (bench/graphs/relay.py); 0: 100, 1,000, 3,000 clients.
+    "streams": (streams, 0),
 }
 DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
 
@@ -213,6 +216,9 @@ async def _run_one(
     if name == "chaos":
         # Three faults, the rolling one an instance at a time.
         budget = args.timeout * 6
+    if name == "streams":
+        # Three levels, each waiting up to five timeouts for its slowest stream.
+        budget = args.timeout * 16
     # Recovery restarts instances and is about time, not cost: it has no per-run figures.
     per_leg = scenarios.MEASURED_RUNS_PER_LEG.get(name)
     log.info("bench_scenario_started scenario=%s runs=%s", name, runs)

@@ -283,21 +283,36 @@ class Runtime:
         self.cancel_bus = InProcessCancelBus(self.running.stop)
 
     async def _build_redis_engine(self, url: str) -> None:
-        from redis.asyncio import Redis
-
         from runyard.db.runs import find_claimable_run
         from runyard.queue.redis_bus import NotificationListener, RedisCancelBus
+        from runyard.queue.redis_connections import RedisConnections
         from runyard.queue.redis_queue import DatabaseFallbackQueue, RedisRunQueue
         from runyard.streaming.redis_broker import CompletionSignals, RedisEventBroker
+        from runyard.streaming.redis_reader import StreamReader
 
-        prefix = self.settings.redis_prefix
-        self.redis = Redis.from_url(
-            url, socket_connect_timeout=2, socket_timeout=15, health_check_interval=10
+        settings = self.settings
+        prefix = settings.redis_prefix
+        redis = RedisConnections.open(
+            url,
+            prefix,
+            stream_readers=settings.redis_stream_readers,
+            worker_loops=settings.worker_count,
+            worker_connections=settings.redis_worker_connections,
+            request_connections=settings.redis_request_connections,
         )
-        self._stack.push_async_callback(self.redis.aclose)
-        signals = CompletionSignals(self.redis, f"{prefix}done")
+        self._stack.push_async_callback(redis.aclose)
+        self.redis = redis.requests
+        signals = CompletionSignals(redis.worker, f"{prefix}done")
+        reader = StreamReader(redis.blocking, f"{prefix}events", settings.redis_stream_readers, 5.0)
+        self._run_support.start("stream-reader", reader.run_forever)
         self.broker = RedisEventBroker(
-            self.redis, prefix, signals, self.settings.event_retention_seconds
+            redis.worker,
+            prefix,
+            signals,
+            settings.event_retention_seconds,
+            reader=reader,
+            reads=redis.requests,
+            append_retry_seconds=settings.lease_duration_seconds,
         )
 
         async def claimable() -> str | None:
@@ -305,12 +320,14 @@ class Runtime:
                 return await find_claimable_run(session)
 
         self.queue = DatabaseFallbackQueue(
-            RedisRunQueue(self.redis, prefix),
+            RedisRunQueue(redis.requests, prefix, blocking=redis.blocking),
             claimable,
-            self.settings.postgres_poll_interval_seconds,
+            settings.postgres_poll_interval_seconds,
         )
-        self.cancel_bus = RedisCancelBus(self.redis, f"{prefix}cancel", self.running.stop)
-        listener = NotificationListener(self.redis, f"{prefix}cancel", self.running.stop, signals)
+        self.cancel_bus = RedisCancelBus(redis.requests, f"{prefix}cancel", self.running.stop)
+        listener = NotificationListener(
+            redis.blocking, f"{prefix}cancel", self.running.stop, signals
+        )
         self._run_support.start("notifications", listener.run_forever)
         try:
             await asyncio.wait_for(listener.connected.wait(), timeout=5)

@@ -18,6 +18,19 @@ class Settings(BaseSettings):
     database_url: str | None = Field(default=None, alias="DATABASE_URL")
     redis_url: str | None = Field(default=None, alias="REDIS_URL")
     redis_prefix: str = Field(default="runyard:", alias="RUNYARD_REDIS_PREFIX")
+    # Redis connections per instance, in budgets that cannot starve one another: the
+    # stream reader's fetch loops (they read every subscriber's live events, shared by all
+    # subscribers), executing runs' writes (events, run ends, completion signals), and the
+    # request path (queue pushes, cancels, replays). Pub/sub listeners and worker loops'
+    # BLPOP hold WORKER_COUNT + 3 more. A busy pool makes callers wait; it is never taken
+    # for Redis being away.
+    redis_stream_readers: int = Field(default=2, ge=1, le=64, alias="RUNYARD_REDIS_STREAM_READERS")
+    redis_worker_connections: int = Field(
+        default=20, ge=1, alias="RUNYARD_REDIS_WORKER_CONNECTIONS"
+    )
+    redis_request_connections: int = Field(
+        default=20, ge=1, alias="RUNYARD_REDIS_REQUEST_CONNECTIONS"
+    )
     data_dir: Path = Field(default=Path(".runyard"), alias="RUNYARD_DATA_DIR")
     config_path: Path | None = Field(default=None, alias="RUNYARD_CONFIG")
     migrate_on_start: bool = Field(default=True, alias="RUNYARD_MIGRATE_ON_START")

@@ -24,13 +24,18 @@ return #due
 
 
 class RedisRunQueue:
-    """RPUSH on submit, BLPOP in worker loops; the database stays the source of truth."""
+    """RPUSH on submit, BLPOP in worker loops; the database stays the source of truth.
 
-    def __init__(self, redis: Redis, prefix: str) -> None:
+    `blocking` (default: `redis`) serves the worker loops' BLPOP and the promotion of
+    delayed runs, so a parked BLPOP never takes a connection the request path needs.
+    """
+
+    def __init__(self, redis: Redis, prefix: str, blocking: Redis | None = None) -> None:
         self._redis = redis
+        self._blocking = blocking if blocking is not None else redis
         self.queue_key = f"{prefix}queue"
         self.delayed_key = f"{prefix}delayed"
-        self._promote: Any = redis.register_script(_PROMOTE)
+        self._promote: Any = self._blocking.register_script(_PROMOTE)
         self._last_promote = 0.0
 
     async def push(self, run_id: str, delay: float = 0.0) -> None:
@@ -46,7 +51,7 @@ class RedisRunQueue:
         if now - self._last_promote >= 0.5:
             self._last_promote = now
             await self._promote(keys=[self.delayed_key, self.queue_key], args=[now])
-        item = await self._redis.blpop([self.queue_key], timeout=max(timeout, 0.01))
+        item = await self._blocking.blpop([self.queue_key], timeout=max(timeout, 0.01))
         if item is None:
             return None
         value = item[1]

@@ -16,7 +16,12 @@ from runyard.domain.status import TERMINAL_RUN_STATUSES, RunStatus
 from runyard.domain.stream_modes import event_in_modes
 from runyard.schemas.runs import RunCreate
 from runyard.services.runs import cancel_run, create_run, get_run
-from runyard.streaming.broker import IDLE_CHECK_SECONDS, CompletionWaiter, StreamEvent
+from runyard.streaming.broker import (
+    IDLE_CHECK_SECONDS,
+    CompletionWaiter,
+    EventsUnavailableError,
+    StreamEvent,
+)
 
 if TYPE_CHECKING:
     from runyard.runtime import Runtime
@@ -216,9 +221,14 @@ async def final_result(
             if await ended():
                 break
         await watch.close()
-    async for event in runtime.broker.subscribe(run["run_id"], ended=ended):
-        result.absorb(event)
-    body = result.body()
+    try:
+        async for event in runtime.broker.subscribe(run["run_id"], ended=ended):
+            result.absorb(event)
+        body = result.body()
+    except EventsUnavailableError as exc:
+        # The run has ended but its events cannot be read: the database has its result.
+        log.warning("run_result_from_database run_id=%s reason=%s", run["run_id"], exc)
+        body = None
     if body is None:
         try:
             finished = await get_run(runtime, None, run["run_id"])
@@ -295,10 +305,15 @@ async def run_events(
     follow = RunStatus(run["status"]) not in TERMINAL_RUN_STATUSES
     finished = False
     try:
-        async for event in runtime.broker.subscribe(
-            run["run_id"], after, follow=follow, ended=_ended(runtime, run)
-        ):
-            if modes is None or event_in_modes(event.event, modes):
+        try:
+            async for event in runtime.broker.subscribe(
+                run["run_id"], after, follow=follow, ended=_ended(runtime, run)
+            ):
+                if modes is None or event_in_modes(event.event, modes):
+                    yield event
+        except EventsUnavailableError as exc:
+            log.warning("run_stream_ended_from_database run_id=%s reason=%s", run["run_id"], exc)
+            async for event in stored_ending(runtime, run["run_id"], modes):
                 yield event
         finished = True
     finally:
@@ -306,6 +321,24 @@ async def run_events(
             runtime.spawn(
                 _cancel_quietly(runtime, run["run_id"]), f"cancel-on-disconnect:{run['run_id']}"
             )
+
+
+async def stored_ending(
+    runtime: Runtime, run_id: str, modes: list[str] | None
+) -> AsyncIterator[StreamEvent]:
+    """The end of a run's stream as the database tells it, for when its events cannot be
+    read: its error, or its final values, then `end`. These carry no id: a client that
+    resumes after them resumes after the last event it had from the log."""
+    try:
+        run = await get_run(runtime, None, run_id)
+    except NotFoundError:
+        return
+    body = await result_body(runtime, run)
+    if "__error__" in body:
+        yield StreamEvent("", "error", json.dumps(body["__error__"], ensure_ascii=False))
+    elif modes is None or "values" in modes:
+        yield StreamEvent("", "values", json.dumps(body, ensure_ascii=False, default=str))
+    yield StreamEvent("", "end", "null")
 
 
 def _ended(runtime: Runtime, run: dict[str, Any]) -> Callable[[], Awaitable[bool]]:

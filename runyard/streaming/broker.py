@@ -9,7 +9,14 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from runyard.domain.errors import StaleAttemptError
+from runyard.domain.errors import RunyardError, StaleAttemptError
+
+
+class EventsUnavailableError(RunyardError):
+    """A run's stored events cannot be read now (Redis is away) although the run has ended:
+    its final state is in the database."""
+
+    status_code = 503
 
 
 @dataclass(frozen=True)
@@ -78,7 +85,9 @@ class EventBroker(Protocol):
         after="$" skips everything stored and delivers only new events. `ended` is asked
         whenever no event came for a while: once it says the run has ended, what is stored
         is delivered and the subscription stops, even if the stream was never finished
-        (its last events could not be written).
+        (its last events could not be written). While the broker cannot be reached the
+        subscription waits for it; once `ended` says the run has ended and what is stored
+        still cannot be read, it raises EventsUnavailableError (the database has the result).
         """
         ...
 

@@ -8,9 +8,12 @@ stream is capped (MAXLEN ~) and expires after the retention period.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import AsyncIterator, Sequence
-from contextlib import AbstractAsyncContextManager
+import time
+import uuid
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, aclosing
 from typing import Any
 
 from redis.asyncio import Redis
@@ -21,19 +24,39 @@ from runyard.streaming.broker import (
     IDLE_CHECK_SECONDS,
     CompletionWaiter,
     Ended,
+    EventsUnavailableError,
     LocalWaiters,
     StreamEvent,
 )
+from runyard.streaming.redis_reader import StreamReader, decode_entry
 
 log = logging.getLogger("runyard.broker")
 
 _CONTROL_DONE = "__done__"
+# Replays read this many entries per round trip.
+RANGE_COUNT = 500
+# While Redis cannot be reached, a replay is retried this often.
+RETRY_DELAY_SECONDS = 0.5
+# A read of an ended run's events that fails this many times more gives up on Redis.
+FAILURES_BEFORE_UNAVAILABLE = 2
 
-# Appends events (ARGV[7..]: event, data, event, data...) only while the publisher's
+# Appends events (ARGV[9..]: event, data, event, data...) only while the publisher's
 # attempt is the run's current one (fencing), and returns the last id. ARGV[4] = '1' first
 # records the attempt as the newest (an older one can never lower it); a non-empty ARGV[5]
-# is a channel on which the run id (ARGV[6]) is published afterwards.
+# is a channel on which the run id (ARGV[6]) is published afterwards. ARGV[7] names the
+# batch: a retry whose first try was applied (its reply was lost) returns that try's id
+# instead of appending the events twice. ARGV[8] is where every instance's stream reader
+# learns of the append: three lines, the stream key, its last id before this append, and
+# (unless the events are large) the new entries as JSON [[id, event, data], ...], so a
+# reader that is up to date with the key delivers them without reading the stream.
 _FENCED_XADD = """
+local last = redis.call('GET', KEYS[3])
+if last then
+  local sep = string.find(last, ' ', 1, true)
+  if sep and string.sub(last, 1, sep - 1) == ARGV[7] then
+    return string.sub(last, sep + 1)
+  end
+end
 local attempt = tonumber(ARGV[1])
 local current = redis.call('GET', KEYS[2])
 if attempt >= 0 and current and tonumber(current) > attempt then
@@ -43,12 +66,26 @@ if ARGV[4] == '1' and (not current or tonumber(current) < attempt) then
   redis.call('SET', KEYS[2], ARGV[1], 'EX', ARGV[3])
 end
 local id = ''
-for i = 7, #ARGV, 2 do
+local added = {}
+local size = 0
+for i = 9, #ARGV, 2 do
   id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*',
                   'event', ARGV[i], 'data', ARGV[i + 1])
+  added[#added + 1] = {id, ARGV[i], ARGV[i + 1]}
+  size = size + string.len(ARGV[i + 1])
 end
-if #ARGV >= 7 then
+if #ARGV >= 9 then
   redis.call('EXPIRE', KEYS[1], ARGV[3])
+  local previous = ''
+  if last then
+    previous = string.sub(last, (string.find(last, ' ', 1, true) or 0) + 1)
+  end
+  local body = ''
+  if size <= 16384 then
+    body = cjson.encode(added)
+  end
+  redis.call('PUBLISH', ARGV[8], KEYS[1] .. '\\n' .. previous .. '\\n' .. body)
+  redis.call('SET', KEYS[3], ARGV[7] .. ' ' .. id, 'EX', ARGV[3])
 end
 if ARGV[5] ~= '' then
   redis.call('PUBLISH', ARGV[5], ARGV[6])
@@ -58,7 +95,14 @@ return id
 
 
 class RedisEventBroker:
-    """Per-run Redis streams, fenced by attempt, with completion signals over pub/sub."""
+    """Per-run Redis streams, fenced by attempt, with completion signals over pub/sub.
+
+    Three clients, three connection budgets: `redis` appends (the worker's writes),
+    `reads` replays stored events (the request path), and `reader` follows live events
+    for every subscriber over a few connections of its own, told of each append by the
+    script that makes it. A busy pool makes a caller
+    wait for a connection; it never counts as Redis being away.
+    """
 
     def __init__(
         self,
@@ -68,21 +112,32 @@ class RedisEventBroker:
         retention_seconds: float,
         max_events: int = 10_000,
         idle_check_seconds: float = IDLE_CHECK_SECONDS,
+        *,
+        reader: StreamReader,
+        reads: Redis | None = None,
+        append_retry_seconds: float = 0.0,
     ) -> None:
-        self._idle_check_ms = max(1, int(idle_check_seconds * 1000))
+        self._idle_check = idle_check_seconds
         self._redis = redis
+        self._reads = reads if reads is not None else redis
+        self._reader = reader
         self._prefix = prefix
         self._signals = signals
         self._retention = int(retention_seconds)
         self._max_events = max_events
         self._xadd: Any = redis.register_script(_FENCED_XADD)
-        self._unreachable = False
+        self._retry_seconds = append_retry_seconds
+        self._down_since: float | None = None
+        self._dropping = False
 
     def _stream(self, run_id: str) -> str:
         return f"{self._prefix}run:{run_id}:events"
 
     def _attempt_key(self, run_id: str) -> str:
         return f"{self._prefix}run:{run_id}:attempt"
+
+    def _batch_key(self, run_id: str) -> str:
+        return f"{self._prefix}run:{run_id}:batch"
 
     async def begin_attempt(
         self, run_id: str, attempt: int, events: Sequence[tuple[str, str]] = ()
@@ -94,9 +149,11 @@ class RedisEventBroker:
     async def publish(self, run_id: str, event: str, data: str, attempt: int | None = None) -> str:
         """Append an event; a stale attempt's event is refused.
 
-        While Redis is unreachable the event is dropped (and "" returned): the run goes on
-        and its outcome is recorded in the database; failing the run for lost events would
-        lose the work they describe.
+        An append Redis does not answer is retried for `append_retry_seconds` (the lease:
+        as long as the attempt can hold the run). Past that Redis is away: the event is
+        dropped (and "" returned), as are later ones after a single try each until Redis
+        answers again; the run goes on and its outcome is recorded in the database, which
+        every view falls back to.
         """
         return await self._append(run_id, [event, data], attempt)
 
@@ -116,30 +173,52 @@ class RedisEventBroker:
         begin: bool = False,
         signal: bool = False,
     ) -> str:
-        try:
-            result = await self._xadd(
-                keys=[self._stream(run_id), self._attempt_key(run_id)],
-                args=[
-                    -1 if attempt is None else attempt,
-                    self._max_events,
-                    self._retention,
-                    "1" if begin else "0",
-                    self._signals.channel if signal else "",
-                    run_id,
-                    *pairs,
-                ],
-            )
-        except (RedisError, OSError) as exc:
-            if not self._unreachable:
-                self._unreachable = True
-                log.warning("events_dropped_redis_unreachable run_id=%s error=%s", run_id, exc)
-            return ""
-        if self._unreachable:
-            self._unreachable = False
+        args = [
+            -1 if attempt is None else attempt,
+            self._max_events,
+            self._retention,
+            "1" if begin else "0",
+            self._signals.channel if signal else "",
+            run_id,
+            uuid.uuid4().hex,
+            self._reader.channel,
+            *pairs,
+        ]
+        keys = [self._stream(run_id), self._attempt_key(run_id), self._batch_key(run_id)]
+        delay = 0.05
+        while True:
+            try:
+                result = await self._xadd(keys=keys, args=args)
+                break
+            except (RedisError, OSError) as exc:
+                if not self._keep_trying(run_id, exc):
+                    return ""
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+        if self._down_since is not None:
+            self._down_since, self._dropping = None, False
             log.info("events_published_again run_id=%s", run_id)
         if result is None:
             raise StaleAttemptError(f"attempt {attempt} of run {run_id} is no longer current")
         return result.decode() if isinstance(result, bytes) else str(result)
+
+    def _keep_trying(self, run_id: str, exc: BaseException) -> bool:
+        """Whether a failed append is tried again: until Redis was away past the retry span."""
+        now = time.monotonic()
+        if self._down_since is None:
+            self._down_since = now
+            log.warning("events_append_retrying run_id=%s error=%s", run_id, exc)
+        if now - self._down_since < self._retry_seconds:
+            return True
+        if not self._dropping:
+            self._dropping = True
+            log.warning(
+                "events_dropped_redis_unreachable run_id=%s down_for=%.1fs error=%s",
+                run_id,
+                now - self._down_since,
+                exc,
+            )
+        return False
 
     async def finish(
         self,
@@ -168,42 +247,127 @@ class RedisEventBroker:
         follow: bool = True,
         ended: Ended | None = None,
     ) -> AsyncIterator[StreamEvent]:
-        """Replay after `after`, then follow with XREAD BLOCK until the done entry.
+        """Replay after `after`, then follow live events (through the shared reader) until
+        the done entry.
 
-        A blocking read that comes back empty asks `ended`: a run that ended without its
-        done entry (Redis lost its last events) still ends the subscription.
+        A subscription that hears nothing for a while asks `ended`: a run that ended
+        without its done entry (Redis lost its last events) still ends the subscription.
         """
         key = self._stream(run_id)
-        if after == "$":
-            last = await self._redis.xrevrange(key, count=1)
-            cursor = _decode(last[0][0]) if last else "0-0"
-        else:
-            cursor = after if after and _looks_like_id(after) else "0-0"
-        while True:
-            entries: Any
-            if follow:
-                answer: Any = await self._redis.xread(
-                    {key: cursor}, count=200, block=self._idle_check_ms
-                )
-                entries = answer[0][1] if answer else []
-                if not entries and ended is not None and await ended():
-                    follow = False
-                    continue
-            else:
-                entries = await self._redis.xrange(key, min=f"({cursor}", count=200)
-            for entry_id, fields in entries:
-                cursor = _decode(entry_id)
-                event = _decode(fields.get(b"event", fields.get("event", b"")))
-                if event == _CONTROL_DONE:
-                    return
-                data = _decode(fields.get(b"data", fields.get("data", b"")))
-                yield StreamEvent(cursor, event, data)
-            if not follow and len(entries) < 200:
+        cursor = await self._start(key, after, ended)
+        # What is stored already comes in one read, without waiting for the shared reader
+        # (a /wait whose run has ended needs nothing else).
+        async for event in self._replay(key, cursor, ended, known_ended=not follow):
+            if event.event == _CONTROL_DONE:
                 return
+            cursor = event.id
+            yield event
+        if follow:
+            # Closed with the subscription, so its feed leaves the reader at once.
+            async with aclosing(self._follow(key, cursor, ended)) as live:
+                async for event in live:
+                    yield event
+
+    async def _follow(
+        self, key: str, cursor: str, ended: Ended | None
+    ) -> AsyncGenerator[StreamEvent, None]:
+        """Live events after `cursor`, from the shared reader, until the done entry."""
+        feed = self._reader.follow(key, cursor)
+        try:
+            while True:
+                if feed.replay_until is not None:
+                    batch = await self._range(key, feed.cursor, feed.replay_until, ended)
+                    if len(batch) < RANGE_COUNT:
+                        feed.replay_until = None
+                else:
+                    batch = feed.take()
+                if not batch:
+                    if feed.detached:
+                        # It fell behind: catch up from Redis by id, then follow again.
+                        self._reader.leave(feed)
+                        feed = self._reader.follow(key, feed.cursor)
+                    elif not await feed.wait(self._idle_check) and ended and await ended():
+                        async for event in self._replay(key, feed.cursor, ended, True):
+                            if event.event == _CONTROL_DONE:
+                                return
+                            yield event
+                        return
+                    continue
+                for event in batch:
+                    feed.cursor = event.id
+                    if event.event == _CONTROL_DONE:
+                        return
+                    yield event
+        finally:
+            self._reader.leave(feed)
+
+    async def _start(self, key: str, after: str | None, ended: Ended | None) -> str:
+        """The id after which a subscription starts ("$": the newest stored one)."""
+        if after != "$":
+            return after if after and _looks_like_id(after) else "0-0"
+        last: Any = await self._retrying(lambda: self._reads.xrevrange(key, count=1), ended)
+        return _decode(last[0][0]) if last else "0-0"
+
+    async def _replay(
+        self, key: str, cursor: str, ended: Ended | None, known_ended: bool = False
+    ) -> AsyncIterator[StreamEvent]:
+        """What is stored after `cursor`, up to and with the done entry."""
+        while True:
+            batch = await self._range(key, cursor, "+", ended, known_ended)
+            for event in batch:
+                yield event
+                if event.event == _CONTROL_DONE:
+                    return
+                cursor = event.id
+            if len(batch) < RANGE_COUNT:
+                return
+
+    async def _range(
+        self,
+        key: str,
+        cursor: str,
+        until: str,
+        ended: Ended | None,
+        known_ended: bool = False,
+    ) -> list[StreamEvent]:
+        entries: Any = await self._retrying(
+            lambda: self._reads.xrange(key, min=f"({cursor}", max=until, count=RANGE_COUNT),
+            ended,
+            known_ended,
+        )
+        return [decode_entry(entry_id, fields) for entry_id, fields in entries]
+
+    async def _retrying(
+        self, read: Callable[[], Awaitable[Any]], ended: Ended | None, known_ended: bool = False
+    ) -> Any:
+        """A read of stored events, retried while Redis is away and the run goes on.
+
+        Once the run has ended (or is known to have), a read that fails again raises
+        EventsUnavailableError: its final state is in the database. (Once is not enough:
+        after a Redis restart, each pooled connection fails its first command.)
+        """
+        asked = time.monotonic()
+        failures = 0
+        while True:
+            try:
+                return await read()
+            except (RedisError, OSError) as exc:
+                failures += 1
+                if known_ended and failures > FAILURES_BEFORE_UNAVAILABLE:
+                    raise EventsUnavailableError(f"run events unreadable: {exc}") from exc
+                if known_ended:
+                    continue
+                if ended is not None and time.monotonic() - asked >= self._idle_check:
+                    asked = time.monotonic()
+                    known_ended = await ended()
+                    continue
+                await asyncio.sleep(RETRY_DELAY_SECONDS)
 
     async def forget(self, run_id: str) -> None:
         """Delete the run's stream."""
-        await self._redis.delete(self._stream(run_id), self._attempt_key(run_id))
+        await self._redis.delete(
+            self._stream(run_id), self._attempt_key(run_id), self._batch_key(run_id)
+        )
 
     async def signal_done(self, run_id: str) -> None:
         """Wake every waiter of the run on every instance."""

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import time
+import uuid
+from pathlib import Path
 
 import pytest
 
 from tests.chaos.cluster import (
+    DEFAULT_ENV,
     ClusterFactory,
     RunRef,
     submit,
@@ -77,3 +81,51 @@ async def test_runs_complete_while_redis_is_down(
         f"redis down: {waiting} queued + {len(during)} submitted while down, "
         f"all done in {down_for:.1f}s"
     )
+
+
+BENCH_CONFIG = Path(__file__).resolve().parents[2] / "bench" / "graphs" / "langgraph.json"
+RELAY = {"assistant_id": "relay", "input": {"seen": []}, "if_not_exists": "create"}
+
+
+def _sse(body: str) -> list[tuple[str, str]]:
+    """(event, data) of every SSE frame of a body (comments skipped)."""
+    frames = []
+    for block in body.replace("\r\n", "\n").split("\n\n"):
+        fields = dict(
+            line.split(": ", 1) for line in block.split("\n") if ": " in line and line[0] != ":"
+        )
+        if "event" in fields:
+            frames.append((fields["event"], fields.get("data", "")))
+    return frames
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(150)
+async def test_wait_and_stream_answer_whole_while_redis_is_down(
+    cluster_factory: ClusterFactory, throwaway_redis: ThrowawayRedis
+) -> None:
+    """With Redis gone, /runs/wait and /runs/stream answer the run's final state in full
+    (from the database), never a body cut short, at the default settings."""
+    cluster = await cluster_factory(
+        1, redis_url=throwaway_redis.url, config=BENCH_CONFIG, **DEFAULT_ENV
+    )
+    (instance,) = cluster.instances
+    throwaway_redis.stop()
+
+    waited = await instance.http.post(f"/threads/{uuid.uuid4()}/runs/wait", json=RELAY, timeout=90)
+    assert waited.status_code == 200, waited.text
+    assert waited.json()["seen"] == ["n1", "n2", "n3"], f"{waited.text}\n{cluster.tails()}"
+
+    body = {**RELAY, "stream_mode": ["values"]}
+    path = f"/threads/{uuid.uuid4()}/runs/stream"
+    async with instance.http.stream("POST", path, json=body, timeout=90) as response:
+        assert response.status_code == 200
+        text = (await response.aread()).decode()
+    frames = _sse(text)
+    assert frames and frames[-1][0] == "end", f"{text}\n{cluster.tails()}"
+    values = [json.loads(data) for event, data in frames if event == "values"]
+    assert values and values[-1]["seen"] == ["n1", "n2", "n3"], text
+
+    statuses = dict(cluster.sql("SELECT status, count(*) FROM runs GROUP BY status"))
+    assert statuses == {"success": 2}, statuses
+    assert "Exception in ASGI application" not in instance.log_tail(1_000_000)

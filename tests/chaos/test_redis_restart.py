@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 from dataclasses import dataclass
@@ -10,7 +11,14 @@ from dataclasses import dataclass
 import httpx
 import pytest
 
-from tests.chaos.cluster import Cluster, ClusterFactory, Instance, RunRef, wait_terminal
+from tests.chaos.cluster import (
+    DEFAULT_ENV,
+    Cluster,
+    ClusterFactory,
+    Instance,
+    RunRef,
+    wait_terminal,
+)
 from tests.support.throwaway import ThrowawayRedis
 
 DOWN_SECONDS = 3.0
@@ -125,3 +133,75 @@ async def test_redis_restart_under_load(
         f"redis restart: requests={counts} 5xx={len(failed)} (none committed) "
         f"runs={len(running)} all success {recovered_in:.1f}s after the stop"
     )
+
+
+@dataclass
+class Watched:
+    """What one streaming client received, across its reconnections."""
+
+    frames: list[tuple[str, str]]
+    cut_short: int  # bodies that ended before the stream did (resumed with Last-Event-ID)
+
+
+async def _watch(instance: Instance, cluster: Cluster) -> Watched:
+    """Stream a run of `steps` to its end, resuming with Last-Event-ID if the body is cut."""
+    thread_id = str(uuid.uuid4())
+    body = {
+        "assistant_id": "steps",
+        "input": cluster.steps_input(0.5),
+        "if_not_exists": "create",
+        "stream_mode": ["values"],
+    }
+    frames: list[tuple[str, str]] = []
+    cut_short, last_id, run_path = 0, "", ""
+    while True:
+        if run_path:
+            request = instance.http.stream(
+                "GET", f"{run_path}/stream", headers={"Last-Event-ID": last_id}, timeout=120
+            )
+        else:
+            request = instance.http.stream(
+                "POST", f"/threads/{thread_id}/runs/stream", json=body, timeout=120
+            )
+        event, event_id = "", ""
+        try:
+            async with request as response:
+                assert response.status_code == 200, await response.aread()
+                run_path = run_path or response.headers["content-location"]
+                async for line in response.aiter_lines():
+                    if line.startswith("event: "):
+                        event = line[7:]
+                    elif line.startswith("id: "):
+                        event_id = line[4:]
+                    elif line.startswith("data: "):
+                        frames.append((event, line[6:]))
+                        last_id = event_id or last_id
+            return Watched(frames, cut_short)
+        except httpx.HTTPError:
+            cut_short += 1
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+async def test_streams_connected_through_a_redis_restart_end_whole(
+    cluster_factory: ClusterFactory, throwaway_redis: ThrowawayRedis
+) -> None:
+    """Clients streaming when Redis restarts (at the default settings) are never cut off
+    mid-body: each stream goes on and ends with the run's final state and `end`."""
+    cluster = await cluster_factory(2, redis_url=throwaway_redis.url, **DEFAULT_ENV)
+    watchers = [
+        asyncio.create_task(_watch(cluster.instances[index % 2], cluster)) for index in range(10)
+    ]
+    await asyncio.sleep(1.0)
+    throwaway_redis.stop()
+    await asyncio.sleep(DOWN_SECONDS)
+    throwaway_redis.start()
+    watched = await asyncio.gather(*watchers)
+
+    assert [w.cut_short for w in watched] == [0] * 10, cluster.tails()
+    for seen in watched:
+        assert seen.frames[-1][0] == "end", f"{seen.frames}\n{cluster.tails()}"
+        final = [json.loads(data) for event, data in seen.frames if event == "values"][-1]
+        assert len(final["done"]) == 5, f"{seen.frames}\n{cluster.tails()}"
+    statuses = dict(cluster.sql("SELECT status, count(*) FROM runs GROUP BY status"))
+    assert statuses == {"success": 10}, f"{statuses}\n{cluster.tails()}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -13,6 +14,7 @@ from runyard.queue.redis_queue import RedisRunQueue
 from runyard.queue.run_queue import InProcessRunQueue
 from runyard.streaming.broker import InMemoryEventBroker
 from runyard.streaming.redis_broker import CompletionSignals, RedisEventBroker
+from runyard.streaming.redis_reader import StreamReader
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
 # How long a broker's subscription waits for an event before it asks whether the run ended.
@@ -43,11 +45,25 @@ async def broker(request: pytest.FixtureRequest, redis: Redis) -> AsyncIterator[
         return
     prefix = f"contract-{uuid.uuid4().hex[:8]}:"
     signals = CompletionSignals(redis, f"{prefix}done")
+    # The stream reader blocks on connections of its own, as in an instance.
+    blocking = Redis.from_url(REDIS_URL)
+    reader = StreamReader(blocking, f"{prefix}events", connections=2, sweep_seconds=1.0)
+    stop = asyncio.Event()
+    reading = asyncio.create_task(reader.run_forever(stop))
     try:
         yield RedisEventBroker(
-            redis, prefix, signals, retention_seconds=60, idle_check_seconds=IDLE_CHECK_SECONDS
+            redis,
+            prefix,
+            signals,
+            retention_seconds=60,
+            idle_check_seconds=IDLE_CHECK_SECONDS,
+            reader=reader,
         )
     finally:
+        stop.set()
+        reading.cancel()
+        await asyncio.gather(reading, return_exceptions=True)
+        await blocking.aclose()
         await _drop_prefix(redis, prefix)
 
 

@@ -1,0 +1,312 @@
+"""One reader per instance: a few connections carry every subscriber's live events.
+
+A subscriber used to hold a pooled connection in its own XREAD BLOCK, so a few hundred of
+them emptied the pool the worker needs to append events. Here `StreamReader` follows every
+stream key its subscribers want with a fixed set of connections, and hands what it reads to
+each subscriber's `Feed` in memory: a subscriber costs memory, never a connection.
+
+How it learns what to read: every append also publishes its stream key on one channel
+(`{prefix}events`), which the reader listens to on one pub/sub connection. A key that is
+followed here is marked dirty, and `RUNYARD_REDIS_STREAM_READERS` fetch loops read the dirty
+keys after their cursors, many per round trip (pipelined XRANGE). So the reader's work
+follows the events, not the number of keys followed (one XREAD BLOCK over a thousand keys
+costs tens of milliseconds to send and scan, on every wake). A notification can be missed
+only while the pub/sub connection is down: every key is read again when it is back, and
+every few seconds anyway.
+
+A feed's buffer is bounded. A subscriber that falls behind (its client stops reading) is
+detached instead of buffering without end; when it reads again it catches up from Redis by
+id and rejoins, so nobody else waits for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from runyard.streaming.broker import StreamEvent
+
+log = logging.getLogger("runyard.broker")
+
+# Bytes of event data one subscriber may have waiting before it is detached.
+FEED_BUFFER_BYTES = 4 * 1024 * 1024
+# Entries one read takes per stream: a busy stream cannot starve the others.
+READ_COUNT = 500
+# Keys one fetch reads in a single round trip.
+FETCH_BATCH = 200
+
+
+def id_key(entry_id: str) -> tuple[int, int]:
+    """A stream id as a sortable pair ("0-0" for anything malformed)."""
+    head, _, tail = entry_id.partition("-")
+    try:
+        return int(head), int(tail or 0)
+    except ValueError:
+        return 0, 0
+
+
+def decode_entry(entry_id: Any, fields: Any) -> StreamEvent:
+    """One XREAD/XRANGE entry as a StreamEvent."""
+    return StreamEvent(
+        _text(entry_id),
+        _text(fields.get(b"event", fields.get("event", b""))),
+        _text(fields.get(b"data", fields.get("data", b""))),
+    )
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class Feed:
+    """One subscriber's share of a followed stream: a bounded buffer of live events."""
+
+    def __init__(self, key: str, cursor: str, replay_until: str | None) -> None:
+        self.key = key
+        self.cursor = cursor
+        # Entries up to this id were read before the feed joined: replay them from Redis.
+        self.replay_until = replay_until
+        self.detached = False
+        self._events: list[StreamEvent] = []
+        self._bytes = 0
+        self._ready = asyncio.Event()
+
+    def offer(self, events: Sequence[StreamEvent]) -> bool:
+        """Buffer live events; False (and nothing kept) once the buffer would overflow."""
+        size = sum(len(e.data) for e in events)
+        if self._events and self._bytes + size > FEED_BUFFER_BYTES:
+            self.detached = True
+            self._ready.set()
+            return False
+        self._events.extend(events)
+        self._bytes += size
+        self._ready.set()
+        return True
+
+    def take(self) -> list[StreamEvent]:
+        """Every buffered event after the cursor (the buffer empties)."""
+        events, self._events, self._bytes = self._events, [], 0
+        self._ready.clear()
+        after = id_key(self.cursor)
+        return [e for e in events if id_key(e.id) > after]
+
+    async def wait(self, timeout: float) -> bool:
+        """True once something was buffered (or the feed detached), False on timeout."""
+        try:
+            await asyncio.wait_for(self._ready.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    def poke(self) -> None:
+        """Wake the subscriber (the reader lost or regained Redis)."""
+        self._ready.set()
+
+
+@dataclass
+class _Followed:
+    cursor: str
+    feeds: set[Feed] = field(default_factory=set)
+
+
+class StreamReader:
+    """The instance's stream reader: `follow` a key, read what its feed buffers."""
+
+    def __init__(self, redis: Redis, channel: str, connections: int, sweep_seconds: float) -> None:
+        self._redis = redis
+        self.channel = channel
+        self._fetchers = max(connections, 1)
+        self._sweep_seconds = sweep_seconds
+        self._keys: dict[str, _Followed] = {}
+        self._dirty: dict[str, None] = {}  # ordered: the longest waiting is read first
+        self._has_dirty = asyncio.Event()
+        self.connected = True
+
+    def follow(self, key: str, cursor: str) -> Feed:
+        """A feed of `key`'s entries after `cursor` (see Feed.replay_until)."""
+        followed = self._keys.get(key)
+        if followed is None:
+            followed = self._keys[key] = _Followed(cursor)
+            feed = Feed(key, cursor, None)
+            # Appended between the subscriber's replay and now: read it once to be sure.
+            self._mark(key)
+        elif id_key(cursor) < id_key(followed.cursor):
+            feed = Feed(key, cursor, followed.cursor)
+        else:
+            feed = Feed(key, cursor, None)
+        followed.feeds.add(feed)
+        return feed
+
+    def leave(self, feed: Feed) -> None:
+        """Stop feeding `feed`; the key is dropped with its last feed."""
+        followed = self._keys.get(feed.key)
+        if followed is None:
+            return
+        followed.feeds.discard(feed)
+        if not followed.feeds:
+            del self._keys[feed.key]
+            self._dirty.pop(feed.key, None)
+
+    def followed(self) -> int:
+        """How many stream keys are followed now."""
+        return len(self._keys)
+
+    def _mark(self, key: str) -> None:
+        self._dirty[key] = None
+        self._has_dirty.set()
+
+    def _mark_all(self) -> None:
+        for key in self._keys:
+            self._dirty[key] = None
+        if self._dirty:
+            self._has_dirty.set()
+
+    async def run_forever(self, stop: asyncio.Event) -> None:
+        """Listen for appends and fetch what they added, until `stop`."""
+        loops = [self._listen_forever(stop), self._sweep_forever(stop)]
+        loops += [self._fetch_forever(stop) for _ in range(self._fetchers)]
+        await asyncio.gather(*loops)
+
+    async def _listen_forever(self, stop: asyncio.Event) -> None:
+        delay = 0.2
+        while not stop.is_set():
+            pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
+            try:
+                await pubsub.subscribe(self.channel)
+                delay = 0.2
+                self._set_connected(True)
+                # Appends may have gone unannounced while this was away.
+                self._mark_all()
+                while not stop.is_set():
+                    message = await pubsub.get_message(timeout=1.0)
+                    if message is not None:
+                        self._announced(_text(message["data"]))
+            except (RedisError, OSError) as exc:
+                self._set_connected(False, exc)
+                await _pause(stop, delay)
+                delay = min(delay * 2, 2.0)
+            finally:
+                try:
+                    await pubsub.aclose()
+                except (RedisError, OSError):
+                    pass
+
+    def _announced(self, message: str) -> None:
+        """An append: delivered at once when it follows what the key's feeds have, else
+        the key is read (the JSON is parsed only for keys followed here)."""
+        key, _, rest = message.partition("\n")
+        followed = self._keys.get(key)
+        if followed is None:
+            return
+        previous, _, body = rest.partition("\n")
+        if body:
+            try:
+                entries = [StreamEvent(str(i), str(e), str(d)) for i, e, d in json.loads(body)]
+            except (ValueError, TypeError):
+                entries = []
+            if entries and self._hand_out(key, followed, previous or "0-0", entries):
+                return
+        self._mark(key)
+
+    async def _sweep_forever(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            await _pause(stop, self._sweep_seconds)
+            self._mark_all()
+
+    async def _fetch_forever(self, stop: asyncio.Event) -> None:
+        delay = 0.2
+        while not stop.is_set():
+            if not self._dirty:
+                self._has_dirty.clear()
+                await _either(self._has_dirty, stop)
+                continue
+            batch = list(self._dirty)[:FETCH_BATCH]
+            for key in batch:
+                del self._dirty[key]
+            try:
+                await self._fetch(batch)
+                delay = 0.2
+            except (RedisError, OSError) as exc:
+                for key in batch:
+                    if key in self._keys:
+                        self._dirty[key] = None
+                self._set_connected(False, exc)
+                await _pause(stop, delay)
+                delay = min(delay * 2, 2.0)
+
+    async def _fetch(self, batch: list[str]) -> None:
+        cursors = {key: self._keys[key].cursor for key in batch if key in self._keys}
+        if not cursors:
+            return
+        pipe = self._redis.pipeline(transaction=False)
+        for key, cursor in cursors.items():
+            pipe.xrange(key, min=f"({cursor}", count=READ_COUNT)
+        answers: list[Any] = await pipe.execute()
+        self._set_connected(True)
+        for (key, cursor), entries in zip(cursors.items(), answers, strict=True):
+            followed = self._keys.get(key)
+            if followed is None:
+                continue
+            if len(entries) >= READ_COUNT:
+                self._mark(key)
+            if entries:
+                events = [decode_entry(i, f) for i, f in entries]
+                if not self._hand_out(key, followed, cursor, events):
+                    self._mark(key)
+
+    def _hand_out(
+        self, key: str, followed: _Followed, since: str, entries: list[StreamEvent]
+    ) -> bool:
+        """Give the feeds `entries`, which are everything after `since`; False when there
+        is a gap between the key's cursor and `since` (the key was followed anew meanwhile
+        from an older id): such entries are left to a read from the key's own cursor."""
+        if id_key(since) > id_key(followed.cursor):
+            return False
+        # Reads and announcements of one key overlap: keep only what is past its cursor.
+        after = id_key(followed.cursor)
+        events = [event for event in entries if id_key(event.id) > after]
+        if not events:
+            return True
+        followed.cursor = events[-1].id
+        for feed in list(followed.feeds):
+            if not feed.offer(events):
+                followed.feeds.discard(feed)
+        if not followed.feeds:
+            del self._keys[key]
+            self._dirty.pop(key, None)
+        return True
+
+    def _set_connected(self, connected: bool, exc: BaseException | None = None) -> None:
+        if connected == self.connected:
+            return
+        self.connected = connected
+        if connected:
+            log.info("stream_reader_reconnected keys=%s", len(self._keys))
+        else:
+            log.warning("stream_reader_disconnected keys=%s error=%s", len(self._keys), exc)
+        for followed in self._keys.values():
+            for feed in followed.feeds:
+                feed.poke()
+
+
+async def _pause(stop: asyncio.Event, seconds: float) -> None:
+    try:
+        await asyncio.wait_for(stop.wait(), seconds)
+    except TimeoutError:
+        pass
+
+
+async def _either(event: asyncio.Event, stop: asyncio.Event) -> None:
+    waiters = {asyncio.ensure_future(event.wait()), asyncio.ensure_future(stop.wait())}
+    try:
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()

@@ -1,0 +1,171 @@
+"""The Redis broker's shared stream reader, on a real Redis: connections stay few whatever
+the subscribers, a slow subscriber holds nobody back, and a failed append is retried."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+
+import pytest
+import redis as sync_redis
+
+from runyard.queue.redis_connections import RedisConnections
+from runyard.streaming.broker import StreamEvent
+from runyard.streaming.redis_broker import CompletionSignals, RedisEventBroker
+from runyard.streaming.redis_reader import FEED_BUFFER_BYTES, StreamReader
+from tests.support.server import free_port
+from tests.support.throwaway import ThrowawayRedis
+
+SHARED_REDIS = "redis://127.0.0.1:6379/0"
+
+
+@dataclass
+class Parts:
+    """A broker on small connection budgets, and what it was built from."""
+
+    broker: RedisEventBroker
+    connections: RedisConnections
+    prefix: str
+
+
+@pytest.fixture
+def private_redis() -> Iterator[ThrowawayRedis]:
+    """A redis-server only this test uses, so it may stop it."""
+    server = ThrowawayRedis(free_port()).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+async def _parts(url: str, retry: float = 0.0) -> AsyncIterator[Parts]:
+    prefix = f"reader-test-{uuid.uuid4().hex[:8]}:"
+    connections = RedisConnections.open(
+        url,
+        prefix,
+        stream_readers=1,
+        worker_loops=0,
+        worker_connections=2,
+        request_connections=2,
+    )
+    reader = StreamReader(connections.blocking, f"{prefix}events", 1, 1.0)
+    stop = asyncio.Event()
+    reading = asyncio.create_task(reader.run_forever(stop))
+    broker = RedisEventBroker(
+        connections.worker,
+        prefix,
+        CompletionSignals(connections.worker, f"{prefix}done"),
+        retention_seconds=60,
+        idle_check_seconds=0.5,
+        reader=reader,
+        reads=connections.requests,
+        append_retry_seconds=retry,
+    )
+    try:
+        yield Parts(broker, connections, prefix)
+    finally:
+        stop.set()
+        reading.cancel()
+        await asyncio.gather(reading, return_exceptions=True)
+        try:
+            keys = [k async for k in connections.requests.scan_iter(match=f"{prefix}*")]
+            if keys:
+                await connections.requests.delete(*keys)
+        except OSError:
+            pass
+        await connections.aclose()
+
+
+@pytest.fixture
+async def parts() -> AsyncIterator[Parts]:
+    """A broker on the shared Redis: one reader connection, two for writes, two for reads."""
+    async for made in _parts(SHARED_REDIS):
+        yield made
+
+
+async def _collect(events: AsyncIterator[StreamEvent]) -> list[str]:
+    return [event.data async for event in events]
+
+
+def _named_connections(prefix: str) -> int:
+    with sync_redis.Redis.from_url(SHARED_REDIS, socket_timeout=5) as client:
+        return sum(1 for c in client.client_list() if str(c.get("name", "")).startswith(prefix))
+
+
+@pytest.mark.timeout(60)
+async def test_many_subscribers_share_a_few_connections(parts: Parts) -> None:
+    """300 subscribers on 300 runs, with 5 connections in all: every event reaches every one."""
+    runs = [f"run-{index}" for index in range(300)]
+    readers = [asyncio.create_task(_collect(parts.broker.subscribe(run))) for run in runs]
+    await asyncio.sleep(0.5)
+
+    async def publish(run: str) -> None:
+        for index in range(3):
+            await parts.broker.publish(run, "custom", f"{run}:{index}", attempt=1)
+        await parts.broker.finish(run, attempt=1, last_events=[("end", "null")])
+
+    await asyncio.gather(*(publish(run) for run in runs))
+    received = await asyncio.gather(*readers)
+    for run, data in zip(runs, received, strict=True):
+        assert data == [f"{run}:0", f"{run}:1", f"{run}:2", "null"]
+    # Blocking budget: one fetch loop + 3; two for writes; two for the request path.
+    assert _named_connections(parts.prefix) <= 4 + 2 + 2
+
+
+@pytest.mark.timeout(60)
+async def test_a_slow_subscriber_holds_nobody_back_and_loses_nothing(parts: Parts) -> None:
+    """One subscriber stops reading while more than its buffer is published: the other
+    receives everything meanwhile, and the slow one, reading again, catches up in order."""
+    payload = "x" * (64 * 1024)
+    count = FEED_BUFFER_BYTES // len(payload) * 2
+    slow = parts.broker.subscribe("busy")
+    first = await asyncio.wait_for(_first(slow, parts), 10)
+    fast = asyncio.create_task(_collect(parts.broker.subscribe("busy", after=first.id)))
+    await asyncio.sleep(0.3)
+    for index in range(count):
+        await parts.broker.publish("busy", "custom", f"{index}:{payload}", attempt=1)
+    await parts.broker.finish("busy", attempt=1)
+    fast_got = await asyncio.wait_for(fast, 20)
+    assert [d.split(":", 1)[0] for d in fast_got] == [str(i) for i in range(count)]
+    slow_got = await asyncio.wait_for(_collect(slow), 20)
+    assert [d.split(":", 1)[0] for d in slow_got] == [str(i) for i in range(count)]
+
+
+async def _first(events: AsyncIterator[StreamEvent], parts: Parts) -> StreamEvent:
+    await parts.broker.publish("busy", "metadata", "start", attempt=1)
+    return await anext(events)
+
+
+@pytest.mark.timeout(60)
+async def test_an_append_redis_cannot_take_now_is_retried_not_dropped(
+    private_redis: ThrowawayRedis,
+) -> None:
+    """Redis away for a second, well within the retry span: the event is appended once when
+    it is back, and a subscriber that was waiting receives it."""
+    async for made in _parts(private_redis.url, retry=10.0):
+        got: list[str] = []
+        first = asyncio.Event()
+        subscriber = asyncio.create_task(_append_to(got, first, made.broker.subscribe("r1")))
+        await made.broker.publish("r1", "metadata", "first", attempt=1)
+        await asyncio.wait_for(first.wait(), 10)
+        private_redis.stop()
+        publishing = asyncio.create_task(made.broker.publish("r1", "custom", "second", attempt=1))
+        await asyncio.sleep(1.0)
+        assert not publishing.done()
+        private_redis.start()
+        await asyncio.wait_for(publishing, 15)
+        await made.broker.finish("r1", attempt=1)
+        stored = await _collect(made.broker.subscribe("r1", follow=False))
+        assert stored == ["second"]  # Redis came back empty: only what was appended since
+        await asyncio.wait_for(subscriber, 15)
+        assert got == ["first", "second"]
+
+
+async def _append_to(
+    got: list[str], first: asyncio.Event, events: AsyncIterator[StreamEvent]
+) -> None:
+    async for event in events:
+        got.append(event.data)
+        first.set()
