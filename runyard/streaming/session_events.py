@@ -33,6 +33,7 @@ SUPPORTED_CHANNELS: frozenset[str] = frozenset(
     }
 )
 # Root lifecycle by the run's final status.
+_CHILD_END = frozenset({"completed", "failed", "interrupted"})
 _ROOT_END = {"success": "completed", "error": "failed", "timeout": "failed"}
 
 
@@ -167,6 +168,11 @@ class RunTranslator:
         if isinstance(params.get("timestamp"), int):
             self.last_timestamp = params["timestamp"]
         method = name.split("|", 1)[0]
+        payload = params.get("data")
+        if method == "lifecycle" and isinstance(payload, dict) and payload.get("namespace"):
+            # LangGraph reports a subgraph's lifecycle from the root, naming the subgraph.
+            namespace = tuple(payload["namespace"])
+            params["namespace"] = list(namespace)
         out = self._close_left(namespace)
         if method == "lifecycle":
             out.extend(self._child_lifecycle(namespace, params))
@@ -222,11 +228,11 @@ class RunTranslator:
                 return []
             name = str(data.get("graph_name") or namespace[-1].split(":", 1)[0])
             self.scopes[namespace] = _Scope("started", name)
-        elif scope is None or scope.status != "started":
+            return [protocol_event("", "lifecycle", params)]
+        if scope is None or scope.status != "started" or phase not in _CHILD_END:
             return []
-        else:
-            scope.status = str(phase)
-        return [protocol_event("", "lifecycle", params)]
+        scope.status = str(phase)
+        return [self._lifecycle(namespace, scope.status, scope.graph_name)]
 
     def _close_left(self, current: tuple[str, ...] | None) -> list[dict[str, Any]]:
         """`completed` for the subgraphs execution has left (all of them at the end)."""
