@@ -186,15 +186,11 @@ async def stream_graph(
 
 
 def _protocol_transformers() -> list[Any]:
-    # Beyond the built-in values, messages and lifecycle: the session serves these channels.
-    from langgraph.stream.transformers import (
-        CheckpointsTransformer,
-        CustomTransformer,
-        TasksTransformer,
-        UpdatesTransformer,
-    )
+    # Beyond the built-in values, messages and lifecycle: `updates` and `custom` (a node's
+    # stream writer), which the session serves on their channels.
+    from langgraph.stream.transformers import CustomTransformer, UpdatesTransformer
 
-    return [UpdatesTransformer, CustomTransformer, TasksTransformer, CheckpointsTransformer]
+    return [UpdatesTransformer, CustomTransformer]
 
 
 async def _stream_protocol(
