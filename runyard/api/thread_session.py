@@ -53,8 +53,13 @@ _COMMAND_BODY = {
                     "required": ["id", "method"],
                     "properties": {
                         "id": {"type": "integer"},
-                        "method": {"type": "string", "enum": sorted(KNOWN_COMMANDS)},
-                        "params": {"type": "object"},
+                        "method": {
+                            "type": "string",
+                            "description": "one of "
+                            + ", ".join(sorted(KNOWN_COMMANDS))
+                            + "; another is answered with an unknown_command error reply",
+                        },
+                        "params": {"description": "the method's parameters (an object)"},
                     },
                 }
             }
@@ -170,15 +175,16 @@ async def _run(
     method: str,
     params: dict[str, Any],
 ) -> dict[str, Any]:
+    # Another user's thread answers 404, as the run routes do.
+    await require_thread(runtime, caller, thread_id, "read", missing_ok=True)
     if method == "run.start":
         body = commands.run_body(params)
-        owner = await authorize_new_run(runtime, caller, thread_id, body)
+        owner = await _authorize_run(runtime, caller, thread_id, body)
         run = await commands.start_run(runtime, thread_id, body, configurable, owner)
         return {"run_id": run["run_id"]}
-    await require_thread(runtime, caller, thread_id, "read", missing_ok=True)
     if method == "input.respond":
         body = await commands.resume_body(runtime, thread_id, params)
-        await authorize_new_run(runtime, caller, thread_id, body)
+        await _authorize_run(runtime, caller, thread_id, body)
         await commands.start_run(runtime, thread_id, body, configurable, None)
         return {}
     if method == "agent.getTree":
@@ -195,6 +201,17 @@ async def _run(
             "no_such_subscription", f"Unknown subscription: {params.get('subscription_id')}"
         )
     raise commands.CommandError("no_such_run", "No active run is bound to this thread.")
+
+
+async def _authorize_run(
+    runtime: Runtime, caller: Caller, thread_id: str, body: Any
+) -> dict[str, Any] | None:
+    """The checks of a new run; the thread was checked already: a hidden assistant is a
+    bad argument of the command."""
+    try:
+        return await authorize_new_run(runtime, caller, thread_id, body)
+    except NotFoundError as exc:
+        raise commands.CommandError("invalid_argument", exc.message) from None
 
 
 @router.post("/threads/{thread_id}/commands", openapi_extra=_COMMAND_BODY)

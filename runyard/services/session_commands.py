@@ -153,6 +153,12 @@ async def resume_body(runtime: Runtime, thread_id: str, params: dict[str, Any]) 
                 f"Unknown or already-consumed interrupt: {entry.interrupt_id} "
                 f"(the thread is {thread['status']})",
             )
+    raised = await _interrupt_namespaces(runtime, dict(latest))
+    for entry in entries:
+        if entry.interrupt_id in raised and raised[entry.interrupt_id] != entry.namespace:
+            raise CommandError(
+                "no_such_interrupt", "Interrupt namespace does not match the pending interrupt."
+            )
     command: dict[str, Any] = {"resume": {e.interrupt_id: e.response for e in entries}}
     for key in ("update", "goto"):
         if params.get(key) is not None:
@@ -184,6 +190,16 @@ async def _settled_thread(runtime: Runtime, thread_id: str) -> tuple[Any, Any]:
                 wait_until_done(runtime, thread_id, latest["run_id"]), SETTLE_POLL_SECONDS
             )
     return thread, latest
+
+
+async def _interrupt_namespaces(runtime: Runtime, run: dict[str, Any]) -> dict[str, list[str]]:
+    """Where each interrupt of a session run was raised, as its events said."""
+    if not is_session_run(run):
+        return {}
+    translator = RunTranslator(run["run_id"], graph_name(run))
+    async for _ in run_protocol_events(runtime, run, follow=False, translator=translator):
+        pass
+    return translator.interrupts
 
 
 async def agent_tree(runtime: Runtime, thread_id: str) -> dict[str, Any]:

@@ -31,8 +31,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("runyard.session")
 
-# How many events after `since` a reconnect may replay; an older cursor is a resume gap.
-BUFFER_EVENTS = 10_000
 # How often an idle session looks for the thread's next run, and checks the thread exists.
 NEXT_RUN_POLL_SECONDS = 0.25
 THREAD_CHECK_SECONDS = 5.0
@@ -76,9 +74,10 @@ async def thread_events(
     """The thread's protocol events with their seq, those after `since` (all when None),
     following live until the thread is deleted or the client leaves.
 
-    With `since`, the stored events after it are gathered first: more than BUFFER_EVENTS
-    of them raise ResumeGap, before anything is yielded.
+    With `since`, the stored events after it are gathered first: more than the settings'
+    `session_replay_events` of them raise ResumeGap, before anything is yielded.
     """
+    limit = runtime.settings.session_replay_events
     seq = 0
     pending: deque[dict[str, Any]] = deque()
     overflowed = False
@@ -102,7 +101,7 @@ async def thread_events(
             yield event
             continue
         pending.append(event)
-        if len(pending) > BUFFER_EVENTS:
+        if len(pending) > limit:
             pending.popleft()
             overflowed = True
 

@@ -324,24 +324,24 @@ async def test_bad_commands_get_error_replies(
 async def test_stale_interrupt_id_leaves_the_thread_as_it_was(
     client: LangGraphClient, deployment: Deployment, transport: str
 ) -> None:
-    """A wrong interrupt id is refused; the pending interrupt still resumes afterwards."""
+    """A wrong interrupt id, or the right one in another namespace, is refused; the pending
+    interrupt still resumes afterwards."""
     async with client.threads.stream(assistant_id="agent", transport=transport) as thread:
         ask = {"messages": [{"role": "user", "content": "please water the plants"}]}
         await thread.run.start(input=ask)
         await until(lambda: thread.interrupted, "the interrupt")
-        (reply,) = await _commands(
+        (pending,) = thread.interrupts
+        wrong = [
+            {"interrupt_id": "nope", "namespace": [], "response": 1},
+            {"interrupt_id": pending["interrupt_id"], "namespace": ["elsewhere"], "response": 1},
+        ]
+        replies = await _commands(
             deployment.session_url,
             thread.thread_id,
             transport,
-            [
-                {
-                    "id": 9,
-                    "method": "input.respond",
-                    "params": {"interrupt_id": "nope", "response": 1},
-                }
-            ],
+            [{"id": n, "method": "input.respond", "params": p} for n, p in enumerate(wrong)],
         )
-        assert reply["error"] == "no_such_interrupt"
+        assert [r["error"] for r in replies] == ["no_such_interrupt", "no_such_interrupt"]
         state = await client.threads.get(thread.thread_id)
         assert state["status"] == "interrupted"
         await thread.run.respond("no")
