@@ -33,6 +33,7 @@ ALL = [
     "checkpoints",
 ]
 REDIS_URL = "redis://127.0.0.1:6379/0"
+FULL_STEPS = ["tokenize", "analyze", "report"]
 
 
 class Deployment:
@@ -118,8 +119,11 @@ def root_end(event: dict[str, Any]) -> bool:
     )
 
 
-async def test_output_and_values(client: LangGraphClient, transport: str) -> None:
-    """`thread.output` is the final state; `thread.values` streams the snapshots to it."""
+async def test_output_and_values(
+    client: LangGraphClient, deployment: Deployment, transport: str
+) -> None:
+    """`thread.output` is the final state, `thread.values` gets to it; the values channel
+    carries every snapshot on the way."""
     async with client.threads.stream(assistant_id="pipeline", transport=transport) as thread:
         snapshots: list[Any] = []
 
@@ -131,10 +135,15 @@ async def test_output_and_values(client: LangGraphClient, transport: str) -> Non
         await thread.run.start(input={"text": "a bb ccc"})
         output = await asyncio.wait_for(thread.output, TIMEOUT)
         assert output["summary"] == "3 words, longest word: 'ccc'"
+        # The projection starts from the thread's state and follows from the client's cursor:
+        # a run that ended before it subscribed shows as its final state only.
         await until(lambda: output in snapshots, "the final values snapshot")
         reader.cancel()
-        steps = [s.get("steps") for s in snapshots if isinstance(s, dict)]
-        assert ["tokenize"] in steps and ["tokenize", "analyze", "report"] in steps
+        thread_id = thread.thread_id
+    body = {"channels": ["values", "lifecycle"]}
+    events = await raw_events(deployment.session_url, thread_id, transport, body, root_end)
+    steps = [e["params"]["data"].get("steps") for e in events if e["method"] == "values"]
+    assert steps == [[], ["tokenize"], ["tokenize", "analyze"], FULL_STEPS]
 
 
 async def test_messages_arrive_token_by_token(client: LangGraphClient, transport: str) -> None:
@@ -230,12 +239,9 @@ async def test_second_run_continues_the_thread(client: LangGraphClient, transpor
 
 
 async def raw_events(
-    url: str, thread_id: str, transport: str, since: int | None, stop: Any
+    url: str, thread_id: str, transport: str, body: dict[str, Any], stop: Any
 ) -> list[dict[str, Any]]:
-    """Every session event of the thread after `since`, read over SSE or a WebSocket."""
-    body: dict[str, Any] = {"channels": ALL}
-    if since is not None:
-        body["since"] = since
+    """The thread's session events the stream `body` asks for, over SSE or a WebSocket."""
     if transport == "sse":
         return await collect(_sse_events(url, thread_id, body), stop)
     return await collect(_ws_events(url, thread_id, body), stop)
@@ -280,10 +286,13 @@ async def test_reconnect_with_since_gets_exactly_the_rest(
         await thread.run.start(input={"messages": [{"role": "user", "content": "a story"}]})
         await asyncio.wait_for(thread.output, TIMEOUT)
         thread_id = thread.thread_id
-    full = await raw_events(deployment.session_url, thread_id, transport, None, root_end)
+    full = await raw_events(
+        deployment.session_url, thread_id, transport, {"channels": ALL}, root_end
+    )
     assert [e["seq"] for e in full] == list(range(1, len(full) + 1))
     cut = len(full) // 2
-    rest = await raw_events(deployment.other_url, thread_id, transport, cut, root_end)
+    body = {"channels": ALL, "since": cut}
+    rest = await raw_events(deployment.other_url, thread_id, transport, body, root_end)
     assert rest == full[cut:]
 
 
