@@ -188,14 +188,16 @@ async def run_protocol_events(
         for event in _translate(translator, entry):
             yield event
     if running:
-        status, error = await _final_status(runtime, run_id)
+        told = translator.ended_as()
+        if told is not None:
+            status, error = told, translator.error
+        else:
+            status, error = await _final_status(runtime, run_id)
     for event in translator.finish(status, error):
         yield event
 
 
 def _translate(translator: RunTranslator, entry: StreamEvent) -> list[dict[str, Any]]:
-    if entry.event in ("end", "error", "metadata"):
-        return []
     return translator.translate(entry.id, entry.event, entry.data)
 
 

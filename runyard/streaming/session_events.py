@@ -33,6 +33,8 @@ SUPPORTED_CHANNELS: frozenset[str] = frozenset(
     }
 )
 # Root lifecycle by the run's final status.
+# Log entries that say how the run ended rather than carry an event.
+_RUN_END = frozenset({"protocol_end", "error", "end", "metadata"})
 _CHILD_END = frozenset({"completed", "failed", "interrupted"})
 _ROOT_END = {"success": "completed", "error": "failed", "timeout": "failed"}
 
@@ -149,6 +151,9 @@ class RunTranslator:
     interrupts: dict[str, list[str]] = field(default_factory=dict)
     root_status: str = "running"
     last_timestamp: int = 0
+    # How the log says the run ended: the graph returned, or the error it failed with.
+    returned: bool = False
+    error: str | None = None
 
     def start(self, timestamp: int) -> list[dict[str, Any]]:
         """The root's `running` lifecycle, first event of every run."""
@@ -158,6 +163,9 @@ class RunTranslator:
     def translate(self, entry_id: str, name: str, data: str) -> list[dict[str, Any]]:
         """The events one log entry (`method|namespace...`, params) gives; their ids derive
         from the entry's id."""
+        if name in _RUN_END:
+            self._note_end(name, data)
+            return []
         try:
             params = json.loads(data)
         except ValueError:
@@ -183,6 +191,27 @@ class RunTranslator:
         else:
             out.append(protocol_event("", method, params))
         return _numbered(out, f"{self.run_id}:{entry_id}")
+
+    def ended_as(self) -> str | None:
+        """The run's final status when its log tells it (None: ask the database)."""
+        if self.error is not None:
+            return "error"
+        if self.returned:
+            return "interrupted" if self.root_status == "interrupted" else "success"
+        return None
+
+    def _note_end(self, name: str, data: str) -> None:
+        if name == "protocol_end":
+            self.returned = True
+        elif name == "error":
+            try:
+                error = json.loads(data)
+            except ValueError:
+                error = None
+            message = (
+                error.get("message") or error.get("error") if isinstance(error, dict) else None
+            )
+            self.error = str(message or "the run failed")
 
     def finish(self, status: str | None, error: str | None) -> list[dict[str, Any]]:
         """The closing lifecycle events once the run has ended with `status`."""
