@@ -140,10 +140,12 @@ async def test_output_and_values(
         await until(lambda: output in snapshots, "the final values snapshot")
         reader.cancel()
         thread_id = thread.thread_id
-    body = {"channels": ["values", "lifecycle"]}
+    body = {"channels": ["values", "lifecycle", "custom:progress", "custom"]}
     events = await raw_events(deployment.session_url, thread_id, transport, body, root_end)
     steps = [e["params"]["data"].get("steps") for e in events if e["method"] == "values"]
     assert steps == [[], ["tokenize"], ["tokenize", "analyze"], FULL_STEPS]
+    progress = [e["params"]["data"]["progress"] for e in events if e["method"] == "custom"]
+    assert progress == [33, 66, 100]
 
 
 async def test_messages_arrive_token_by_token(client: LangGraphClient, transport: str) -> None:
@@ -312,6 +314,7 @@ async def test_bad_commands_get_error_replies(
             {"id": 4, "method": "input.respond", "params": {"interrupt_id": "x"}},
             {"id": 5, "method": "subscription.subscribe", "params": {"channels": ["bogus"]}},
             {"id": 6, "method": "run.start", "params": {"assistant_id": "agent", "config": 3}},
+            {"id": 8, "method": "input.respond", "params": {"responses": []}},
             {"id": "seven", "method": "run.start"},
         ],
     )
@@ -323,6 +326,7 @@ async def test_bad_commands_get_error_replies(
         (4, "no_such_run"),
         (5, "invalid_argument"),
         (6, "invalid_argument"),
+        (8, "invalid_argument"),
         ("seven", "invalid_argument"),
     ]
     assert all(r["type"] == "error" and r["message"] for r in replies)
@@ -377,3 +381,34 @@ async def _commands(
             await socket.send(json.dumps(command))
             replies.append(json.loads(await asyncio.wait_for(socket.recv(), TIMEOUT)))
         return replies
+
+
+async def test_websocket_subscriptions_come_and_go(deployment: Deployment) -> None:
+    """Over a WebSocket, subscriptions are the connection's: unsubscribed once only."""
+    thread_id = str(uuid.uuid4())
+    ws_url = deployment.session_url.replace("http://", "ws://")
+    async with connect(f"{ws_url}/threads/{thread_id}/stream/events") as socket:
+
+        async def ask(command_id: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
+            await socket.send(json.dumps({"id": command_id, "method": method, "params": params}))
+            reply: dict[str, Any] = json.loads(await asyncio.wait_for(socket.recv(), TIMEOUT))
+            assert reply["id"] == command_id
+            return reply
+
+        subscribed = await ask(1, "subscription.subscribe", {"channels": ["lifecycle"]})
+        subscription_id = subscribed["result"]["subscription_id"]
+        assert (await ask(2, "subscription.reconnect", {"since": 0}))["result"]["restored"]
+        gone = await ask(3, "subscription.unsubscribe", {"subscription_id": subscription_id})
+        assert gone["type"] == "success"
+        again = await ask(4, "subscription.unsubscribe", {"subscription_id": subscription_id})
+        assert again["error"] == "no_such_subscription"
+        bad = await ask(5, "subscription.subscribe", {"channels": ["values"], "depth": -1})
+        assert bad["error"] == "invalid_argument"
+        await socket.send("not json")
+        garbled = json.loads(await asyncio.wait_for(socket.recv(), TIMEOUT))
+        assert garbled == {
+            "type": "error",
+            "id": None,
+            "error": "invalid_argument",
+            "message": "Protocol commands must be valid JSON.",
+        }
