@@ -84,7 +84,7 @@ async def thread_events(
     caught_up = since is None
     if first is None:
         first = await first_runs(runtime, thread_id, 0.0)
-    async for item in _run_events(runtime, thread_id, first):
+    async for item in _run_events(runtime, thread_id, first, boundary=since is not None):
         if item is None:
             if not caught_up:
                 caught_up = True
@@ -111,7 +111,7 @@ def _tail(event: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _run_events(
-    runtime: Runtime, thread_id: str, first: Sequence[Any]
+    runtime: Runtime, thread_id: str, first: Sequence[Any], boundary: bool
 ) -> AsyncIterator[dict[str, Any] | None]:
     """Each session run of the thread in turn (from `first`, its first page of runs),
     translated, waiting for the next one; None marks where the stored events end and live
@@ -121,7 +121,8 @@ async def _run_events(
     while True:
         for row in upcoming:
             if is_session_run(row):
-                async for event in run_protocol_events(runtime, dict(row)):
+                events = run_protocol_events(runtime, dict(row), boundary=boundary)
+                async for event in events:
                     yield event
         anchor = (upcoming[-1]["created_at"], upcoming[-1]["run_id"]) if upcoming else None
         while True:
@@ -159,35 +160,34 @@ async def run_protocol_events(
     run: dict[str, Any],
     follow: bool = True,
     translator: RunTranslator | None = None,
+    boundary: bool = False,
 ) -> AsyncIterator[dict[str, Any] | None]:
     """One run's protocol events (without seq): the root's running lifecycle, its log
-    translated, then its closing lifecycle once it has ended. None marks where its stored
-    events end, when it was still running; without `follow`, only what is stored."""
+    translated, then its closing lifecycle once it has ended. Without `follow`, only what
+    is stored; with `boundary`, None marks where the stored events of a running run end."""
     translator = translator or RunTranslator(run["run_id"], graph_name(run))
     for event in translator.start(_ms(run["created_at"])):
         yield event
     run_id = run["run_id"]
+    running = RunStatus(run["status"]) not in TERMINAL_RUN_STATUSES
+    live = running and follow
     last: str | None = None
-    async for entry in runtime.broker.subscribe(run_id, None, follow=False):
-        last = entry.id
-        for event in _translate(translator, entry):
-            yield event
-    status, error = run["status"], None
-    running = RunStatus(status) not in TERMINAL_RUN_STATUSES
-    if not running:
-        error = _error_message(run.get("error"))
+    if not live or boundary:
+        async for entry in runtime.broker.subscribe(run_id, None, follow=False):
+            last = entry.id
+            for event in _translate(translator, entry):
+                yield event
     if running and not follow:
         return
-    if running:
-        yield None
-    # Ended meanwhile: what it published since the first read is stored too.
-    tail = runtime.broker.subscribe(
-        run_id, last, follow=running, ended=_ended(runtime, run_id) if running else None
-    )
-    async for entry in tail:
-        for event in _translate(translator, entry):
-            yield event
-    if running:
+    if live:
+        if boundary:
+            yield None
+        ended = _ended(runtime, run_id)
+        async for entry in runtime.broker.subscribe(run_id, last, ended=ended):
+            for event in _translate(translator, entry):
+                yield event
+    status, error = run["status"], _error_message(run.get("error"))
+    if live:
         told = translator.ended_as()
         if told is not None:
             status, error = told, translator.error
