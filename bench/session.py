@@ -19,7 +19,7 @@ from typing import Any
 from bench import cost
 from bench.scenarios import Sample, Target, in_parallel, stream_run, summary
 
-ROUNDS = 4
+ROUNDS = 10
 CHANNELS = ["values", "lifecycle", "input"]
 
 

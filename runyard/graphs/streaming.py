@@ -188,11 +188,12 @@ async def stream_graph(
 
 
 def _protocol_transformers() -> list[Any]:
-    # Beyond the built-in values, messages and lifecycle: `updates` and `custom` (a node's
-    # stream writer), which the session serves on their channels.
-    from langgraph.stream.transformers import CustomTransformer, UpdatesTransformer
+    # Beyond the built-in values, messages and lifecycle: `custom` (a node's stream writer).
+    # Updates, tasks and checkpoints stay out, as on LangGraph Platform: each would be one
+    # more event per step in every session run's log.
+    from langgraph.stream.transformers import CustomTransformer
 
-    return [UpdatesTransformer, CustomTransformer]
+    return [CustomTransformer]
 
 
 async def _stream_protocol(
