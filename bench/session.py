@@ -65,6 +65,7 @@ async def session_cost(target: Target, runs: int) -> dict[str, Any]:
     """Server CPU per run of the session path and of /runs/stream, alternating legs."""
     per_leg = max(1, runs // ROUNDS)
     cpu = {"session": 0.0, "legacy": 0.0}
+    statements = {"session": 0.0, "legacy": 0.0}
     done = {"session": 0, "legacy": 0}
     session, legacy_first, legacy_done = Sample(), Sample(), Sample()
     for _ in range(ROUNDS):
@@ -83,6 +84,7 @@ async def session_cost(target: Target, runs: int) -> dict[str, Any]:
             if figures is None or figures["cpu_ms_per_run"] is None:
                 raise RuntimeError("the servers' CPU counters could not be read")
             cpu[name] += figures["cpu_ms_per_run"] * per_leg
+            statements[name] += (figures["statements_per_run"] or {}).get("total", 0) * per_leg
             done[name] += per_leg
     session_ms = cpu["session"] / done["session"]
     legacy_ms = cpu["legacy"] / done["legacy"]
@@ -90,6 +92,8 @@ async def session_cost(target: Target, runs: int) -> dict[str, Any]:
         "session_cpu_ms_per_run": round(session_ms, 3),
         "runs_stream_cpu_ms_per_run": round(legacy_ms, 3),
         "session_over_runs_stream": round(session_ms / legacy_ms, 3) if legacy_ms else None,
+        "session_statements_per_run": round(statements["session"] / done["session"], 2),
+        "runs_stream_statements_per_run": round(statements["legacy"] / done["legacy"], 2),
         "session": summary(session),
         "runs_stream_end_p50_ms": summary(legacy_done)["p50_ms"],
         "errors": len(session.errors) + len(legacy_first.errors),
