@@ -17,6 +17,7 @@ from sse_starlette import EventSourceResponse
 
 from runyard.api.deps import CallerDep, RunConfigurableDep, RuntimeDep, ThreadId
 from runyard.api.errors import is_store_outage
+from runyard.api.responses import ErrorBody
 from runyard.api.runs import authorize_new_run
 from runyard.api.sse import sse_response
 from runyard.auth.guards import require_thread
@@ -214,7 +215,30 @@ async def _authorize_run(
         raise commands.CommandError("invalid_argument", exc.message) from None
 
 
-@router.post("/threads/{thread_id}/commands", openapi_extra=_COMMAND_BODY)
+_REPLY_ERROR = {
+    "type": "object",
+    "required": ["type", "id", "error", "message"],
+    "properties": {
+        "type": {"const": "error"},
+        "id": {},
+        "error": {"type": "string"},
+        "message": {"type": "string"},
+    },
+}
+_TOO_LARGE = {"model": ErrorBody, "description": "the request body is too large"}
+
+
+@router.post(
+    "/threads/{thread_id}/commands",
+    openapi_extra=_COMMAND_BODY,
+    responses={
+        400: {
+            "description": "not a command envelope (JSON with an integer id and a method)",
+            "content": {"application/json": {"schema": _REPLY_ERROR}},
+        },
+        413: _TOO_LARGE,
+    },
+)
 async def thread_command(
     thread_id: ThreadId,
     request: Request,
@@ -236,6 +260,10 @@ async def thread_command(
     "/threads/{thread_id}/stream/events",
     response_class=EventSourceResponse,
     openapi_extra=_EVENTS_BODY,
+    responses={
+        400: {"model": ErrorBody, "description": "a body that is no valid stream request"},
+        413: _TOO_LARGE,
+    },
 )
 async def thread_event_stream(
     thread_id: ThreadId, request: Request, runtime: RuntimeDep, caller: CallerDep
