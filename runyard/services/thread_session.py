@@ -117,6 +117,7 @@ async def _run_events(
     translated, waiting for the next one; None marks where the stored events end and live
     ones begin. Ends when the thread is deleted."""
     upcoming = first
+    anchor: tuple[Any, str] | None = None
     idle = 0.0
     while True:
         for row in upcoming:
@@ -124,7 +125,13 @@ async def _run_events(
                 events = run_protocol_events(runtime, dict(row), boundary=boundary)
                 async for event in events:
                     yield event
-        anchor = (upcoming[-1]["created_at"], upcoming[-1]["run_id"]) if upcoming else None
+        if upcoming:
+            anchor = (upcoming[-1]["created_at"], upcoming[-1]["run_id"])
+        if len(upcoming) == _PAGE:
+            # More stored runs: read on, without a pause (nor a live mark).
+            async with runtime.autocommit() as session:
+                upcoming = await runs_db.runs_created_after(session, thread_id, anchor, _PAGE)
+            continue
         while True:
             # A reader that got its run's end leaves now: look for the next run only later.
             yield None

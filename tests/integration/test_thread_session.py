@@ -412,3 +412,34 @@ async def test_websocket_subscriptions_come_and_go(deployment: Deployment) -> No
             "error": "invalid_argument",
             "message": "Protocol commands must be valid JSON.",
         }
+
+
+async def test_a_long_thread_replays_every_run_in_order(deployment: Deployment) -> None:
+    """A thread with more runs than one page of the run list replays all of them, in order."""
+    thread_id = str(uuid.uuid4())
+    count = 53
+    async with httpx.AsyncClient(base_url=deployment.session_url, timeout=TIMEOUT) as http:
+        for n in range(count):
+            params = {"assistant_id": "pipeline", "input": {"text": "x " * (n + 1)}}
+            body = {"id": n, "method": "run.start", "params": params}
+            reply = await http.post(f"/threads/{thread_id}/commands", json=body)
+            assert reply.json()["type"] == "success", reply.text
+    ends: list[dict[str, Any]] = []
+
+    def last_end(event: dict[str, Any]) -> bool:
+        if root_end(event):
+            ends.append(event)
+        return len(ends) == count
+
+    body = {"channels": ["lifecycle", "values"]}
+    events = await raw_events(deployment.other_url, thread_id, "sse", body, last_end)
+    counts, latest = [], None
+    for event in events:
+        if event["method"] == "values" and not event["params"]["namespace"]:
+            latest = event["params"]["data"]
+        elif root_end(event) and latest is not None:
+            counts.append(latest["word_count"])  # each run's last values
+    assert counts == list(range(1, count + 1))
+    assert all(e["params"]["data"]["event"] == "completed" for e in ends)
+    seqs = [e["seq"] for e in events]
+    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
