@@ -20,6 +20,7 @@ from bench.chaos import chaos
 from bench.client import HTTPError, open_client
 from bench.recovery import recovery
 from bench.scenarios import Fleet, Target, scenario_target, warm_up
+from bench.session import session_cost
 from bench.streams import streams
 
 log = logging.getLogger("bench")
@@ -31,6 +32,8 @@ ScenarioFn = Callable[[Target, int], Awaitable[dict[str, Any]]]
 SCENARIOS: dict[str, tuple[ScenarioFn, int]] = {
     **scenarios.SCENARIOS,
     "recovery": (recovery, 5),
+    # Not in `all`: it measures its own cost, the session beside /runs/stream.
+    "session": (session_cost, 200),
     "chaos": (chaos, 8),
     # Many streaming clients at once (bench/graphs/relay.py); 0: 100, 1,000, 3,000 clients.
     "streams": (streams, 0),

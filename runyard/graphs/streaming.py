@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +19,12 @@ _NATIVE = {"values", "updates", "custom", "debug", "tasks", "checkpoints", "tool
 
 
 _UNSEEN = object()
+
+# The internal stream mode of runs the thread streaming session starts: the graph streams
+# LangGraph's protocol events (`astream_events(version="v3")`), one log entry per event.
+PROTOCOL_MODE = "protocol"
+# The last entry of such a run's log when its graph returned (or stopped at an interrupt).
+PROTOCOL_END = "protocol_end"
 
 
 @dataclass
@@ -145,6 +152,10 @@ async def stream_graph(
         kwargs["context"] = graph_context
     if durability is not None:
         kwargs["durability"] = durability
+    if PROTOCOL_MODE in requested:
+        async for item in _stream_protocol(graph, graph_input, config, kwargs, final):
+            yield item
+        return
     accumulator = MessageAccumulator()
 
     def convert(chunk: Any) -> list[tuple[str, Any]]:
@@ -178,3 +189,46 @@ async def stream_graph(
                 yield item
         else:
             yield "events", to_jsonable(event)
+
+
+def _protocol_transformers() -> list[Any]:
+    # Beyond the built-in values, messages and lifecycle: `custom` (a node's stream writer).
+    # Updates, tasks and checkpoints stay out, as on LangGraph Platform: each would be one
+    # more event per step in every session run's log.
+    from langgraph.stream.transformers import CustomTransformer
+
+    return [CustomTransformer]
+
+
+async def _stream_protocol(
+    graph: Pregel,
+    graph_input: Any,
+    config: dict[str, Any],
+    kwargs: dict[str, Any],
+    final: FinalState | None,
+) -> AsyncIterator[tuple[str, Any]]:
+    """LangGraph's protocol events as (`method|namespace`, params) pairs."""
+    # kwargs carries the context with the graph's defaults applied (run_context).
+    options = {k: v for k, v in kwargs.items() if k not in ("stream_mode", "subgraphs")}
+    with warnings.catch_warnings():
+        # The v3 stream is marked beta; the session speaks exactly its protocol.
+        warnings.filterwarnings("ignore", message="The v3 streaming protocol")
+        stream = await graph.astream_events(  # type: ignore[call-overload]
+            graph_input, config, version="v3", transformers=_protocol_transformers(), **options
+        )
+    async with stream:
+        async for event in stream:
+            params = event.get("params") or {}
+            namespace = list(params.get("namespace") or [])
+            method = str(event.get("method"))
+            data = params.get("data")
+            if method == "messages" and isinstance(data, list | tuple) and len(data) == 2:
+                # (message event, metadata): the session's wire carries the event only.
+                params = {**params, "data": data[0]}
+            if final is not None and not namespace and method == "values":
+                final.absorb("values", params.get("data"))
+                if params.get("interrupts"):
+                    final.interrupted = True
+            yield _event_name(method, tuple(namespace)), to_jsonable(params)
+    # The graph's stream ended without an error: readers need not ask how the run ended.
+    yield PROTOCOL_END, {}
