@@ -32,6 +32,8 @@ from runyard.api.routing import (
     install_method_not_allowed,
     reserve_literal_paths,
 )
+from runyard.api.thread_session import router as session_router
+from runyard.api.thread_session_ws import thread_socket
 from runyard.domain.errors import ConfigError
 from runyard.graphs.config import ProjectConfig, apply_environment, find_config, load_config
 from runyard.graphs.http_config import HttpConfig
@@ -46,6 +48,7 @@ log = logging.getLogger("runyard.app")
 RESOURCE_ROUTERS = (
     ("assistants", assistants.router),
     ("threads", threads.router),
+    ("threads", session_router),
     ("runs", runs.router),
     ("runs", crons.router),
     ("store", store.router),
@@ -84,6 +87,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for group, router in RESOURCE_ROUTERS:
         if http.enabled(group):
             add_routes(app, router, dependencies=[Depends(get_caller)])
+    if http.enabled("threads"):
+        # The session's WebSocket authenticates itself (it answers refusals as close codes).
+        app.add_api_websocket_route("/threads/{thread_id}/stream/events", thread_socket)
     protected = app.router.routes[len(system_routes) :]
     reserve_literal_paths(app)
     install_method_not_allowed(app)

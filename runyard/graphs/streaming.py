@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +18,10 @@ _NATIVE = {"values", "updates", "custom", "debug", "tasks", "checkpoints", "tool
 
 
 _UNSEEN = object()
+
+# The internal stream mode of runs the thread streaming session starts: the graph streams
+# LangGraph's protocol events (`astream_events(version="v3")`), one log entry per event.
+PROTOCOL_MODE = "protocol"
 
 
 @dataclass
@@ -141,6 +146,10 @@ async def stream_graph(
         kwargs["context"] = context
     if durability is not None:
         kwargs["durability"] = durability
+    if PROTOCOL_MODE in requested:
+        async for item in _stream_protocol(graph, graph_input, config, kwargs, context, final):
+            yield item
+        return
     accumulator = MessageAccumulator()
 
     def convert(chunk: Any) -> list[tuple[str, Any]]:
@@ -174,3 +183,49 @@ async def stream_graph(
                 yield item
         else:
             yield "events", to_jsonable(event)
+
+
+def _protocol_transformers() -> list[Any]:
+    # Beyond the built-in values, messages and lifecycle: the session serves these channels.
+    from langgraph.stream.transformers import (
+        CheckpointsTransformer,
+        CustomTransformer,
+        TasksTransformer,
+        UpdatesTransformer,
+    )
+
+    return [UpdatesTransformer, CustomTransformer, TasksTransformer, CheckpointsTransformer]
+
+
+async def _stream_protocol(
+    graph: Pregel,
+    graph_input: Any,
+    config: dict[str, Any],
+    kwargs: dict[str, Any],
+    context: Any,
+    final: FinalState | None,
+) -> AsyncIterator[tuple[str, Any]]:
+    """LangGraph's protocol events as (`method|namespace`, params) pairs."""
+    options = {k: v for k, v in kwargs.items() if k not in ("stream_mode", "subgraphs")}
+    if context is not None:
+        options["context"] = context
+    with warnings.catch_warnings():
+        # The v3 stream is marked beta; the session speaks exactly its protocol.
+        warnings.filterwarnings("ignore", message="The v3 streaming protocol")
+        stream = await graph.astream_events(  # type: ignore[call-overload]
+            graph_input, config, version="v3", transformers=_protocol_transformers(), **options
+        )
+    async with stream:
+        async for event in stream:
+            params = event.get("params") or {}
+            namespace = list(params.get("namespace") or [])
+            method = str(event.get("method"))
+            data = params.get("data")
+            if method == "messages" and isinstance(data, list | tuple) and len(data) == 2:
+                # (message event, metadata): the session's wire carries the event only.
+                params = {**params, "data": data[0]}
+            if final is not None and not namespace and method == "values":
+                final.absorb("values", params.get("data"))
+                if params.get("interrupts"):
+                    final.interrupted = True
+            yield _event_name(method, tuple(namespace)), to_jsonable(params)

@@ -1,0 +1,265 @@
+"""The thread streaming session over HTTP: `POST /threads/{id}/commands` and
+`POST /threads/{id}/stream/events` (SSE), as `@langchain/react`'s `useStream` and the
+Python SDK's `client.threads.stream()` speak them. The WebSocket on the events path is in
+`thread_session_ws`; both share the command dispatch here."""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from sse_starlette import EventSourceResponse
+
+from runyard.api.deps import CallerDep, RunConfigurableDep, RuntimeDep, ThreadId
+from runyard.api.errors import is_store_outage
+from runyard.api.runs import authorize_new_run
+from runyard.api.sse import sse_response
+from runyard.auth.guards import require_thread
+from runyard.auth.handlers import Caller
+from runyard.domain.errors import NotFoundError, RunyardError
+from runyard.runtime import Runtime
+from runyard.services import session_commands as commands
+from runyard.services.thread_session import ResumeGap, thread_events
+from runyard.streaming.broker import StreamEvent
+from runyard.streaming.session_events import EventFilter, parse_filter, parse_since
+
+router = APIRouter(tags=["Thread streaming session"])
+log = logging.getLogger("runyard.session")
+
+KNOWN_COMMANDS = frozenset(
+    {
+        "run.start",
+        "input.respond",
+        "agent.getTree",
+        "subscription.subscribe",
+        "subscription.unsubscribe",
+        "subscription.reconnect",
+    }
+)
+_COMMAND_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "required": ["id", "method"],
+                    "properties": {
+                        "id": {"type": "integer"},
+                        "method": {"type": "string", "enum": sorted(KNOWN_COMMANDS)},
+                        "params": {"type": "object"},
+                    },
+                }
+            }
+        },
+    }
+}
+_EVENTS_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "required": ["channels"],
+                    "properties": {
+                        "channels": {
+                            "type": "array",
+                            "minItems": 1,
+                            "items": {
+                                "type": "string",
+                                "description": "values, updates, messages, tools, custom, "
+                                "custom:<name>, lifecycle, input, tasks or checkpoints",
+                            },
+                        },
+                        "namespaces": {
+                            "type": "array",
+                            "items": {"type": "array", "items": {"type": "string"}},
+                        },
+                        "depth": {"type": "integer", "minimum": 0},
+                        "since": {"type": "integer", "minimum": 0},
+                    },
+                }
+            }
+        },
+    }
+}
+
+
+def error_reply(command_id: Any, code: str, message: str) -> dict[str, Any]:
+    """A protocol error reply."""
+    return {"type": "error", "id": command_id, "error": code, "message": message}
+
+
+def success_reply(command_id: int, result: dict[str, Any], seq: int = 0) -> dict[str, Any]:
+    """A protocol success reply; `seq` is the last event the connection delivered."""
+    return {
+        "type": "success",
+        "id": command_id,
+        "result": result,
+        "meta": {"applied_through_seq": seq},
+    }
+
+
+def parse_command(raw: bytes | str) -> dict[str, Any] | dict[str, Any]:
+    """The command envelope, or an error reply saying what is wrong with it."""
+    try:
+        payload = json.loads(raw)
+    except ValueError:
+        return error_reply(None, "invalid_argument", "Protocol commands must be valid JSON.")
+    if (
+        not isinstance(payload, dict)
+        or not isinstance(payload.get("id"), int)
+        or isinstance(payload.get("id"), bool)
+        or not isinstance(payload.get("method"), str)
+    ):
+        command_id = payload.get("id") if isinstance(payload, dict) else None
+        return error_reply(
+            command_id,
+            "invalid_argument",
+            "Protocol commands must include an integer id and string method.",
+        )
+    return payload
+
+
+async def dispatch(
+    runtime: Runtime,
+    caller: Caller,
+    configurable: dict[str, Any],
+    thread_id: str,
+    command: dict[str, Any],
+    seq: int = 0,
+) -> dict[str, Any]:
+    """Run one command: its reply, success or error (a hidden thread raises NotFoundError)."""
+    command_id, method = command["id"], command["method"]
+    params = command.get("params", {})
+    if method not in KNOWN_COMMANDS:
+        return error_reply(command_id, "unknown_command", f"Unknown protocol command: {method}")
+    if not isinstance(params, dict):
+        return error_reply(command_id, "invalid_argument", "params must be an object.")
+    try:
+        result = await _run(runtime, caller, configurable, thread_id, method, params)
+    except commands.CommandError as exc:
+        return error_reply(command_id, exc.code, exc.message)
+    except NotFoundError:
+        raise
+    except RunyardError as exc:
+        if exc.status_code in (401, 403):
+            raise
+        return error_reply(command_id, "invalid_argument", exc.message)
+    except Exception as exc:
+        if is_store_outage(exc):
+            raise
+        log.exception("session_command_failed thread_id=%s method=%s", thread_id, method)
+        return error_reply(command_id, "unknown_error", f"{type(exc).__name__}: {exc}")
+    return success_reply(command_id, result, seq)
+
+
+async def _run(
+    runtime: Runtime,
+    caller: Caller,
+    configurable: dict[str, Any],
+    thread_id: str,
+    method: str,
+    params: dict[str, Any],
+) -> dict[str, Any]:
+    if method == "run.start":
+        body = commands.run_body(params)
+        owner = await authorize_new_run(runtime, caller, thread_id, body)
+        run = await commands.start_run(runtime, thread_id, body, configurable, owner)
+        return {"run_id": run["run_id"]}
+    await require_thread(runtime, caller, thread_id, "read", missing_ok=True)
+    if method == "input.respond":
+        body = await commands.resume_body(runtime, thread_id, params)
+        await authorize_new_run(runtime, caller, thread_id, body)
+        await commands.start_run(runtime, thread_id, body, configurable, None)
+        return {}
+    if method == "agent.getTree":
+        return {"tree": await commands.agent_tree(runtime, thread_id)}
+    if method == "subscription.subscribe":
+        wanted = parse_filter(params)
+        if isinstance(wanted, str):
+            raise commands.CommandError("invalid_argument", wanted)
+        # Over HTTP a subscription lives as long as its answer: the events stream carries
+        # its own filter. The WebSocket keeps subscriptions for the connection.
+        return {"subscription_id": str(uuid.uuid4()), "replayed_events": 0}
+    if method == "subscription.unsubscribe":
+        raise commands.CommandError(
+            "no_such_subscription", f"Unknown subscription: {params.get('subscription_id')}"
+        )
+    raise commands.CommandError("no_such_run", "No active run is bound to this thread.")
+
+
+@router.post("/threads/{thread_id}/commands", openapi_extra=_COMMAND_BODY)
+async def thread_command(
+    thread_id: ThreadId,
+    request: Request,
+    runtime: RuntimeDep,
+    caller: CallerDep,
+    configurable: RunConfigurableDep,
+) -> JSONResponse:
+    """Run one session command (`run.start`, `input.respond`, `agent.getTree`,
+    `subscription.*`) and answer its reply: `{"type": "success", "id", "result", "meta"}` or
+    `{"type": "error", "id", "error", "message"}`. A malformed envelope answers 400."""
+    command = parse_command(await request.body())
+    if command.get("type") == "error":
+        return JSONResponse(command, status_code=400)
+    reply = await dispatch(runtime, caller, configurable, str(thread_id), command)
+    return JSONResponse(reply)
+
+
+@router.post(
+    "/threads/{thread_id}/stream/events",
+    response_class=EventSourceResponse,
+    openapi_extra=_EVENTS_BODY,
+)
+async def thread_event_stream(
+    thread_id: ThreadId, request: Request, runtime: RuntimeDep, caller: CallerDep
+) -> Any:
+    """Stream the thread's session events (SSE: `event: <method>`, `id: <seq>`), every run
+    from the first, then live. `channels` picks what to receive, `namespaces`/`depth`
+    which subgraphs, `since` resumes after that seq (a cursor older than the replay
+    buffer gets a `resume_gap` error frame)."""
+    try:
+        params = json.loads(await request.body())
+    except ValueError:
+        return JSONResponse({"detail": "the request body is not valid JSON"}, status_code=400)
+    wanted = parse_filter(params)
+    since = parse_since(params) if isinstance(params, dict) else None
+    if isinstance(wanted, str) or isinstance(since, str):
+        return JSONResponse({"detail": wanted if isinstance(wanted, str) else since}, 400)
+    await _authorize_stream(runtime, caller, str(thread_id))
+    return sse_response(runtime, _frames(runtime, str(thread_id), wanted, since))
+
+
+async def _authorize_stream(runtime: Runtime, caller: Caller, thread_id: str) -> None:
+    # Without auth a stream may be opened before `run.start` creates the thread (it waits);
+    # with auth the thread must exist and be the caller's.
+    await require_thread(runtime, caller, thread_id, "read", missing_ok=caller.auth is None)
+
+
+async def _frames(
+    runtime: Runtime, thread_id: str, wanted: EventFilter, since: int | None
+) -> AsyncIterator[StreamEvent]:
+    try:
+        async for event in thread_events(runtime, thread_id, since):
+            if wanted.matches(event):
+                yield StreamEvent(str(event["seq"]), event["method"], _dumps(event))
+    except ResumeGap as gap:
+        yield StreamEvent("", "error", _dumps(gap_frame(gap)))
+
+
+def gap_frame(gap: ResumeGap) -> dict[str, Any]:
+    """The unsolicited error frame a stream ends with when its cursor is too old."""
+    frame = error_reply(None, "resume_gap", str(gap))
+    frame.update(since=gap.since, min_available_seq=gap.min_available_seq)
+    return frame
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))

@@ -1,0 +1,177 @@
+"""The thread streaming session over a WebSocket on `/threads/{id}/stream/events`: commands
+in, replies and the events of the connection's subscriptions out, on one connection."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+from typing import Any
+
+from fastapi import WebSocket, WebSocketDisconnect
+from starlette.requests import Request
+
+from runyard.api.thread_session import (
+    dispatch,
+    error_reply,
+    gap_frame,
+    parse_command,
+    success_reply,
+)
+from runyard.auth.guards import require_thread
+from runyard.auth.handlers import Caller, authenticate
+from runyard.auth.user import caller_configurable
+from runyard.domain.errors import RunyardError
+from runyard.runtime import Runtime
+from runyard.services.thread_session import ResumeGap, thread_events
+from runyard.streaming.session_events import EventFilter, parse_filter, parse_since
+
+log = logging.getLogger("runyard.session")
+
+
+class SocketSession:
+    """One WebSocket: its subscriptions (each a task streaming the thread's events through
+    its filter) and the highest seq it delivered."""
+
+    def __init__(self, runtime: Runtime, websocket: WebSocket, thread_id: str) -> None:
+        self._runtime = runtime
+        self._ws = websocket
+        self.thread_id = thread_id
+        self._send_lock = asyncio.Lock()
+        self._subscriptions: dict[str, tuple[EventFilter, asyncio.Task[None]]] = {}
+        self.seq = 0
+
+    async def send(self, message: dict[str, Any]) -> None:
+        """Send one frame (replies and events never interleave)."""
+        text = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+        async with self._send_lock:
+            await self._ws.send_text(text)
+
+    def subscribe(self, wanted: EventFilter, since: int | None) -> str:
+        """Start delivering the thread's events that match, after `since`."""
+        subscription_id = str(uuid.uuid4())
+        task = asyncio.create_task(
+            self._deliver(wanted, since), name=f"session-subscription:{subscription_id}"
+        )
+        self._subscriptions[subscription_id] = (wanted, task)
+        return subscription_id
+
+    async def unsubscribe(self, subscription_id: str) -> bool:
+        """Stop a subscription; False if the connection has none by that id."""
+        entry = self._subscriptions.pop(subscription_id, None)
+        if entry is None:
+            return False
+        await _stop(entry[1])
+        return True
+
+    async def reconnect(self, since: int | None) -> int:
+        """Restart every subscription after `since`; how many were restored."""
+        for subscription_id, (wanted, task) in list(self._subscriptions.items()):
+            await _stop(task)
+            self._subscriptions[subscription_id] = (
+                wanted,
+                asyncio.create_task(self._deliver(wanted, since), name="session-subscription"),
+            )
+        return len(self._subscriptions)
+
+    async def close(self) -> None:
+        """Stop every subscription."""
+        for _, task in self._subscriptions.values():
+            await _stop(task)
+        self._subscriptions.clear()
+
+    async def _deliver(self, wanted: EventFilter, since: int | None) -> None:
+        try:
+            async for event in thread_events(self._runtime, self.thread_id, since):
+                if wanted.matches(event):
+                    self.seq = max(self.seq, event["seq"])
+                    await self.send(event)
+        except ResumeGap as gap:
+            await self.send(gap_frame(gap))
+        except (WebSocketDisconnect, RuntimeError):
+            return  # the socket closed under us
+        except Exception:
+            log.exception("session_subscription_failed thread_id=%s", self.thread_id)
+            await self.send(error_reply(None, "unknown_error", "the event stream failed"))
+
+
+async def _stop(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+async def thread_socket(websocket: WebSocket, thread_id: uuid.UUID) -> None:
+    """Full-duplex session on one thread: commands in, replies and events out."""
+    runtime: Runtime = websocket.app.state.runtime
+    await websocket.accept()
+    # A browser cannot read the status of a refused upgrade: refusals close with 4000+status.
+    request = Request({**websocket.scope, "type": "http", "method": "GET"})
+    try:
+        caller = await authenticate(runtime.auth, request)
+        await require_thread(
+            runtime, caller, str(thread_id), "read", missing_ok=caller.auth is None
+        )
+    except RunyardError as exc:
+        await websocket.close(code=4000 + exc.status_code, reason=exc.message[:120])
+        return
+    configurable = {**runtime.http.headers.select(request.headers.items())}
+    configurable.update(caller_configurable(caller))
+    session = SocketSession(runtime, websocket, str(thread_id))
+    try:
+        while True:
+            raw = await websocket.receive_text()
+            reply = await _handle(runtime, caller, configurable, session, raw)
+            await session.send(reply)
+    except WebSocketDisconnect:
+        pass
+    except RunyardError as exc:
+        await websocket.close(code=4000 + exc.status_code, reason=exc.message[:120])
+    finally:
+        await session.close()
+
+
+async def _handle(
+    runtime: Runtime,
+    caller: Caller,
+    configurable: dict[str, Any],
+    session: SocketSession,
+    raw: str,
+) -> dict[str, Any]:
+    command = parse_command(raw)
+    if command.get("type") == "error":
+        return command
+    command_id, method = command["id"], command["method"]
+    params = command.get("params", {})
+    if method.startswith("subscription.") and isinstance(params, dict):
+        return await _subscription(session, command_id, method, params)
+    return await dispatch(
+        runtime, caller, configurable, session.thread_id, command, seq=session.seq
+    )
+
+
+async def _subscription(
+    session: SocketSession, command_id: int, method: str, params: dict[str, Any]
+) -> dict[str, Any]:
+    since = parse_since(params)
+    if isinstance(since, str):
+        return error_reply(command_id, "invalid_argument", since)
+    if method == "subscription.subscribe":
+        wanted = parse_filter(params)
+        if isinstance(wanted, str):
+            return error_reply(command_id, "invalid_argument", wanted)
+        subscription_id = session.subscribe(wanted, since)
+        return success_reply(
+            command_id, {"subscription_id": subscription_id, "replayed_events": 0}, session.seq
+        )
+    if method == "subscription.unsubscribe":
+        unknown = params.get("subscription_id")
+        if not isinstance(unknown, str) or not await session.unsubscribe(unknown):
+            return error_reply(
+                command_id, "no_such_subscription", f"Unknown subscription: {unknown}"
+            )
+        return success_reply(command_id, {}, session.seq)
+    if method == "subscription.reconnect":
+        restored = await session.reconnect(since)
+        return success_reply(command_id, {"restored": restored > 0}, session.seq)
+    return error_reply(command_id, "unknown_command", f"Unknown protocol command: {method}")

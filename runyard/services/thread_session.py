@@ -1,0 +1,200 @@
+"""The thread streaming session's event sequence: every session run of a thread, in order.
+
+The session reads the same per-run event logs in the broker as run and thread streams do.
+Runs are followed in creation order (the next one found in the database, polled while the
+thread is idle, as a thread stream does), each run's entries turned into protocol events by
+`RunTranslator`. The whole thread is replayed from its first retained run and numbered as it
+goes: `seq` is the event's position in the thread, the same on every instance and every
+replay, so a client resumes with `since` anywhere; nothing is written per event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from runyard.db import runs as runs_db
+from runyard.db import threads as threads_db
+from runyard.domain.errors import NotFoundError
+from runyard.domain.status import TERMINAL_RUN_STATUSES, RunStatus
+from runyard.graphs.streaming import PROTOCOL_MODE
+from runyard.services.runs import get_run
+from runyard.streaming.broker import StreamEvent
+from runyard.streaming.session_events import RunTranslator
+
+if TYPE_CHECKING:
+    from runyard.runtime import Runtime
+
+log = logging.getLogger("runyard.session")
+
+# How many events after `since` a reconnect may replay; an older cursor is a resume gap.
+BUFFER_EVENTS = 10_000
+# How often an idle session looks for the thread's next run, and checks the thread exists.
+NEXT_RUN_POLL_SECONDS = 0.25
+THREAD_CHECK_SECONDS = 5.0
+_PAGE = 50
+
+
+class ResumeGap(Exception):
+    """A `since` cursor older than what the session can replay exactly."""
+
+    def __init__(self, since: int, min_available_seq: int) -> None:
+        super().__init__(
+            f"resume gap: since={since} is older than the replay buffer, which starts at "
+            f"seq {min_available_seq}; open the stream without since to replay from there"
+        )
+        self.since = since
+        self.min_available_seq = min_available_seq
+
+
+def is_session_run(run: Any) -> bool:
+    """Whether the run was started by the session (its log holds protocol events)."""
+    kwargs = run["kwargs"] or {}
+    return PROTOCOL_MODE in (kwargs.get("stream_mode") or [])
+
+
+def graph_name(run: Any) -> str:
+    """The root graph's name, as the root lifecycle events give it."""
+    kwargs = run["kwargs"] or {}
+    return str(kwargs.get("graph_id") or run["assistant_id"])
+
+
+def _ms(value: Any) -> int:
+    try:
+        return int(value.timestamp() * 1000)
+    except (AttributeError, TypeError, ValueError):
+        return 0
+
+
+async def thread_events(
+    runtime: Runtime, thread_id: str, since: int | None
+) -> AsyncIterator[dict[str, Any]]:
+    """The thread's protocol events with their seq, those after `since` (all when None),
+    following live until the thread is deleted or the client leaves.
+
+    With `since`, the stored events after it are gathered first: more than BUFFER_EVENTS
+    of them raise ResumeGap, before anything is yielded.
+    """
+    seq = 0
+    pending: deque[dict[str, Any]] = deque()
+    overflowed = False
+    caught_up = since is None
+    async for item in _run_events(runtime, thread_id):
+        if item is None:
+            if not caught_up:
+                caught_up = True
+                if overflowed:
+                    raise ResumeGap(int(since or 0), pending[0]["seq"] if pending else seq + 1)
+                while pending:
+                    yield pending.popleft()
+            continue
+        seq += 1
+        if since is not None and seq <= since:
+            continue
+        event = {"type": "event", "event_id": item["event_id"], "seq": seq, **_tail(item)}
+        if caught_up:
+            yield event
+            continue
+        pending.append(event)
+        if len(pending) > BUFFER_EVENTS:
+            pending.popleft()
+            overflowed = True
+
+
+def _tail(event: dict[str, Any]) -> dict[str, Any]:
+    return {"method": event["method"], "params": event["params"]}
+
+
+async def _run_events(runtime: Runtime, thread_id: str) -> AsyncIterator[dict[str, Any] | None]:
+    """Each session run of the thread in turn, translated, waiting for the next one; None
+    marks where the stored events end and live ones begin."""
+    anchor: tuple[Any, str] | None = None
+    idle = THREAD_CHECK_SECONDS
+    existed = False  # a stream opened before `run.start` creates the thread waits for it
+    while True:
+        async with runtime.autocommit() as session:
+            upcoming = await runs_db.runs_created_after(session, thread_id, anchor, _PAGE)
+            if not upcoming and idle >= THREAD_CHECK_SECONDS:
+                idle = 0.0
+                exists = await threads_db.get_thread(session, thread_id) is not None
+                if existed and not exists:
+                    return
+                existed = exists
+        if not upcoming:
+            yield None
+            await asyncio.sleep(NEXT_RUN_POLL_SECONDS)
+            idle += NEXT_RUN_POLL_SECONDS
+            continue
+        idle = 0.0
+        for row in upcoming:
+            anchor = (row["created_at"], row["run_id"])
+            if is_session_run(row):
+                async for event in run_protocol_events(runtime, dict(row)):
+                    yield event
+
+
+async def run_protocol_events(
+    runtime: Runtime,
+    run: dict[str, Any],
+    follow: bool = True,
+    translator: RunTranslator | None = None,
+) -> AsyncIterator[dict[str, Any] | None]:
+    """One run's protocol events (without seq): the root's running lifecycle, its log
+    translated, then its closing lifecycle once it has ended. None marks where its stored
+    events end, when it was still running; without `follow`, only what is stored."""
+    translator = translator or RunTranslator(run["run_id"], graph_name(run))
+    for event in translator.start(_ms(run["created_at"])):
+        yield event
+    run_id = run["run_id"]
+    last: str | None = None
+    async for entry in runtime.broker.subscribe(run_id, None, follow=False):
+        last = entry.id
+        for event in _translate(translator, entry):
+            yield event
+    status, error = await _final_status(runtime, run_id)
+    running = status is not None and RunStatus(status) not in TERMINAL_RUN_STATUSES
+    if running and not follow:
+        return
+    if running:
+        yield None
+    # Ended meanwhile: what it published since the first read is stored too.
+    tail = runtime.broker.subscribe(
+        run_id, last, follow=running, ended=_ended(runtime, run_id) if running else None
+    )
+    async for entry in tail:
+        for event in _translate(translator, entry):
+            yield event
+    if running:
+        status, error = await _final_status(runtime, run_id)
+    for event in translator.finish(status, error):
+        yield event
+
+
+def _translate(translator: RunTranslator, entry: StreamEvent) -> list[dict[str, Any]]:
+    if entry.event in ("end", "error", "metadata"):
+        return []
+    return translator.translate(entry.id, entry.event, entry.data)
+
+
+def _ended(runtime: Runtime, run_id: str) -> Callable[[], Awaitable[bool]]:
+    async def ended() -> bool:
+        status, _ = await _final_status(runtime, run_id)
+        return status is None or RunStatus(status) in TERMINAL_RUN_STATUSES
+
+    return ended
+
+
+async def _final_status(runtime: Runtime, run_id: str) -> tuple[str | None, str | None]:
+    """The run's status and error message (None when the run is gone)."""
+    try:
+        run = await get_run(runtime, None, run_id)
+    except NotFoundError:
+        return None, None
+    error = run.get("error")
+    message = None
+    if isinstance(error, dict):
+        message = str(error.get("message") or error.get("error") or "") or None
+    return str(run["status"]), message
