@@ -7,7 +7,7 @@
 // thread (the open conversation, kept in the URL so a reload reopens it), transport
 // ("sse", the default, or "websocket").
 import { useStream } from "@langchain/react";
-import { StrictMode, useCallback, useState } from "react";
+import { StrictMode, useCallback, useEffect, useState } from "react";
 import { createRoot } from "react-dom/client";
 import {
   type AnyMessage,
@@ -22,6 +22,38 @@ import {
   setThreadParam,
   ThreadList,
 } from "./shared";
+
+type Client = ReturnType<typeof useStream>["client"];
+
+// The ids of the interrupts the thread is waiting on, from its state, read again whenever
+// the hook's list of interrupts changes while no run is going.
+function usePendingInterruptIds(
+  client: Client,
+  threadId: string | null,
+  interrupts: readonly { id?: string }[],
+  busy: boolean,
+): Set<string> {
+  const [ids, setIds] = useState<Set<string>>(new Set());
+  const listed = interrupts.map((i) => i.id).join(",");
+  useEffect(() => {
+    if (!threadId || busy || !listed) {
+      setIds(new Set());
+      return;
+    }
+    let live = true;
+    client.threads
+      .getState(threadId)
+      .then((state) => {
+        const waiting = state.tasks.flatMap((task) => task.interrupts.map((i) => i.id));
+        if (live) setIds(new Set(waiting.filter((id): id is string => !!id)));
+      })
+      .catch(() => live && setIds(new Set()));
+    return () => {
+      live = false;
+    };
+  }, [client, threadId, busy, listed]);
+  return ids;
+}
 
 function Chat() {
   const apiUrl = param("apiUrl") ?? DEFAULT_API_URL;
@@ -52,18 +84,18 @@ function Chat() {
   // Content as a list of content blocks, as Agent Chat UI and LangChain v1 send it.
   const send = (text: string) =>
     void stream.submit({ messages: [{ type: "human", content: [{ type: "text", text }] }] });
-  // The newest pending interrupt, answered by id (input.respond). After switching to a thread
-  // the hook may also list an interrupt of an earlier run that is already answered, replayed
-  // from the thread's event log; without an id it could pick that one.
-  const pending = stream.interrupts[stream.interrupts.length - 1];
-
+  // The interrupt to answer, by id (input.respond). On a thread opened from the list, the
+  // hook may also list interrupts of earlier runs, already answered, replayed from the
+  // thread's event log; the card shows only one the thread's state says is pending.
+  const busy = stream.isLoading;
+  const waiting = usePendingInterruptIds(client, stream.threadId, stream.interrupts, busy);
+  const pending = stream.interrupts.filter((i) => i.id && waiting.has(i.id)).at(-1);
   const respond = (response: unknown) =>
     void stream.respond(response, pending?.id ? { interruptId: pending.id } : undefined);
   const decide = (decision: Decision) => respond({ decisions: [decision] });
   const answer = (text: string) => respond(text);
 
   const question = pending?.value;
-  const busy = stream.isLoading;
   const status = busy ? "streaming…" : question != null ? "waiting for your answer" : "idle";
   return (
     <div className="app">
