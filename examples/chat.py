@@ -6,8 +6,8 @@ API key installed) to answer with a real chat model through `init_chat_model`.
 The rule-based model streams its reply word by word, pausing RUNYARD_CHAT_TOKEN_DELAY
 seconds between words (default 0; the root langgraph.json sets a small delay so a person
 sees the reply stream in). Ask it for a story to get a long reply. A request starting with
-"please" is an action: the agent asks for approval with `interrupt()` first, and carries it
-out only when approved.
+"please" is an action: the agent proposes it ("To book a table, I need your approval."), asks
+for approval with `interrupt()`, and carries it out ("Done: book a table.") only when approved.
 
 The approval uses LangChain's human-in-the-loop shape, the one Agent Chat UI renders with
 Approve/Reject buttons: the interrupt's value is
@@ -24,14 +24,14 @@ import asyncio
 import os
 import time
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langgraph.graph import END, START, MessagesState, StateGraph
-from langgraph.types import interrupt
+from langgraph.types import Command, interrupt
 
 STORY = (
     "Once upon a time a small server kept a yard of trains. Every night the trains came in "
@@ -83,9 +83,6 @@ class RuleBasedChatModel(BaseChatModel):
     def _reply(self, messages: list[BaseMessage]) -> str:
         last = text_of(messages[-1].content) if messages else ""
         lowered = last.lower()
-        action = requested_action(messages)
-        if action is not None:
-            return f"Done: {action}."
         if "story" in lowered:
             return STORY
         if any(word in lowered for word in ("hello", "hi", "hey", "bonjour")):
@@ -151,18 +148,31 @@ def _model() -> BaseChatModel:
     return RuleBasedChatModel()
 
 
-async def respond(state: MessagesState) -> dict[str, Any]:
-    """Answer the conversation so far; ask for approval before carrying out an action."""
+async def respond(state: MessagesState) -> Command[Literal["approve", "__end__"]]:
+    """Answer the conversation so far; an action is first proposed, then sent for approval.
+
+    The proposal is an AI message of its own, so the conversation ends with the agent's turn
+    while it waits, as with LangChain's middleware (whose AI message carries the tool call):
+    Agent Chat UI shows the approval request under the last AI message.
+    """
     action = requested_action(state["messages"])
     if action is not None:
-        approved, reason = decision(interrupt(approval_request(action)))
-        if not approved:
-            declined = f"All right, I will not {action}."
-            if reason:
-                declined += f" Your reason: {reason}"
-            return {"messages": [AIMessage(content=declined)]}
+        proposal = AIMessage(content=f"To {action}, I need your approval.")
+        return Command(update={"messages": [proposal]}, goto="approve")
     reply = await _model().ainvoke(state["messages"])
-    return {"messages": [reply]}
+    return Command(update={"messages": [reply]}, goto=END)
+
+
+def approve(state: MessagesState) -> dict[str, Any]:
+    """Wait for a human's decision on the proposed action, then carry it out or not."""
+    action = requested_action(state["messages"][:-1]) or "do it"
+    approved, reason = decision(interrupt(approval_request(action)))
+    if approved:
+        return {"messages": [AIMessage(content=f"Done: {action}.")]}
+    declined = f"All right, I will not {action}."
+    if reason:
+        declined += f" Your reason: {reason}"
+    return {"messages": [AIMessage(content=declined)]}
 
 
 def approval_request(action: str) -> dict[str, Any]:
@@ -207,6 +217,7 @@ def approves(answer: Any) -> bool:
 
 builder = StateGraph(MessagesState)
 builder.add_node("respond", respond)
+builder.add_node("approve", approve)
 builder.add_edge(START, "respond")
-builder.add_edge("respond", END)
+builder.add_edge("approve", END)
 graph = builder.compile()

@@ -69,8 +69,10 @@ def test_chat_page_streams_interrupts_resumes_and_lists_history(
     assert resumes == [{"decisions": [{"type": "approve"}]}, {"decisions": [{"type": "reject"}]}]
     assert messages_of(api, first)[2:] == [
         ("human", "please book a table"),
+        ("ai", "To book a table, I need your approval."),
         ("ai", "Done: book a table."),
         ("human", "please send the invoice"),
+        ("ai", "To send the invoice, I need your approval."),
         ("ai", "All right, I will not send the invoice."),
     ]
 

@@ -105,15 +105,17 @@ def test_session_page_streams_re_attaches_answers_interrupts_and_lists_history(
         {"decisions": [{"type": "reject", "message": REASON}]},
         {"decisions": [{"type": "approve"}]},  # step 4, below
     ]
-    assert messages_of(api, first)[:6] == [
+    assert messages_of(api, first)[:8] == [
         ("human", "hello"),
         ("ai", CHAT_REPLY),
         ("human", "please book a table"),
+        ("ai", "To book a table, I need your approval."),
         ("ai", "Done: book a table."),
         ("human", "please send the invoice"),
+        ("ai", "To send the invoice, I need your approval."),
         ("ai", f"All right, I will not send the invoice. Your reason: {REASON}"),
     ]
-    assert report["final"] == [text for _, text in messages_of(api, first)[:6]]
+    assert report["final"] == [text for _, text in messages_of(api, first)[:8]]
 
     # The history lists both conversations, newest first, titled by their first message,
     # and reopens the story.
@@ -126,11 +128,12 @@ def test_session_page_streams_re_attaches_answers_interrupts_and_lists_history(
     # Back in the first conversation, a new action: the page showed and answered the new
     # request (by its id), although the thread's events also list the ones answered before.
     assert report["againQuestion"] == "Shall I water the plants?"
-    assert report["afterAgain"][-2:] == ["please water the plants", "Done: water the plants."]
-    assert messages_of(api, first)[6:] == [
+    assert messages_of(api, first)[8:] == [
         ("human", "please water the plants"),
+        ("ai", "To water the plants, I need your approval."),
         ("ai", "Done: water the plants."),
     ]
+    assert report["afterAgain"] == [text for _, text in messages_of(api, first)]
     answered = [c["params"]["interrupt_id"] for c in sent if c["method"] == "input.respond"]
     assert len(set(answered)) == 3, answered
     statuses = [run["status"] for run in runs_of(api, first)]

@@ -1,9 +1,11 @@
 """The bundled `agent` example (examples/chat.py) as Agent Chat UI drives it, over the SDK.
 
 Agent Chat UI sends a human message's content as a list of content blocks
-(`[{"type": "text", "text": ...}]`) and renders an interrupt with Approve/Reject buttons only
-when its value has LangChain's human-in-the-loop shape: `action_requests` (name, args,
-description) and `review_configs` (action_name, allowed_decisions). It resumes the run with
+(`[{"type": "text", "text": ...}]`). It renders an interrupt with Approve/Reject buttons under
+the last message when that one is the agent's (or there is no AI message yet), and only when
+its value has LangChain's human-in-the-loop shape: `action_requests` (name, args,
+description) and `review_configs` (action_name, allowed_decisions) (src/components/thread/
+messages/ai.tsx, checked in headless Chromium against runyard dev). It resumes the run with
 `{"decisions": [{"type": "approve"}]}` or `{"decisions": [{"type": "reject", "message": ...}]}`.
 Compared against the library source: `HITLRequest` / `Decision` in langchain's
 `agents/middleware/human_in_the_loop.py`, and Agent Chat UI's `isAgentInboxInterruptSchema`
@@ -88,6 +90,11 @@ async def test_an_action_asks_for_approval_in_the_human_in_the_loop_shape(
         "review_configs": [review],
     }
     assert (await client.threads.get(thread_id))["status"] == "interrupted"
+    # Agent Chat UI draws the request under the last message only when that one is the
+    # agent's (or when there is no AI message yet): the agent's proposal ends the turn.
+    state = await client.threads.get_state(thread_id)
+    last = dict(state["values"])["messages"][-1]
+    assert (last["type"], last["content"]) == ("ai", "To book a table, I need your approval.")
 
 
 async def test_an_approve_decision_carries_the_action_out(client: LangGraphClient) -> None:
