@@ -20,6 +20,7 @@ from bench.chaos import chaos
 from bench.client import HTTPError, open_client
 from bench.recovery import recovery
 from bench.scenarios import Fleet, Target, scenario_target, warm_up
+from bench.session import session_cost
 
 log = logging.getLogger("bench")
 
@@ -30,6 +31,8 @@ ScenarioFn = Callable[[Target, int], Awaitable[dict[str, Any]]]
 SCENARIOS: dict[str, tuple[ScenarioFn, int]] = {
     **scenarios.SCENARIOS,
     "recovery": (recovery, 5),
+    # Not in `all`: it measures its own cost, the session beside /runs/stream.
+    "session": (session_cost, 200),
     "chaos": (chaos, 8),
 }
 DEFAULT_REDIS = "redis://127.0.0.1:6379/0"

@@ -57,6 +57,7 @@ class Settings(BaseSettings):
         default=3600.0, gt=0, alias="RUNYARD_EVENT_RETENTION_SECONDS"
     )
     webhook_max_attempts: int = Field(default=3, ge=1, alias="RUNYARD_WEBHOOK_MAX_ATTEMPTS")
+    session_replay_events: int = Field(default=10_000, ge=1, alias="RUNYARD_SESSION_REPLAY_EVENTS")
 
     # Crons.
     cron_interval_seconds: float = Field(

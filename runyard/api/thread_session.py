@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -24,11 +24,13 @@ from runyard.auth.handlers import Caller
 from runyard.domain.errors import NotFoundError, RunyardError
 from runyard.runtime import Runtime
 from runyard.services import session_commands as commands
-from runyard.services.thread_session import ResumeGap, thread_events
+from runyard.services.thread_session import ResumeGap, first_runs, thread_events
 from runyard.streaming.broker import StreamEvent
 from runyard.streaming.session_events import EventFilter, parse_filter, parse_since
 
 router = APIRouter(tags=["Thread streaming session"])
+# How long an events stream waits for the thread `run.start` is creating.
+THREAD_WAIT_SECONDS = 2.0
 log = logging.getLogger("runyard.session")
 
 KNOWN_COMMANDS = frozenset(
@@ -51,8 +53,13 @@ _COMMAND_BODY = {
                     "required": ["id", "method"],
                     "properties": {
                         "id": {"type": "integer"},
-                        "method": {"type": "string", "enum": sorted(KNOWN_COMMANDS)},
-                        "params": {"type": "object"},
+                        "method": {
+                            "type": "string",
+                            "description": "one of "
+                            + ", ".join(sorted(KNOWN_COMMANDS))
+                            + "; another is answered with an unknown_command error reply",
+                        },
+                        "params": {"description": "the method's parameters (an object)"},
                     },
                 }
             }
@@ -168,15 +175,16 @@ async def _run(
     method: str,
     params: dict[str, Any],
 ) -> dict[str, Any]:
+    # Another user's thread answers 404, as the run routes do.
+    await require_thread(runtime, caller, thread_id, "read", missing_ok=True)
     if method == "run.start":
         body = commands.run_body(params)
-        owner = await authorize_new_run(runtime, caller, thread_id, body)
+        owner = await _authorize_run(runtime, caller, thread_id, body)
         run = await commands.start_run(runtime, thread_id, body, configurable, owner)
         return {"run_id": run["run_id"]}
-    await require_thread(runtime, caller, thread_id, "read", missing_ok=True)
     if method == "input.respond":
         body = await commands.resume_body(runtime, thread_id, params)
-        await authorize_new_run(runtime, caller, thread_id, body)
+        await _authorize_run(runtime, caller, thread_id, body)
         await commands.start_run(runtime, thread_id, body, configurable, None)
         return {}
     if method == "agent.getTree":
@@ -193,6 +201,17 @@ async def _run(
             "no_such_subscription", f"Unknown subscription: {params.get('subscription_id')}"
         )
     raise commands.CommandError("no_such_run", "No active run is bound to this thread.")
+
+
+async def _authorize_run(
+    runtime: Runtime, caller: Caller, thread_id: str, body: Any
+) -> dict[str, Any] | None:
+    """The checks of a new run; the thread was checked already: a hidden assistant is a
+    bad argument of the command."""
+    try:
+        return await authorize_new_run(runtime, caller, thread_id, body)
+    except NotFoundError as exc:
+        raise commands.CommandError("invalid_argument", exc.message) from None
 
 
 @router.post("/threads/{thread_id}/commands", openapi_extra=_COMMAND_BODY)
@@ -233,21 +252,25 @@ async def thread_event_stream(
     since = parse_since(params) if isinstance(params, dict) else None
     if isinstance(wanted, str) or isinstance(since, str):
         return JSONResponse({"detail": wanted if isinstance(wanted, str) else since}, 400)
-    await _authorize_stream(runtime, caller, str(thread_id))
-    return sse_response(runtime, _frames(runtime, str(thread_id), wanted, since))
+    first = await _authorize_stream(runtime, caller, str(thread_id))
+    return sse_response(runtime, _frames(runtime, str(thread_id), wanted, since, first))
 
 
-async def _authorize_stream(runtime: Runtime, caller: Caller, thread_id: str) -> None:
-    # Without auth a stream may be opened before `run.start` creates the thread (it waits);
-    # with auth the thread must exist and be the caller's.
-    await require_thread(runtime, caller, thread_id, "read", missing_ok=caller.auth is None)
+async def _authorize_stream(runtime: Runtime, caller: Caller, thread_id: str) -> Sequence[Any]:
+    """The thread's first runs, once the caller may read it. A client opens its streams as
+    it sends `run.start`, which creates the thread: a thread that does not exist yet is
+    waited for a moment, then answered 404 (the SDK opens the stream again once its run
+    has started)."""
+    first = await first_runs(runtime, thread_id, THREAD_WAIT_SECONDS)
+    await require_thread(runtime, caller, thread_id, "read")
+    return first
 
 
 async def _frames(
-    runtime: Runtime, thread_id: str, wanted: EventFilter, since: int | None
+    runtime: Runtime, thread_id: str, wanted: EventFilter, since: int | None, first: Sequence[Any]
 ) -> AsyncIterator[StreamEvent]:
     try:
-        async for event in thread_events(runtime, thread_id, since):
+        async for event in thread_events(runtime, thread_id, since, first):
             if wanted.matches(event):
                 yield StreamEvent(str(event["seq"]), event["method"], _dumps(event))
     except ResumeGap as gap:

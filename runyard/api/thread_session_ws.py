@@ -13,6 +13,7 @@ from fastapi import WebSocket, WebSocketDisconnect
 from starlette.requests import Request
 
 from runyard.api.thread_session import (
+    THREAD_WAIT_SECONDS,
     dispatch,
     error_reply,
     gap_frame,
@@ -22,9 +23,9 @@ from runyard.api.thread_session import (
 from runyard.auth.guards import require_thread
 from runyard.auth.handlers import Caller, authenticate
 from runyard.auth.user import caller_configurable
-from runyard.domain.errors import RunyardError
+from runyard.domain.errors import NotFoundError, RunyardError
 from runyard.runtime import Runtime
-from runyard.services.thread_session import ResumeGap, thread_events
+from runyard.services.thread_session import ResumeGap, first_runs, thread_events
 from runyard.streaming.session_events import EventFilter, parse_filter, parse_since
 
 log = logging.getLogger("runyard.session")
@@ -83,7 +84,14 @@ class SocketSession:
 
     async def _deliver(self, wanted: EventFilter, since: int | None) -> None:
         try:
-            async for event in thread_events(self._runtime, self.thread_id, since):
+            # A subscription may come before the `run.start` that creates the thread.
+            while True:
+                try:
+                    first = await first_runs(self._runtime, self.thread_id, THREAD_WAIT_SECONDS)
+                    break
+                except NotFoundError:
+                    continue
+            async for event in thread_events(self._runtime, self.thread_id, since, first):
                 if wanted.matches(event):
                     self.seq = max(self.seq, event["seq"])
                     await self.send(event)

@@ -22,6 +22,8 @@ _UNSEEN = object()
 # The internal stream mode of runs the thread streaming session starts: the graph streams
 # LangGraph's protocol events (`astream_events(version="v3")`), one log entry per event.
 PROTOCOL_MODE = "protocol"
+# The last entry of such a run's log when its graph returned (or stopped at an interrupt).
+PROTOCOL_END = "protocol_end"
 
 
 @dataclass
@@ -186,15 +188,11 @@ async def stream_graph(
 
 
 def _protocol_transformers() -> list[Any]:
-    # Beyond the built-in values, messages and lifecycle: the session serves these channels.
-    from langgraph.stream.transformers import (
-        CheckpointsTransformer,
-        CustomTransformer,
-        TasksTransformer,
-        UpdatesTransformer,
-    )
+    # Beyond the built-in values, messages and lifecycle: `updates` and `custom` (a node's
+    # stream writer), which the session serves on their channels.
+    from langgraph.stream.transformers import CustomTransformer, UpdatesTransformer
 
-    return [UpdatesTransformer, CustomTransformer, TasksTransformer, CheckpointsTransformer]
+    return [UpdatesTransformer, CustomTransformer]
 
 
 async def _stream_protocol(
@@ -229,3 +227,5 @@ async def _stream_protocol(
                 if params.get("interrupts"):
                     final.interrupted = True
             yield _event_name(method, tuple(namespace)), to_jsonable(params)
+    # The graph's stream ended without an error: readers need not ask how the run ended.
+    yield PROTOCOL_END, {}

@@ -8,6 +8,8 @@ the transport answers as an error reply; nothing is written before the checks pa
 
 from __future__ import annotations
 
+import asyncio
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -16,8 +18,10 @@ from pydantic import ValidationError
 from runyard.db import runs as runs_db
 from runyard.db import threads as threads_db
 from runyard.domain.errors import ConflictError, InvalidInputError, NotFoundError
+from runyard.domain.status import TERMINAL_RUN_STATUSES, RunStatus
 from runyard.graphs.streaming import PROTOCOL_MODE
 from runyard.schemas.runs import RunCreate
+from runyard.services.run_waits import wait_until_done
 from runyard.services.runs import create_run
 from runyard.services.thread_session import graph_name, is_session_run, run_protocol_events
 from runyard.streaming.session_events import RunTranslator
@@ -26,6 +30,9 @@ if TYPE_CHECKING:
     from runyard.runtime import Runtime
 
 _STRATEGIES = ("reject", "enqueue", "interrupt", "rollback")
+# How long an answer waits for the interrupted run to finish stopping.
+SETTLE_SECONDS = 5.0
+SETTLE_POLL_SECONDS = 0.1
 
 
 class CommandError(Exception):
@@ -130,9 +137,7 @@ async def resume_body(runtime: Runtime, thread_id: str, params: dict[str, Any]) 
     the assistant of the thread's last run, refused while another run is pending.
     """
     entries = resume_entries(params)
-    async with runtime.autocommit() as session:
-        thread = await threads_db.get_thread(session, thread_id)
-        latest = await runs_db.latest_run(session, thread_id) if thread is not None else None
+    thread, latest = await _settled_thread(runtime, thread_id)
     if thread is None or latest is None:
         raise CommandError("no_such_run", "No interrupted run is bound to this thread.")
     pending = {
@@ -145,7 +150,14 @@ async def resume_body(runtime: Runtime, thread_id: str, params: dict[str, Any]) 
         if thread["status"] != "interrupted" or entry.interrupt_id not in pending:
             raise CommandError(
                 "no_such_interrupt",
-                f"Unknown or already-consumed interrupt: {entry.interrupt_id}",
+                f"Unknown or already-consumed interrupt: {entry.interrupt_id} "
+                f"(the thread is {thread['status']})",
+            )
+    raised = await _interrupt_namespaces(runtime, dict(latest))
+    for entry in entries:
+        if entry.interrupt_id in raised and raised[entry.interrupt_id] != entry.namespace:
+            raise CommandError(
+                "no_such_interrupt", "Interrupt namespace does not match the pending interrupt."
             )
     command: dict[str, Any] = {"resume": {e.interrupt_id: e.response for e in entries}}
     for key in ("update", "goto"):
@@ -159,6 +171,35 @@ async def resume_body(runtime: Runtime, thread_id: str, params: dict[str, Any]) 
         "multitask_strategy": "reject",
     }
     return _validated(fields)
+
+
+async def _settled_thread(runtime: Runtime, thread_id: str) -> tuple[Any, Any]:
+    """The thread and its latest run, once that run has ended and the thread is no longer
+    busy with it: a client answers an interrupt as soon as it streams, a moment before the
+    run has finished stopping (bounded by SETTLE_SECONDS)."""
+    for _ in range(int(SETTLE_SECONDS / SETTLE_POLL_SECONDS)):
+        async with runtime.autocommit() as session:
+            thread = await threads_db.get_thread(session, thread_id)
+            latest = await runs_db.latest_run(session, thread_id) if thread else None
+        if latest is None or thread is None:
+            return thread, latest
+        if RunStatus(latest["status"]) in TERMINAL_RUN_STATUSES and thread["status"] != "busy":
+            return thread, latest
+        with suppress(TimeoutError, NotFoundError):
+            await asyncio.wait_for(
+                wait_until_done(runtime, thread_id, latest["run_id"]), SETTLE_POLL_SECONDS
+            )
+    return thread, latest
+
+
+async def _interrupt_namespaces(runtime: Runtime, run: dict[str, Any]) -> dict[str, list[str]]:
+    """Where each interrupt of a session run was raised, as its events said."""
+    if not is_session_run(run):
+        return {}
+    translator = RunTranslator(run["run_id"], graph_name(run))
+    async for _ in run_protocol_events(runtime, run, follow=False, translator=translator):
+        pass
+    return translator.interrupts
 
 
 async def agent_tree(runtime: Runtime, thread_id: str) -> dict[str, Any]:

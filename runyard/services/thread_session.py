@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from runyard.db import runs as runs_db
@@ -22,6 +22,7 @@ from runyard.domain.errors import NotFoundError
 from runyard.domain.status import TERMINAL_RUN_STATUSES, RunStatus
 from runyard.graphs.streaming import PROTOCOL_MODE
 from runyard.services.runs import get_run
+from runyard.services.thread_state import thread_not_found
 from runyard.streaming.broker import StreamEvent
 from runyard.streaming.session_events import RunTranslator
 
@@ -30,8 +31,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("runyard.session")
 
-# How many events after `since` a reconnect may replay; an older cursor is a resume gap.
-BUFFER_EVENTS = 10_000
 # How often an idle session looks for the thread's next run, and checks the thread exists.
 NEXT_RUN_POLL_SECONDS = 0.25
 THREAD_CHECK_SECONDS = 5.0
@@ -70,19 +69,22 @@ def _ms(value: Any) -> int:
 
 
 async def thread_events(
-    runtime: Runtime, thread_id: str, since: int | None
+    runtime: Runtime, thread_id: str, since: int | None, first: Sequence[Any] | None = None
 ) -> AsyncIterator[dict[str, Any]]:
     """The thread's protocol events with their seq, those after `since` (all when None),
     following live until the thread is deleted or the client leaves.
 
-    With `since`, the stored events after it are gathered first: more than BUFFER_EVENTS
-    of them raise ResumeGap, before anything is yielded.
+    With `since`, the stored events after it are gathered first: more than the settings'
+    `session_replay_events` of them raise ResumeGap, before anything is yielded.
     """
+    limit = runtime.settings.session_replay_events
     seq = 0
     pending: deque[dict[str, Any]] = deque()
     overflowed = False
     caught_up = since is None
-    async for item in _run_events(runtime, thread_id):
+    if first is None:
+        first = await first_runs(runtime, thread_id, 0.0)
+    async for item in _run_events(runtime, thread_id, first):
         if item is None:
             if not caught_up:
                 caught_up = True
@@ -99,7 +101,7 @@ async def thread_events(
             yield event
             continue
         pending.append(event)
-        if len(pending) > BUFFER_EVENTS:
+        if len(pending) > limit:
             pending.popleft()
             overflowed = True
 
@@ -108,32 +110,48 @@ def _tail(event: dict[str, Any]) -> dict[str, Any]:
     return {"method": event["method"], "params": event["params"]}
 
 
-async def _run_events(runtime: Runtime, thread_id: str) -> AsyncIterator[dict[str, Any] | None]:
-    """Each session run of the thread in turn, translated, waiting for the next one; None
-    marks where the stored events end and live ones begin."""
-    anchor: tuple[Any, str] | None = None
-    idle = THREAD_CHECK_SECONDS
-    existed = False  # a stream opened before `run.start` creates the thread waits for it
+async def _run_events(
+    runtime: Runtime, thread_id: str, first: Sequence[Any]
+) -> AsyncIterator[dict[str, Any] | None]:
+    """Each session run of the thread in turn (from `first`, its first page of runs),
+    translated, waiting for the next one; None marks where the stored events end and live
+    ones begin. Ends when the thread is deleted."""
+    upcoming = first
+    idle = 0.0
     while True:
-        async with runtime.autocommit() as session:
-            upcoming = await runs_db.runs_created_after(session, thread_id, anchor, _PAGE)
-            if not upcoming and idle >= THREAD_CHECK_SECONDS:
-                idle = 0.0
-                exists = await threads_db.get_thread(session, thread_id) is not None
-                if existed and not exists:
-                    return
-                existed = exists
-        if not upcoming:
-            yield None
-            await asyncio.sleep(NEXT_RUN_POLL_SECONDS)
-            idle += NEXT_RUN_POLL_SECONDS
-            continue
-        idle = 0.0
         for row in upcoming:
-            anchor = (row["created_at"], row["run_id"])
             if is_session_run(row):
                 async for event in run_protocol_events(runtime, dict(row)):
                     yield event
+        anchor = (upcoming[-1]["created_at"], upcoming[-1]["run_id"]) if upcoming else None
+        while True:
+            # A reader that got its run's end leaves now: look for the next run only later.
+            yield None
+            await asyncio.sleep(NEXT_RUN_POLL_SECONDS)
+            idle += NEXT_RUN_POLL_SECONDS
+            async with runtime.autocommit() as session:
+                upcoming = await runs_db.runs_created_after(session, thread_id, anchor, _PAGE)
+                if not upcoming and idle >= THREAD_CHECK_SECONDS:
+                    idle = 0.0
+                    if await threads_db.get_thread(session, thread_id) is None:
+                        return
+            if upcoming:
+                idle = 0.0
+                break
+
+
+async def first_runs(runtime: Runtime, thread_id: str, wait: float) -> Sequence[Any]:
+    """The thread's first page of runs, once the thread exists (waited for up to `wait`
+    seconds: a client opens its stream as it sends the `run.start` that creates the
+    thread); NotFoundError if it never appears."""
+    for attempt in range(max(1, int(wait / NEXT_RUN_POLL_SECONDS))):
+        if attempt:
+            await asyncio.sleep(NEXT_RUN_POLL_SECONDS)
+        async with runtime.autocommit() as session:
+            rows = await runs_db.runs_created_after(session, thread_id, None, _PAGE)
+            if rows or await threads_db.get_thread(session, thread_id) is not None:
+                return rows
+    raise thread_not_found(thread_id)
 
 
 async def run_protocol_events(
@@ -154,8 +172,10 @@ async def run_protocol_events(
         last = entry.id
         for event in _translate(translator, entry):
             yield event
-    status, error = await _final_status(runtime, run_id)
-    running = status is not None and RunStatus(status) not in TERMINAL_RUN_STATUSES
+    status, error = run["status"], None
+    running = RunStatus(status) not in TERMINAL_RUN_STATUSES
+    if not running:
+        error = _error_message(run.get("error"))
     if running and not follow:
         return
     if running:
@@ -168,14 +188,16 @@ async def run_protocol_events(
         for event in _translate(translator, entry):
             yield event
     if running:
-        status, error = await _final_status(runtime, run_id)
+        told = translator.ended_as()
+        if told is not None:
+            status, error = told, translator.error
+        else:
+            status, error = await _final_status(runtime, run_id)
     for event in translator.finish(status, error):
         yield event
 
 
 def _translate(translator: RunTranslator, entry: StreamEvent) -> list[dict[str, Any]]:
-    if entry.event in ("end", "error", "metadata"):
-        return []
     return translator.translate(entry.id, entry.event, entry.data)
 
 
@@ -193,8 +215,10 @@ async def _final_status(runtime: Runtime, run_id: str) -> tuple[str | None, str 
         run = await get_run(runtime, None, run_id)
     except NotFoundError:
         return None, None
-    error = run.get("error")
-    message = None
+    return str(run["status"]), _error_message(run.get("error"))
+
+
+def _error_message(error: Any) -> str | None:
     if isinstance(error, dict):
-        message = str(error.get("message") or error.get("error") or "") or None
-    return str(run["status"]), message
+        return str(error.get("message") or error.get("error") or "") or None
+    return None

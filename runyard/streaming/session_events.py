@@ -33,6 +33,9 @@ SUPPORTED_CHANNELS: frozenset[str] = frozenset(
     }
 )
 # Root lifecycle by the run's final status.
+# Log entries that say how the run ended rather than carry an event.
+_RUN_END = frozenset({"protocol_end", "error", "end", "metadata"})
+_CHILD_END = frozenset({"completed", "failed", "interrupted"})
 _ROOT_END = {"success": "completed", "error": "failed", "timeout": "failed"}
 
 
@@ -148,6 +151,9 @@ class RunTranslator:
     interrupts: dict[str, list[str]] = field(default_factory=dict)
     root_status: str = "running"
     last_timestamp: int = 0
+    # How the log says the run ended: the graph returned, or the error it failed with.
+    returned: bool = False
+    error: str | None = None
 
     def start(self, timestamp: int) -> list[dict[str, Any]]:
         """The root's `running` lifecycle, first event of every run."""
@@ -157,6 +163,9 @@ class RunTranslator:
     def translate(self, entry_id: str, name: str, data: str) -> list[dict[str, Any]]:
         """The events one log entry (`method|namespace...`, params) gives; their ids derive
         from the entry's id."""
+        if name in _RUN_END:
+            self._note_end(name, data)
+            return []
         try:
             params = json.loads(data)
         except ValueError:
@@ -167,6 +176,11 @@ class RunTranslator:
         if isinstance(params.get("timestamp"), int):
             self.last_timestamp = params["timestamp"]
         method = name.split("|", 1)[0]
+        payload = params.get("data")
+        if method == "lifecycle" and isinstance(payload, dict) and payload.get("namespace"):
+            # LangGraph reports a subgraph's lifecycle from the root, naming the subgraph.
+            namespace = tuple(payload["namespace"])
+            params["namespace"] = list(namespace)
         out = self._close_left(namespace)
         if method == "lifecycle":
             out.extend(self._child_lifecycle(namespace, params))
@@ -177,6 +191,27 @@ class RunTranslator:
         else:
             out.append(protocol_event("", method, params))
         return _numbered(out, f"{self.run_id}:{entry_id}")
+
+    def ended_as(self) -> str | None:
+        """The run's final status when its log tells it (None: ask the database)."""
+        if self.error is not None:
+            return "error"
+        if self.returned:
+            return "interrupted" if self.root_status == "interrupted" else "success"
+        return None
+
+    def _note_end(self, name: str, data: str) -> None:
+        if name == "protocol_end":
+            self.returned = True
+        elif name == "error":
+            try:
+                error = json.loads(data)
+            except ValueError:
+                error = None
+            message = (
+                error.get("message") or error.get("error") if isinstance(error, dict) else None
+            )
+            self.error = str(message or "the run failed")
 
     def finish(self, status: str | None, error: str | None) -> list[dict[str, Any]]:
         """The closing lifecycle events once the run has ended with `status`."""
@@ -222,11 +257,11 @@ class RunTranslator:
                 return []
             name = str(data.get("graph_name") or namespace[-1].split(":", 1)[0])
             self.scopes[namespace] = _Scope("started", name)
-        elif scope is None or scope.status != "started":
+            return [protocol_event("", "lifecycle", params)]
+        if scope is None or scope.status != "started" or phase not in _CHILD_END:
             return []
-        else:
-            scope.status = str(phase)
-        return [protocol_event("", "lifecycle", params)]
+        scope.status = str(phase)
+        return [self._lifecycle(namespace, scope.status, scope.graph_name)]
 
     def _close_left(self, current: tuple[str, ...] | None) -> list[dict[str, Any]]:
         """`completed` for the subgraphs execution has left (all of them at the end)."""

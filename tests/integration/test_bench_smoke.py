@@ -57,6 +57,19 @@ def test_scenario_prints_one_json_line_of_figures(server: ServerProcess, scenari
         assert line["concurrent"]["concurrency"] == 3
 
 
+def test_session_scenario_prints_its_cost_beside_runs_stream(server: ServerProcess) -> None:
+    code, lines, stderr = _bench(server.url, "session")
+
+    assert code == 0, stderr
+    (line,) = lines
+    assert line["scenario"] == "session" and line["errors"] == 0
+    assert line["session"]["errors"] == 0 and line["session"]["n"] > 0
+    assert line["session_cpu_ms_per_run"] > 0 and line["runs_stream_cpu_ms_per_run"] > 0
+    assert line["session_over_runs_stream"] == pytest.approx(
+        line["session_cpu_ms_per_run"] / line["runs_stream_cpu_ms_per_run"], rel=0.01
+    )
+
+
 def test_unknown_assistant_is_reported_as_a_failure(server: ServerProcess) -> None:
     args = [sys.executable, "-m", "bench.run", "--url", server.url, "--scenario", "wait"]
     args += ["--runs", "2", "--assistant", "no-such-graph"]
