@@ -26,12 +26,13 @@ import {
 type Client = ReturnType<typeof useStream>["client"];
 
 // The ids of the interrupts the thread is waiting on, from its state, read again whenever
-// the hook's list of interrupts changes while no run is going.
+// the hook's list of interrupts changes while no run is going, and when a run ends.
 function usePendingInterruptIds(
   client: Client,
   threadId: string | null,
   interrupts: readonly { id?: string }[],
   busy: boolean,
+  finished: number,
 ): Set<string> {
   const [ids, setIds] = useState<Set<string>>(new Set());
   const listed = interrupts.map((i) => i.id).join(",");
@@ -51,7 +52,7 @@ function usePendingInterruptIds(
     return () => {
       live = false;
     };
-  }, [client, threadId, busy, listed]);
+  }, [client, threadId, busy, listed, finished]);
   return ids;
 }
 
@@ -88,8 +89,9 @@ function Chat() {
   // hook may also list interrupts of earlier runs, already answered, replayed from the
   // thread's event log; the card shows only one the thread's state says is pending.
   const busy = stream.isLoading;
-  const waiting = usePendingInterruptIds(client, stream.threadId, stream.interrupts, busy);
-  const pending = stream.interrupts.filter((i) => i.id && waiting.has(i.id)).at(-1);
+  const { threadId: bound, interrupts } = stream;
+  const waiting = usePendingInterruptIds(client, bound, interrupts, busy, finished);
+  const pending = interrupts.filter((i) => i.id && waiting.has(i.id)).at(-1);
   const respond = (response: unknown) =>
     void stream.respond(response, pending?.id ? { interruptId: pending.id } : undefined);
   const decide = (decision: Decision) => respond({ decisions: [decision] });
