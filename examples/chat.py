@@ -83,6 +83,9 @@ class RuleBasedChatModel(BaseChatModel):
     def _reply(self, messages: list[BaseMessage]) -> str:
         last = text_of(messages[-1].content) if messages else ""
         lowered = last.lower()
+        action = requested_action(messages)
+        if action is not None:
+            return f"Done: {action}."
         if "story" in lowered:
             return STORY
         if any(word in lowered for word in ("hello", "hi", "hey", "bonjour")):
@@ -163,12 +166,17 @@ async def respond(state: MessagesState) -> Command[Literal["approve", "__end__"]
     return Command(update={"messages": [reply]}, goto=END)
 
 
-def approve(state: MessagesState) -> dict[str, Any]:
-    """Wait for a human's decision on the proposed action, then carry it out or not."""
-    action = requested_action(state["messages"][:-1]) or "do it"
+async def approve(state: MessagesState) -> dict[str, Any]:
+    """Wait for a human's decision on the proposed action, then carry it out or not.
+
+    Once approved, the model answers the request itself (the conversation up to the human's
+    message); the rule-based model reports the action done.
+    """
+    request = state["messages"][:-1]
+    action = requested_action(request) or "do it"
     approved, reason = decision(interrupt(approval_request(action)))
     if approved:
-        return {"messages": [AIMessage(content=f"Done: {action}.")]}
+        return {"messages": [await _model().ainvoke(request)]}
     declined = f"All right, I will not {action}."
     if reason:
         declined += f" Your reason: {reason}"
