@@ -1,4 +1,6 @@
-// Bundles the page into dist/ (index.html, main.js, style.css): `npm run build`.
+// Bundles the two pages into dist/: `npm run build`.
+//   index.html + main.js     the page on @langchain/react (the thread streaming session)
+//   legacy.html + legacy.js  the page on the legacy hook, @langchain/langgraph-sdk/react
 import { copyFile, mkdir } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -8,8 +10,8 @@ const here = dirname(fileURLToPath(import.meta.url));
 const dist = join(here, "dist");
 await mkdir(dist, { recursive: true });
 await build({
-  entryPoints: [join(here, "src", "main.tsx")],
-  outfile: join(dist, "main.js"),
+  entryPoints: [join(here, "src", "main.tsx"), join(here, "src", "legacy.tsx")],
+  outdir: dist,
   bundle: true,
   format: "esm",
   minify: true,
@@ -19,7 +21,7 @@ await build({
   define: { "process.env.NODE_ENV": '"production"' },
   logLevel: "warning",
 });
-for (const file of ["index.html", "style.css"]) {
+for (const file of ["index.html", "legacy.html", "style.css"]) {
   await copyFile(join(here, "src", file), join(dist, file));
 }
 console.log(`built ${dist}`);
