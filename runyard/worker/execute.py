@@ -188,11 +188,9 @@ class RunExecutor:
             except asyncio.CancelledError:
                 # Until its end is written the attempt can be stopped: a stop landing here
                 # ends it as one a moment earlier would have, then the events are stored.
-                reason = entry.stop_reason
-                task = asyncio.current_task()
-                if reason is None or task is None:
+                reason = _absorb_stop(entry)
+                if reason is None:
                     raise
-                task.uncancel()
                 log.info(
                     "run_stopped_while_flushing run_id=%s attempt=%s reason=%s",
                     run["run_id"],
@@ -225,11 +223,9 @@ class RunExecutor:
                 graph_input = await self._input(graph, run, config)
                 await self._stream(graph, graph_input, config, kwargs, final, events)
         except asyncio.CancelledError:
-            reason = entry.stop_reason
-            task = asyncio.current_task()
-            if reason is None or task is None:
+            reason = _absorb_stop(entry)
+            if reason is None:
                 raise
-            task.uncancel()
             return await self._stopped(run, entry, reason, graph)
         except StaleAttemptError:
             log.warning("run_stood_down run_id=%s attempt=%s reason=stale", run_id, attempt)
@@ -454,6 +450,17 @@ class RunExecutor:
         if command:
             return _command(command)
         return kwargs.get("input")
+
+
+def _absorb_stop(entry: RunningRun) -> str | None:
+    """Why this instance stopped the attempt, its cancellation of the current task withdrawn;
+    None for a cancellation from elsewhere (shutdown, say), which the caller re-raises."""
+    reason = entry.stop_reason
+    task = asyncio.current_task()
+    if reason is None or task is None:
+        return None
+    task.uncancel()
+    return reason
 
 
 def _ended_without_state(status: RunStatus, error: str, message: str) -> Outcome:
