@@ -13,8 +13,9 @@ from tests.support.backends import backend_server
 from tests.support.server import ServerProcess
 
 BACKENDS = ["sqlite", "postgres"]
-# Fixtures shared by several test folders (`receiver`: a webhook receiver).
-pytest_plugins = ["tests.support.webhooks"]
+# Fixtures shared by several test folders (`receiver`: a webhook receiver; `auth_server` and
+# `users`: a server with the test auth handlers and clients of two users).
+pytest_plugins = ["tests.support.webhooks", "tests.support.auth"]
 
 
 @pytest.fixture(scope="session", params=BACKENDS)

@@ -31,11 +31,7 @@ def _node(name: str) -> Any:
     return run
 
 
-builder = StateGraph(Relay)
-previous = START
-for node in NODES:
-    builder.add_node(node, _node(node))
-    builder.add_edge(previous, node)
-    previous = node
-builder.add_edge(previous, END)
+builder = StateGraph(Relay).add_sequence([(node, _node(node)) for node in NODES])
+builder.add_edge(START, NODES[0])
+builder.add_edge(NODES[-1], END)
 graph = builder.compile()

@@ -52,11 +52,7 @@ def _step(node: str) -> Any:
     return run
 
 
-builder = StateGraph(Steps)
-previous = START
-for name in NODES:
-    builder.add_node(name, _step(name))
-    builder.add_edge(previous, name)
-    previous = name
-builder.add_edge(previous, END)
+builder = StateGraph(Steps).add_sequence([(name, _step(name)) for name in NODES])
+builder.add_edge(START, NODES[0])
+builder.add_edge(NODES[-1], END)
 graph = builder.compile()

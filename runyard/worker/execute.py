@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
-import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
@@ -45,8 +44,6 @@ class RunExecutor:
     async def execute(self, run_id: str) -> None:
         """Claim the run and, if this instance won it, execute and finalize it."""
         rt = self._rt
-        # Before the claim: the lease it grants runs from a later moment than this.
-        claim_started = time.monotonic()
         with rt.metrics.claim_seconds.time():
             run = await rt.lifecycle.claim(
                 run_id, rt.instance_id, rt.settings.lease_duration_seconds
@@ -62,10 +59,10 @@ class RunExecutor:
             run_log_context(run_id, run["thread_id"], attempt, rt.instance_id),
             rt.tracing.run_span(claimed),
         ):
-            await self._execute_and_finalize(claimed, attempt, claim_started, thread_empty)
+            await self._execute_and_finalize(claimed, attempt, thread_empty)
 
     async def _execute_and_finalize(
-        self, run: dict[str, Any], attempt: int, claim_started: float, thread_empty: bool
+        self, run: dict[str, Any], attempt: int, thread_empty: bool
     ) -> None:
         """The one owner of the attempt, from its claim to its end.
 
@@ -76,9 +73,7 @@ class RunExecutor:
         run_id = run["run_id"]
         task = asyncio.current_task()
         assert task is not None
-        entry = rt.running.add(
-            run_id, attempt, task, held_at=claim_started, thread_empty=thread_empty
-        )
+        entry = rt.running.add(run_id, attempt, task, thread_empty=thread_empty)
         log.info("run_claimed run_id=%s thread_id=%s attempt=%s", run_id, run["thread_id"], attempt)
         deadline = asyncio.get_running_loop().time() + rt.settings.bg_job_timeout_secs
         try:
@@ -193,11 +188,9 @@ class RunExecutor:
             except asyncio.CancelledError:
                 # Until its end is written the attempt can be stopped: a stop landing here
                 # ends it as one a moment earlier would have, then the events are stored.
-                reason = entry.stop_reason
-                task = asyncio.current_task()
-                if reason is None or task is None:
+                reason = _absorb_stop(entry)
+                if reason is None:
                     raise
-                task.uncancel()
                 log.info(
                     "run_stopped_while_flushing run_id=%s attempt=%s reason=%s",
                     run["run_id"],
@@ -230,11 +223,9 @@ class RunExecutor:
                 graph_input = await self._input(graph, run, config)
                 await self._stream(graph, graph_input, config, kwargs, final, events)
         except asyncio.CancelledError:
-            reason = entry.stop_reason
-            task = asyncio.current_task()
-            if reason is None or task is None:
+            reason = _absorb_stop(entry)
+            if reason is None:
                 raise
-            task.uncancel()
             return await self._stopped(run, entry, reason, graph)
         except StaleAttemptError:
             log.warning("run_stood_down run_id=%s attempt=%s reason=stale", run_id, attempt)
@@ -459,6 +450,17 @@ class RunExecutor:
         if command:
             return _command(command)
         return kwargs.get("input")
+
+
+def _absorb_stop(entry: RunningRun) -> str | None:
+    """Why this instance stopped the attempt, its cancellation of the current task withdrawn;
+    None for a cancellation from elsewhere (shutdown, say), which the caller re-raises."""
+    reason = entry.stop_reason
+    task = asyncio.current_task()
+    if reason is None or task is None:
+        return None
+    task.uncancel()
+    return reason
 
 
 def _ended_without_state(status: RunStatus, error: str, message: str) -> Outcome:

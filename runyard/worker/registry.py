@@ -17,8 +17,6 @@ class RunningRun:
     run_id: str
     attempt: int
     task: asyncio.Task[None]
-    # Monotonic time at which the attempt was last known to hold the run (its claim).
-    held_at: float = float("-inf")
     # The thread had no checkpoint when this first attempt claimed the run (PostgreSQL).
     thread_empty: bool = False
     stop_reason: str | None = None
@@ -42,11 +40,10 @@ class RunningRuns:
         run_id: str,
         attempt: int,
         task: asyncio.Task[None],
-        held_at: float = float("-inf"),
         thread_empty: bool = False,
     ) -> RunningRun:
         """Register a claimed attempt."""
-        entry = RunningRun(run_id, attempt, task, held_at, thread_empty)
+        entry = RunningRun(run_id, attempt, task, thread_empty)
         self._runs[(run_id, attempt)] = entry
         return entry
 

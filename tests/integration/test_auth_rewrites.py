@@ -9,38 +9,12 @@ hand an object to another user; the handlers of tests/graphs/auth.py do that.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
-
 import pytest
 
-from tests.integration.test_auth import AUTH_CONFIG, Sdk, sdk_for
-from tests.support.backends import backend_server
+from tests.support.auth import Sdk
 from tests.support.runs import new_tag, status_error
-from tests.support.server import ServerProcess
 
 pytestmark = pytest.mark.timeout(60)
-
-
-@pytest.fixture(scope="module", params=["sqlite", "postgres"])
-def auth_server(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[ServerProcess]:
-    """A server whose langgraph.json declares the test auth handlers."""
-    workdir: Path = tmp_path_factory.mktemp(f"auth-rewrites-{request.param}")
-    with backend_server(request.param, workdir, config=AUTH_CONFIG) as proc:
-        yield proc
-
-
-@pytest.fixture
-async def users(auth_server: ServerProcess) -> AsyncIterator[tuple[Sdk, Sdk]]:
-    """Clients for user-a and user-b."""
-    a, b = sdk_for(auth_server, "user-a"), sdk_for(auth_server, "user-b")
-    try:
-        yield a, b
-    finally:
-        await a.http.client.aclose()
-        await b.http.client.aclose()
 
 
 async def test_a_thread_update_cannot_hand_the_thread_to_another_user(

@@ -14,9 +14,14 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from runyard.db import runs as runs_db
 from runyard.db.driver import DeferredConnection, StatementPool, fetch_all, fetch_one
-from runyard.db.engine import Sessions, create_engine, migrate, on_each_statement, session_factory
+from runyard.db.engine import Sessions, on_each_statement, session_factory
 from runyard.db.tables import assistants
-from tests.support.databases import fresh_database, open_statement_pool, until_true
+from tests.support.databases import (
+    fresh_database,
+    migrated_postgres_engine,
+    open_statement_pool,
+    until_true,
+)
 
 pytestmark = pytest.mark.postgres
 
@@ -27,12 +32,8 @@ _INSERT = insert(assistants).returning(*assistants.c)
 @pytest.fixture
 async def engine() -> AsyncIterator[AsyncEngine]:
     with fresh_database("runyard_driver") as url:
-        engine = create_engine("postgresql+asyncpg://" + url.split("://", 1)[1], pool_size=2)
-        try:
-            await migrate(engine)
+        async with migrated_postgres_engine(url) as engine:
             yield engine
-        finally:
-            await engine.dispose()
 
 
 @pytest.fixture

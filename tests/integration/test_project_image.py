@@ -7,7 +7,6 @@ throwaway database) and Redis (a key prefix of its own), Debian's nginx on loopb
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shutil
 import subprocess
@@ -17,7 +16,6 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -33,12 +31,12 @@ from tests.support.docker import (
     cached_data_root,
     import_base_image,
 )
+from tests.support.runs import wait_for_end, wait_for_values
 from tests.support.server import ROOT, free_port
 
 PROJECT = ROOT / "tests" / "projects" / "deployed" / "langgraph.json"
 TAG = "runyard-deployed:test"
 SHARED_REDIS = "redis://127.0.0.1:6379/0"
-TERMINAL = frozenset({"success", "error", "interrupted", "timeout"})
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
@@ -219,35 +217,6 @@ async def client(deployment: Deployment) -> AsyncIterator[LangGraphClient]:
         await lg.http.client.aclose()
 
 
-async def wait_for_values(
-    client: LangGraphClient, thread_id: str, ready: Any, timeout: float = 60
-) -> dict[str, Any]:
-    """The thread's values once `ready(values)` is true."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        values = (await client.threads.get_state(thread_id))["values"]
-        if isinstance(values, dict) and ready(values):
-            return values
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"thread {thread_id} never reached the expected values")
-
-
-async def wait_for_status(
-    client: LangGraphClient, thread_id: str, run_id: str, timeout: float = 120
-) -> str:
-    """The run's terminal status, asked again when a stopping instance drops the request."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            status = str((await client.runs.get(thread_id, run_id))["status"])
-        except httpx.HTTPError:
-            status = "unknown"
-        if status in TERMINAL:
-            return status
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"run {run_id} never finished")
-
-
 async def test_project_image_serves_its_graph_behind_nginx(
     client: LangGraphClient, deployment: Deployment
 ) -> None:
@@ -302,7 +271,7 @@ async def test_sigterm_hands_a_run_over_to_the_other_container(
     other = "b" if first == "a" else "a"
     deployment.daemon.run("kill", "--signal", "TERM", deployment.container(first))
 
-    status = await wait_for_status(client, thread_id, run["run_id"])
+    status = await wait_for_end(client, thread_id, run["run_id"])
     assert status == "success"
     final = (await client.threads.get_state(thread_id))["values"]
     # Resumed from its last checkpoint on the other container: the steps done before the

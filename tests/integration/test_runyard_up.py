@@ -20,7 +20,6 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
@@ -33,11 +32,11 @@ from tests.support.docker import (
     cached_data_root,
     import_base_image,
 )
+from tests.support.runs import wait_for_end, wait_for_values
 from tests.support.server import ROOT, free_port
 
 TEMPLATE = ROOT / "tests" / "projects" / "deployable"
 TAG = "runyard-template:test"
-TERMINAL = frozenset({"success", "error", "interrupted", "timeout"})
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
@@ -186,31 +185,6 @@ async def client(up: Up) -> AsyncIterator[LangGraphClient]:
         await lg.http.client.aclose()
 
 
-async def wait_for_done(client: LangGraphClient, thread_id: str, count: int) -> list[str]:
-    """The thread's `done` list once it has `count` entries."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        values = (await client.threads.get_state(thread_id))["values"]
-        if isinstance(values, dict) and len(values.get("done", [])) >= count:
-            return list(values["done"])
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"thread {thread_id} never did {count} step(s)")
-
-
-async def wait_for_status(client: LangGraphClient, thread_id: str, run_id: str) -> str:
-    """The run's terminal status, asked again when a stopping instance drops the request."""
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            status = str((await client.runs.get(thread_id, run_id))["status"])
-        except httpx.HTTPError:
-            status = "unknown"
-        if status in TERMINAL:
-            return status
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"run {run_id} never finished")
-
-
 async def test_runyard_up_serves_a_template_project_through_nginx(
     client: LangGraphClient, up: Up
 ) -> None:
@@ -240,10 +214,11 @@ async def test_runyard_up_serves_a_template_project_through_nginx(
     thread_id = (await client.threads.create())["thread_id"]
     steps = 40
     run = await client.runs.create(thread_id, "agent", input={"steps": steps, "delay": 1.0})
-    first = (await wait_for_done(client, thread_id, 1))[0].split("@")[1]
+    started = await wait_for_values(client, thread_id, lambda v: len(v.get("done", [])) >= 1)
+    first = started["done"][0].split("@")[1]
     container = up.container(first)
     await asyncio.to_thread(up.daemon.run, "stop", container, timeout=120)
-    assert await wait_for_status(client, thread_id, run["run_id"]) == "success"
+    assert await wait_for_end(client, thread_id, run["run_id"]) == "success"
     done = (await client.threads.get_state(thread_id))["values"]["done"]
     assert [entry.split("@")[0] for entry in done] == [str(i) for i in range(steps)]
     executors = [entry.split("@")[1] for entry in done]

@@ -18,7 +18,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from runyard.db import runs as runs_db
 from runyard.db import threads as threads_db
 from runyard.db.driver import StatementPool
-from runyard.db.engine import create_engine, migrate
 from runyard.db.faults import (
     retry_while_store_unavailable,
     store_fault,
@@ -26,7 +25,12 @@ from runyard.db.faults import (
     transaction_conflict,
 )
 from runyard.db.tables import metadata, threads
-from tests.support.databases import ADMIN_URL, fresh_database, open_statement_pool
+from tests.support.databases import (
+    ADMIN_URL,
+    fresh_database,
+    migrated_postgres_engine,
+    open_statement_pool,
+)
 
 pytestmark = pytest.mark.postgres
 
@@ -43,12 +47,8 @@ async def database() -> AsyncIterator[str]:
 
 @pytest.fixture
 async def engine(database: str) -> AsyncIterator[AsyncEngine]:
-    engine = create_engine("postgresql+asyncpg://" + database.split("://", 1)[1], pool_size=2)
-    try:
-        await migrate(engine)
+    async with migrated_postgres_engine(database) as engine:
         yield engine
-    finally:
-        await engine.dispose()
 
 
 @pytest.fixture

@@ -48,6 +48,18 @@ async def _events(rt: Runtime, run_id: str) -> list[str]:
     return [event.event async for event in rt.broker.subscribe(run_id, follow=False)]
 
 
+async def _claimed_run(rt: Runtime) -> tuple[str, str, dict[str, Any]]:
+    """A new thread's run of the slow graph, claimed by instance `me`: the ids and the claim."""
+    thread_id, run_id = str(uuid.uuid4()), str(uuid.uuid4())
+    row = {**run_row(run_id, thread_id, "enqueue"), "kwargs": {"graph_id": "slow"}}
+    async with rt.sessions() as session, session.begin():
+        await threads_db.insert_thread(session, thread_row(thread_id))
+        await runs_db.insert_run(session, row)
+        claimed = await runs_db.claim_run(session, run_id, "me", 30.0)
+    assert claimed is not None
+    return thread_id, run_id, dict(claimed)
+
+
 async def test_interrupt_stops_a_run_claimed_while_the_strategy_was_applied(
     runtime: Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -92,13 +104,7 @@ async def test_a_final_write_retried_after_its_reply_was_lost_ends_the_run(
     runtime: Runtime,
 ) -> None:
     rt = runtime
-    thread_id, run_id = str(uuid.uuid4()), str(uuid.uuid4())
-    row = {**run_row(run_id, thread_id, "enqueue"), "kwargs": {"graph_id": "slow"}}
-    async with rt.sessions() as session, session.begin():
-        await threads_db.insert_thread(session, thread_row(thread_id))
-        await runs_db.insert_run(session, row)
-        claimed = await runs_db.claim_run(session, run_id, "me", 30.0)
-    assert claimed is not None
+    thread_id, run_id, claimed = await _claimed_run(rt)
     attempt = int(claimed["attempt"])
     outcome = Outcome(RunStatus.SUCCESS, snapshot=ThreadSnapshot({"n": 1}, {}, False))
     # The first final write commits, and its reply never reaches the worker.
@@ -117,13 +123,7 @@ async def test_a_final_write_retried_after_its_reply_was_lost_ends_the_run(
 
 async def test_a_final_write_of_another_attempt_is_still_refused(runtime: Runtime) -> None:
     rt = runtime
-    thread_id, run_id = str(uuid.uuid4()), str(uuid.uuid4())
-    row = {**run_row(run_id, thread_id, "enqueue"), "kwargs": {"graph_id": "slow"}}
-    async with rt.sessions() as session, session.begin():
-        await threads_db.insert_thread(session, thread_row(thread_id))
-        await runs_db.insert_run(session, row)
-        claimed = await runs_db.claim_run(session, run_id, "me", 30.0)
-    assert claimed is not None
+    _, run_id, claimed = await _claimed_run(rt)
     outcome = Outcome(RunStatus.SUCCESS, snapshot=ThreadSnapshot({"n": 1}, {}, False))
     stale = int(claimed["attempt"]) - 1
     assert await finalize_run(rt, dict(claimed), stale, outcome) is False

@@ -23,6 +23,17 @@ async def _thread_status(http: httpx.AsyncClient, thread_id: str) -> str:
     return str((await http.get(f"/threads/{thread_id}")).json()["status"])
 
 
+async def _running_and_queued(
+    client: LangGraphClient, http: httpx.AsyncClient
+) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """A new thread with a 3 s run running and another queued behind it."""
+    thread_id = await new_thread(client)
+    running = (await _run(http, thread_id, 3)).json()
+    await wait_for_status(client, thread_id, running["run_id"], {"running"})
+    queued = (await _run(http, thread_id, 0.01, multitask_strategy="enqueue")).json()
+    return thread_id, running, queued
+
+
 async def test_interrupt_racing_a_cancel_of_a_queued_run_never_answers_500(
     client: LangGraphClient, base_url: str
 ) -> None:
@@ -60,10 +71,7 @@ async def test_cancelling_a_queued_run_keeps_the_thread_busy_while_another_runs(
     client: LangGraphClient, base_url: str
 ) -> None:
     async with httpx.AsyncClient(base_url=base_url, timeout=30) as http:
-        thread_id = await new_thread(client)
-        running = (await _run(http, thread_id, 3)).json()
-        await wait_for_status(client, thread_id, running["run_id"], {"running"})
-        queued = (await _run(http, thread_id, 0.01, multitask_strategy="enqueue")).json()
+        thread_id, running, queued = await _running_and_queued(client, http)
         await http.post(f"/threads/{thread_id}/runs/{queued['run_id']}/cancel")
         assert await _thread_status(http, thread_id) == "busy"
         queued = (await _run(http, thread_id, 0.01, multitask_strategy="enqueue")).json()
@@ -77,10 +85,7 @@ async def test_deleting_the_running_run_starts_the_next_queued_one(
     client: LangGraphClient, base_url: str
 ) -> None:
     async with httpx.AsyncClient(base_url=base_url, timeout=30) as http:
-        thread_id = await new_thread(client)
-        running = (await _run(http, thread_id, 3)).json()
-        await wait_for_status(client, thread_id, running["run_id"], {"running"})
-        queued = (await _run(http, thread_id, 0.01, multitask_strategy="enqueue")).json()
+        thread_id, running, queued = await _running_and_queued(client, http)
         response = await http.delete(f"/threads/{thread_id}/runs/{running['run_id']}")
         assert response.status_code == 204
         # Far below the sweeper's 30 s, which is what found the stranded run before.

@@ -16,22 +16,14 @@ from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 from websockets.asyncio.client import connect
 
+from runyard.streaming.session_events import SUPPORTED_CHANNELS
 from tests.support.databases import fresh_database
 from tests.support.server import TEST_CONFIG, ServerProcess
 
 pytestmark = pytest.mark.timeout(120)
 TIMEOUT = 30.0
-ALL = [
-    "values",
-    "updates",
-    "messages",
-    "tools",
-    "custom",
-    "lifecycle",
-    "input",
-    "tasks",
-    "checkpoints",
-]
+# Every channel the session serves.
+ALL = sorted(SUPPORTED_CHANNELS)
 REDIS_URL = "redis://127.0.0.1:6379/0"
 FULL_STEPS = ["tokenize", "analyze", "report"]
 

@@ -76,6 +76,20 @@ async def open_statement_pool(engine: AsyncEngine, size: int = 2) -> AsyncIterat
         await pool.close()
 
 
+@asynccontextmanager
+async def migrated_postgres_engine(url: str, pool_size: int = 2) -> AsyncIterator[AsyncEngine]:
+    """Runyard's engine on the PostgreSQL database at `url` (a psycopg URL), migrated, for
+    the block; disposed of afterwards."""
+    from runyard.db.engine import create_engine, migrate
+
+    engine = create_engine("postgresql+asyncpg://" + url.split("://", 1)[1], pool_size=pool_size)
+    try:
+        await migrate(engine)
+        yield engine
+    finally:
+        await engine.dispose()
+
+
 async def create_checkpoint_tables(url: str, data_dir: Path) -> None:
     """The checkpointer's tables on a PostgreSQL database, as a server makes them at start-up
     (the claim statement reads them)."""

@@ -6,7 +6,7 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,6 +86,38 @@ async def wait_for_status(
             return run
         await asyncio.sleep(0.05)
     pytest.fail(f"run {run_id} never reached {sorted(statuses)}; last status {run.get('status')}")
+
+
+async def wait_for_end(
+    client: LangGraphClient, thread_id: str, run_id: str, timeout: float = 120
+) -> str:
+    """The run's terminal status, asked again when a stopping instance drops the request."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            status = str((await client.runs.get(thread_id, run_id))["status"])
+        except httpx.HTTPError:
+            status = "unknown"
+        if status in TERMINAL:
+            return status
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"run {run_id} never finished")
+
+
+async def wait_for_values(
+    client: LangGraphClient,
+    thread_id: str,
+    ready: Callable[[dict[str, Any]], bool],
+    timeout: float = 60,
+) -> dict[str, Any]:
+    """The thread's values once `ready(values)` is true."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        values = (await client.threads.get_state(thread_id))["values"]
+        if isinstance(values, dict) and ready(values):
+            return values
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"thread {thread_id} never reached the expected values")
 
 
 async def wait_for_gone(http: httpx.AsyncClient, path: str, timeout: float = 10.0) -> None:

@@ -63,13 +63,9 @@ def step(node: str) -> StepNode:
 
 
 def _chain() -> Any:
-    builder = StateGraph(StepsState)
-    previous = START
-    for name in STEP_NODES:
-        builder.add_node(name, step(name))
-        builder.add_edge(previous, name)
-        previous = name
-    builder.add_edge(previous, END)
+    builder = StateGraph(StepsState).add_sequence([(name, step(name)) for name in STEP_NODES])
+    builder.add_edge(START, STEP_NODES[0])
+    builder.add_edge(STEP_NODES[-1], END)
     return builder.compile()
 
 
