@@ -41,6 +41,10 @@ class SocketSession:
         self.thread_id = thread_id
         self._send_lock = asyncio.Lock()
         self._subscriptions: dict[str, tuple[EventFilter, asyncio.Task[None]]] = {}
+        # The seq each subscription's reader has passed, and a wake-up when one moves: the
+        # frames of all subscriptions go out in the thread's order (see `_turn`).
+        self._read: dict[str, int] = {}
+        self._moved = asyncio.Event()
         self.seq = 0
 
     async def send(self, message: dict[str, Any]) -> None:
@@ -52,11 +56,18 @@ class SocketSession:
     def subscribe(self, wanted: EventFilter, since: int | None) -> str:
         """Start delivering the thread's events that match, after `since`."""
         subscription_id = str(uuid.uuid4())
-        task = asyncio.create_task(
-            self._deliver(wanted, since), name=f"session-subscription:{subscription_id}"
-        )
-        self._subscriptions[subscription_id] = (wanted, task)
+        self._subscriptions[subscription_id] = (wanted, self._start(subscription_id, wanted, since))
         return subscription_id
+
+    def _start(
+        self, subscription_id: str, wanted: EventFilter, since: int | None
+    ) -> asyncio.Task[None]:
+        # Its place in the thread counts from now, before its reader first runs.
+        self._passed(subscription_id, since or 0)
+        return asyncio.create_task(
+            self._deliver(subscription_id, wanted, since),
+            name=f"session-subscription:{subscription_id}",
+        )
 
     async def unsubscribe(self, subscription_id: str) -> bool:
         """Stop a subscription; False if the connection has none by that id."""
@@ -64,6 +75,7 @@ class SocketSession:
         if entry is None:
             return False
         await _stop(entry[1])
+        self._passed(subscription_id, None)  # its reader may never have started
         return True
 
     async def reconnect(self, since: int | None) -> int:
@@ -72,7 +84,7 @@ class SocketSession:
             await _stop(task)
             self._subscriptions[subscription_id] = (
                 wanted,
-                asyncio.create_task(self._deliver(wanted, since), name="session-subscription"),
+                self._start(subscription_id, wanted, since),
             )
         return len(self._subscriptions)
 
@@ -82,7 +94,7 @@ class SocketSession:
             await _stop(task)
         self._subscriptions.clear()
 
-    async def _deliver(self, wanted: EventFilter, since: int | None) -> None:
+    async def _deliver(self, subscription_id: str, wanted: EventFilter, since: int | None) -> None:
         try:
             # A subscription may come before the `run.start` that creates the thread.
             while True:
@@ -93,8 +105,10 @@ class SocketSession:
                     continue
             async for event in thread_events(self._runtime, self.thread_id, since, first):
                 if wanted.matches(event):
+                    await self._turn(subscription_id, event["seq"])
                     self.seq = max(self.seq, event["seq"])
                     await self.send(event)
+                self._passed(subscription_id, event["seq"])
         except ResumeGap as gap:
             await self.send(gap_frame(gap))
         except (WebSocketDisconnect, RuntimeError):
@@ -102,6 +116,28 @@ class SocketSession:
         except Exception:
             log.exception("session_subscription_failed thread_id=%s", self.thread_id)
             await self.send(error_reply(None, "unknown_error", "the event stream failed"))
+        finally:
+            self._passed(subscription_id, None)
+
+    async def _turn(self, subscription_id: str, seq: int) -> None:
+        """Wait until every other subscription's reader has passed the events before `seq`.
+
+        Each subscription reads the thread on its own and finds a new run when it next
+        looks: without this, one could send a run's end before another sent that run's
+        first events, and a client stops a run's projections at its end. The reader
+        furthest behind never waits, so all of them move on."""
+        while any(read < seq - 1 for other, read in self._read.items() if other != subscription_id):
+            await self._moved.wait()
+
+    def _passed(self, subscription_id: str, seq: int | None) -> None:
+        """Note how far a subscription's reader has got (None: it stopped)."""
+        if seq is None:
+            self._read.pop(subscription_id, None)
+        else:
+            self._read[subscription_id] = seq
+        if len(self._read) > 1 or seq is None:
+            self._moved.set()
+            self._moved = asyncio.Event()
 
 
 async def _stop(task: asyncio.Task[None]) -> None:

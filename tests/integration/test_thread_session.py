@@ -16,6 +16,7 @@ from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 from websockets.asyncio.client import connect
 
+from runyard.services.thread_session import NEXT_RUN_POLL_SECONDS
 from runyard.streaming.session_events import SUPPORTED_CHANNELS
 from tests.support.databases import fresh_database
 from tests.support.server import TEST_CONFIG, ServerProcess
@@ -435,3 +436,47 @@ async def test_a_long_thread_replays_every_run_in_order(deployment: Deployment) 
     assert all(e["params"]["data"]["event"] == "completed" for e in ends)
     seqs = [e["seq"] for e in events]
     assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+
+
+async def test_websocket_frames_follow_the_thread_order_across_subscriptions(
+    deployment: Deployment,
+) -> None:
+    """Two subscriptions on one WebSocket, whose readers look for the thread's next run at
+    different moments (the second joined half a poll later): every run's frames still come
+    in seq order, so no subscription gets a run's events after another got its end (a
+    client pauses its projections on a run's terminal lifecycle, and then never shows
+    them)."""
+    thread_id = str(uuid.uuid4())
+    ws_url = deployment.session_url.replace("http://", "ws://")
+    start = {"assistant_id": "pipeline", "input": {"text": "a bb"}, "multitaskStrategy": "enqueue"}
+    async with connect(f"{ws_url}/threads/{thread_id}/stream/events") as socket:
+        ids = iter(range(1, 100))
+
+        async def send(method: str, params: dict[str, Any]) -> None:
+            await socket.send(json.dumps({"id": next(ids), "method": method, "params": params}))
+
+        async def frames_until_ends(count: int) -> list[dict[str, Any]]:
+            ends: list[dict[str, Any]] = []
+
+            def enough(frame: dict[str, Any]) -> bool:
+                if frame.get("type") == "event" and root_end(frame):
+                    ends.append(frame)
+                return len(ends) == count
+
+            return await collect(_frames(socket), enough)
+
+        await send("run.start", start)
+        await send("subscription.subscribe", {"channels": ["lifecycle"]})
+        await frames_until_ends(1)
+        await asyncio.sleep(NEXT_RUN_POLL_SECONDS / 2)
+        await send("subscription.subscribe", {"channels": ["values", "lifecycle"]})
+        await frames_until_ends(1)  # the second subscription's replay of the first run
+        for _ in range(3):
+            await send("run.start", start)
+            seqs = [f["seq"] for f in await frames_until_ends(2) if f.get("type") == "event"]
+            assert seqs == sorted(seqs), seqs
+
+
+async def _frames(socket: Any) -> AsyncIterator[dict[str, Any]]:
+    async for raw in socket:
+        yield json.loads(raw)
