@@ -12,12 +12,9 @@ import { createRoot } from "react-dom/client";
 import {
   type AnyMessage,
   type ChatState,
-  Composer,
+  Conversation,
   DEFAULT_API_URL,
   type Decision,
-  Header,
-  InterruptCard,
-  Messages,
   param,
   setThreadParam,
   ThreadList,
@@ -69,7 +66,6 @@ function Chat() {
 
   const question = stream.interrupt?.value;
   const busy = stream.isLoading;
-  const status = busy ? "streaming…" : question ? "waiting for your answer" : "idle";
   return (
     <div className="app">
       <ThreadList
@@ -78,23 +74,17 @@ function Chat() {
         refreshKey={`${threadId}:${finished}`}
         onPick={onThreadId}
       />
-      <main>
-        <Header
-          title="Runyard chat (legacy hook)"
-          status={status}
-          server={`${assistantId} @ ${apiUrl}`}
-        />
-        <Messages messages={stream.messages as AnyMessage[]} />
-        {question != null && !busy && (
-          <InterruptCard value={question} onDecide={decide} onAnswer={answer} />
-        )}
-        {stream.error != null && (
-          <div className="error" data-testid="error">
-            {String((stream.error as Error).message ?? stream.error)}
-          </div>
-        )}
-        <Composer disabled={busy || question != null} onSend={send} />
-      </main>
+      <Conversation
+        title={"Runyard chat (legacy hook)"}
+        server={`${assistantId} @ ${apiUrl}`}
+        messages={stream.messages as AnyMessage[]}
+        question={question}
+        busy={busy}
+        error={stream.error}
+        onDecide={decide}
+        onAnswer={answer}
+        onSend={send}
+      />
     </div>
   );
 }

@@ -236,3 +236,34 @@ export function Composer(props: { disabled: boolean; onSend: (text: string) => v
     </form>
   );
 }
+
+/** The open conversation: header, messages, the pending question, the last error, the composer. */
+export function Conversation(props: {
+  title: string;
+  server: string;
+  messages: AnyMessage[];
+  question: unknown;
+  busy: boolean;
+  error: unknown;
+  onDecide: (decision: Decision) => void;
+  onAnswer: (text: string) => void;
+  onSend: (text: string) => void;
+}) {
+  const { question, busy, error } = props;
+  const status = busy ? "streaming…" : question != null ? "waiting for your answer" : "idle";
+  return (
+    <main>
+      <Header title={props.title} status={status} server={props.server} />
+      <Messages messages={props.messages} />
+      {question != null && !busy && (
+        <InterruptCard value={question} onDecide={props.onDecide} onAnswer={props.onAnswer} />
+      )}
+      {error != null && (
+        <div className="error" data-testid="error">
+          {String((error as Error).message ?? error)}
+        </div>
+      )}
+      <Composer disabled={busy || question != null} onSend={props.onSend} />
+    </main>
+  );
+}
