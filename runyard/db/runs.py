@@ -41,7 +41,7 @@ from runyard.db.dialect import (
     rowcount,
     seconds_param,
 )
-from runyard.db.driver import fetch_one
+from runyard.db.driver import Row, fetch_all, fetch_one
 from runyard.db.tables import runs, threads
 from runyard.domain.status import ACTIVE_RUN_STATUSES, RunStatus
 
@@ -181,21 +181,33 @@ async def lock_thread_for_new_run(
     return dict(row) if row is not None else None
 
 
-async def runs_created_after(
-    session: AsyncConnection, thread_id: str, after: tuple[Any, str] | None, limit: int
-) -> Sequence[RowMapping]:
-    """The thread's runs created after (created_at, run_id), oldest first (all when None)."""
-    stmt = select(runs).where(runs.c.thread_id == thread_id)
-    if after is not None:
-        created_at, run_id = after
+@cache
+def _runs_after_statement(after: bool, limit: int) -> Any:
+    stmt = select(runs).where(runs.c.thread_id == bindparam("p_thread_id"))
+    if after:
+        created_at = bindparam("p_created_at", type_=runs.c.created_at.type)
         stmt = stmt.where(
             or_(
                 runs.c.created_at > created_at,
-                and_(runs.c.created_at == created_at, runs.c.run_id > run_id),
+                and_(
+                    runs.c.created_at == created_at,
+                    runs.c.run_id > bindparam("p_run_id", type_=runs.c.run_id.type),
+                ),
             )
         )
-    stmt = stmt.order_by(runs.c.created_at, runs.c.run_id).limit(limit)
-    return (await session.execute(stmt)).mappings().all()
+    return stmt.order_by(runs.c.created_at, runs.c.run_id).limit(limit)
+
+
+async def runs_created_after(
+    session: AsyncConnection, thread_id: str, after: tuple[Any, str] | None, limit: int
+) -> list[Row]:
+    """The thread's runs created after (created_at, run_id), oldest first (from the first
+    when None), at most `limit`. Built once per page size: thread streams and sessions poll
+    it, so on PostgreSQL it takes the statement pool (`fetch_all`)."""
+    params: dict[str, Any] = {"p_thread_id": thread_id}
+    if after is not None:
+        params["p_created_at"], params["p_run_id"] = after
+    return await fetch_all(session, _runs_after_statement(after is not None, limit), params)
 
 
 async def latest_run(session: AsyncConnection, thread_id: str) -> RowMapping | None:

@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from runyard.db import session_runs
+from runyard.db import runs as runs_db
 from runyard.db import threads as threads_db
 from runyard.domain.errors import NotFoundError
 from runyard.domain.status import TERMINAL_RUN_STATUSES, RunStatus
@@ -130,7 +130,7 @@ async def _run_events(
         if len(upcoming) == _PAGE:
             # More stored runs: read on, without a pause (nor a live mark).
             async with runtime.autocommit() as session:
-                upcoming = await session_runs.runs_page(session, thread_id, anchor, _PAGE)
+                upcoming = await runs_db.runs_created_after(session, thread_id, anchor, _PAGE)
             continue
         while True:
             # A reader that got its run's end leaves now: look for the next run only later.
@@ -138,7 +138,7 @@ async def _run_events(
             await asyncio.sleep(NEXT_RUN_POLL_SECONDS)
             idle += NEXT_RUN_POLL_SECONDS
             async with runtime.autocommit() as session:
-                upcoming = await session_runs.runs_page(session, thread_id, anchor, _PAGE)
+                upcoming = await runs_db.runs_created_after(session, thread_id, anchor, _PAGE)
                 if not upcoming and idle >= THREAD_CHECK_SECONDS:
                     idle = 0.0
                     if await threads_db.get_thread(session, thread_id) is None:
@@ -156,7 +156,7 @@ async def first_runs(runtime: Runtime, thread_id: str, wait: float) -> Sequence[
         if attempt:
             await asyncio.sleep(NEXT_RUN_POLL_SECONDS)
         async with runtime.autocommit() as session:
-            rows = await session_runs.runs_page(session, thread_id, None, _PAGE)
+            rows = await runs_db.runs_created_after(session, thread_id, None, _PAGE)
             if rows or await threads_db.get_thread(session, thread_id) is not None:
                 return rows
     raise thread_not_found(thread_id)
