@@ -124,8 +124,11 @@ class _FutureWaiter:
         self._future = future
 
     async def wait(self, timeout: float | None) -> bool:
+        if self._future.done():
+            return True
         try:
-            await asyncio.wait_for(asyncio.shield(self._future), timeout)
+            async with asyncio.timeout(timeout):
+                await asyncio.shield(self._future)
         except TimeoutError:
             return False
         return True

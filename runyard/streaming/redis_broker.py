@@ -9,11 +9,12 @@ stream is capped (MAXLEN ~) and expires after the retention period.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import time
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager, aclosing
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from redis.asyncio import Redis
@@ -28,7 +29,7 @@ from runyard.streaming.broker import (
     LocalWaiters,
     StreamEvent,
 )
-from runyard.streaming.redis_reader import StreamReader, decode_entry
+from runyard.streaming.redis_reader import Feed, StreamReader, decode_entry
 
 log = logging.getLogger("runyard.broker")
 
@@ -41,11 +42,12 @@ RETRY_DELAY_SECONDS = 0.5
 FAILURES_BEFORE_UNAVAILABLE = 2
 
 # Appends events (ARGV[9..]: event, data, event, data...) only while the publisher's
-# attempt is the run's current one (fencing), and returns the last id. ARGV[4] = '1' first
+# attempt is the run's current one (fencing; false otherwise), and returns the stream's last
+# id before this append ("0-0" if none) followed by each new entry's id. ARGV[4] = '1' first
 # records the attempt as the newest (an older one can never lower it); a non-empty ARGV[5]
 # is a channel on which the run id (ARGV[6]) is published afterwards. ARGV[7] names the
-# batch: a retry whose first try was applied (its reply was lost) returns that try's id
-# instead of appending the events twice. ARGV[8] is where every instance's stream reader
+# batch: a retry whose first try was applied (its reply was lost) returns "-" and that try's
+# last id instead of appending the events twice. ARGV[8] is where every instance's stream reader
 # learns of the append: three lines, the stream key, its last id before this append, and
 # (unless the events are large) the new entries as JSON [[id, event, data], ...], so a
 # reader that is up to date with the key delivers them without reading the stream.
@@ -54,7 +56,7 @@ local last = redis.call('GET', KEYS[3])
 if last then
   local sep = string.find(last, ' ', 1, true)
   if sep and string.sub(last, 1, sep - 1) == ARGV[7] then
-    return string.sub(last, sep + 1)
+    return {'-', string.sub(last, sep + 1)}
   end
 end
 local attempt = tonumber(ARGV[1])
@@ -65,21 +67,23 @@ end
 if ARGV[4] == '1' and (not current or tonumber(current) < attempt) then
   redis.call('SET', KEYS[2], ARGV[1], 'EX', ARGV[3])
 end
+local previous = '0-0'
+if last then
+  previous = string.sub(last, (string.find(last, ' ', 1, true) or 0) + 1)
+end
 local id = ''
+local ids = {previous}
 local added = {}
 local size = 0
 for i = 9, #ARGV, 2 do
   id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*',
                   'event', ARGV[i], 'data', ARGV[i + 1])
   added[#added + 1] = {id, ARGV[i], ARGV[i + 1]}
+  ids[#ids + 1] = id
   size = size + string.len(ARGV[i + 1])
 end
 if #ARGV >= 9 then
   redis.call('EXPIRE', KEYS[1], ARGV[3])
-  local previous = ''
-  if last then
-    previous = string.sub(last, (string.find(last, ' ', 1, true) or 0) + 1)
-  end
   local body = ''
   if size <= 16384 then
     body = cjson.encode(added)
@@ -90,7 +94,7 @@ end
 if ARGV[5] ~= '' then
   redis.call('PUBLISH', ARGV[5], ARGV[6])
 end
-return id
+return ids
 """
 
 
@@ -129,6 +133,10 @@ class RedisEventBroker:
         self._retry_seconds = append_retry_seconds
         self._down_since: float | None = None
         self._dropping = False
+        # Batch names, unique across instances and restarts (one uuid per broker, not per
+        # append: a uuid4 is a system call).
+        self._batch_names = f"{uuid.uuid4().hex}:"
+        self._batch_count = itertools.count()
 
     def _stream(self, run_id: str) -> str:
         return f"{self._prefix}run:{run_id}:events"
@@ -180,7 +188,7 @@ class RedisEventBroker:
             "1" if begin else "0",
             self._signals.channel if signal else "",
             run_id,
-            uuid.uuid4().hex,
+            f"{self._batch_names}{next(self._batch_count)}",
             self._reader.channel,
             *pairs,
         ]
@@ -200,7 +208,20 @@ class RedisEventBroker:
             log.info("events_published_again run_id=%s", run_id)
         if result is None:
             raise StaleAttemptError(f"attempt {attempt} of run {run_id} is no longer current")
-        return result.decode() if isinstance(result, bytes) else str(result)
+        previous, *ids = (_decode(part) for part in result)
+        if previous != "-" and ids and self._deliver_here(keys[0], previous, ids, pairs):
+            # Let the subscribers take it before this task goes on with the run.
+            await asyncio.sleep(0)
+        return ids[-1] if ids else ""
+
+    def _deliver_here(self, key: str, previous: str, ids: list[str], pairs: list[str]) -> bool:
+        """Hand this instance's subscribers of `key` what was just appended, without waiting
+        for the announcement to come back from Redis; True if any subscriber took it."""
+        events = [
+            StreamEvent(entry_id, pairs[2 * index], pairs[2 * index + 1])
+            for index, entry_id in enumerate(ids)
+        ]
+        return self._reader.deliver(key, previous, events)
 
     def _keep_trying(self, run_id: str, exc: BaseException) -> bool:
         """Whether a failed append is tried again: until Redis was away past the retry span."""
@@ -255,51 +276,54 @@ class RedisEventBroker:
         """
         key = self._stream(run_id)
         cursor = await self._start(key, after, ended)
-        # What is stored already comes in one read, without waiting for the shared reader
-        # (a /wait whose run has ended needs nothing else).
-        async for event in self._replay(key, cursor, ended, known_ended=not follow):
-            if event.event == _CONTROL_DONE:
-                return
-            cursor = event.id
-            yield event
-        if follow:
-            # Closed with the subscription, so its feed leaves the reader at once.
-            async with aclosing(self._follow(key, cursor, ended)) as live:
-                async for event in live:
-                    yield event
-
-    async def _follow(
-        self, key: str, cursor: str, ended: Ended | None
-    ) -> AsyncGenerator[StreamEvent, None]:
-        """Live events after `cursor`, from the shared reader, until the done entry."""
-        feed = self._reader.follow(key, cursor)
+        if not follow:
+            async for event in self._replay(key, cursor, ended, known_ended=True):
+                if event.event == _CONTROL_DONE:
+                    return
+                yield event
+            return
+        # The feed is made before the replay, so an append announced while the replay is
+        # on its way is buffered, not missed: the first live event needs no read of its own.
+        feed = self._reader.follow(key, cursor, replaying=True)
         try:
-            while True:
-                if feed.replay_until is not None:
-                    batch = await self._range(key, feed.cursor, feed.replay_until, ended)
-                    if len(batch) < RANGE_COUNT:
-                        feed.replay_until = None
-                else:
-                    batch = feed.take()
-                if not batch:
-                    if feed.detached:
-                        # It fell behind: catch up from Redis by id, then follow again.
-                        self._reader.leave(feed)
-                        feed = self._reader.follow(key, feed.cursor)
-                    elif not await feed.wait(self._idle_check) and ended and await ended():
-                        async for event in self._replay(key, feed.cursor, ended, True):
-                            if event.event == _CONTROL_DONE:
-                                return
-                            yield event
-                        return
-                    continue
-                for event in batch:
-                    feed.cursor = event.id
-                    if event.event == _CONTROL_DONE:
-                        return
-                    yield event
+            # What is stored already comes in one read, without waiting for the shared reader.
+            async for event in self._replay(key, cursor, ended):
+                if event.event == _CONTROL_DONE:
+                    return
+                feed.cursor = event.id
+                yield event
+            async for event in self._follow(feed, ended):
+                yield event
         finally:
+            # Here, not in _follow: a subscription closed during its replay leaves too.
             self._reader.leave(feed)
+
+    async def _follow(self, feed: Feed, ended: Ended | None) -> AsyncIterator[StreamEvent]:
+        """Live events after `feed.cursor`, from the shared reader, until the done entry."""
+        while True:
+            if feed.replay_until is not None:
+                batch = await self._range(feed.key, feed.cursor, feed.replay_until, ended)
+                if len(batch) < RANGE_COUNT:
+                    feed.replay_until = None
+            else:
+                batch = feed.take()
+
+            if not batch:
+                if feed.detached:
+                    # It fell behind: catch up from Redis by id, then follow again.
+                    self._reader.rejoin(feed)
+                elif not await feed.wait(self._idle_check) and ended and await ended():
+                    async for event in self._replay(feed.key, feed.cursor, ended, True):
+                        if event.event == _CONTROL_DONE:
+                            return
+                        yield event
+                    return
+                continue
+            for event in batch:
+                feed.cursor = event.id
+                if event.event == _CONTROL_DONE:
+                    return
+                yield event
 
     async def _start(self, key: str, after: str | None, ended: Ended | None) -> str:
         """The id after which a subscription starts ("$": the newest stored one)."""

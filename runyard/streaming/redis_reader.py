@@ -99,11 +99,21 @@ class Feed:
 
     async def wait(self, timeout: float) -> bool:
         """True once something was buffered (or the feed detached), False on timeout."""
+        if self._ready.is_set():
+            return True
         try:
-            await asyncio.wait_for(self._ready.wait(), timeout)
+            # Not wait_for: it would run the wait as a task of its own, one more hop
+            # between the append's announcement and the subscriber.
+            async with asyncio.timeout(timeout):
+                await self._ready.wait()
         except TimeoutError:
             return False
         return True
+
+    def reset(self) -> None:
+        """Empty the buffer and attach again (see StreamReader.rejoin)."""
+        self._events, self._bytes, self.detached, self.replay_until = [], 0, False, None
+        self._ready.clear()
 
     def poke(self) -> None:
         """Wake the subscriber (the reader lost or regained Redis)."""
@@ -129,20 +139,35 @@ class StreamReader:
         self._has_dirty = asyncio.Event()
         self.connected = True
 
-    def follow(self, key: str, cursor: str) -> Feed:
-        """A feed of `key`'s entries after `cursor` (see Feed.replay_until)."""
-        followed = self._keys.get(key)
-        if followed is None:
-            followed = self._keys[key] = _Followed(cursor)
-            feed = Feed(key, cursor, None)
-            # Appended between the subscriber's replay and now: read it once to be sure.
-            self._mark(key)
-        elif id_key(cursor) < id_key(followed.cursor):
-            feed = Feed(key, cursor, followed.cursor)
-        else:
-            feed = Feed(key, cursor, None)
-        followed.feeds.add(feed)
+    def follow(self, key: str, cursor: str, *, replaying: bool = False) -> Feed:
+        """A feed of `key`'s entries after `cursor`.
+
+        With `replaying`, the caller reads what is stored after `cursor` itself once the
+        feed is made: every append announced from now on is buffered meanwhile, so the
+        first live event needs no read of its own. Otherwise entries the key's reader has
+        passed already are left to the caller to replay (see Feed.replay_until), and a key
+        followed anew is read once.
+        """
+        feed = Feed(key, cursor, None)
+        self._join(feed, replaying)
         return feed
+
+    def rejoin(self, feed: Feed) -> None:
+        """Follow again after `feed.cursor` a feed that was detached, with an empty buffer."""
+        self.leave(feed)
+        feed.reset()
+        self._join(feed, replaying=False)
+
+    def _join(self, feed: Feed, replaying: bool) -> None:
+        followed = self._keys.get(feed.key)
+        if followed is None:
+            followed = self._keys[feed.key] = _Followed(feed.cursor)
+            if not replaying:
+                # Appended between the subscriber's replay and now: read it once to be sure.
+                self._mark(feed.key)
+        elif not replaying and id_key(feed.cursor) < id_key(followed.cursor):
+            feed.replay_until = followed.cursor
+        followed.feeds.add(feed)
 
     def leave(self, feed: Feed) -> None:
         """Stop feeding `feed`; the key is dropped with its last feed."""
@@ -201,6 +226,7 @@ class StreamReader:
     def _announced(self, message: str) -> None:
         """An append: delivered at once when it follows what the key's feeds have, else
         the key is read (the JSON is parsed only for keys followed here)."""
+
         key, _, rest = message.partition("\n")
         followed = self._keys.get(key)
         if followed is None:
@@ -214,6 +240,17 @@ class StreamReader:
             if entries and self._hand_out(key, followed, previous or "0-0", entries):
                 return
         self._mark(key)
+
+    def deliver(self, key: str, previous: str, entries: list[StreamEvent]) -> bool:
+        """Entries appended by this instance right after `previous`, handed to the key's
+        feeds at once (the announcement that follows finds them delivered). True if the key
+        has feeds here; a gap is left to a read, as for an announcement."""
+        followed = self._keys.get(key)
+        if followed is None:
+            return False
+        if not self._hand_out(key, followed, previous, entries):
+            self._mark(key)
+        return True
 
     async def _sweep_forever(self, stop: asyncio.Event) -> None:
         while not stop.is_set():

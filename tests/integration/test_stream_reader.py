@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 
 import pytest
@@ -28,6 +28,7 @@ class Parts:
     broker: RedisEventBroker
     connections: RedisConnections
     prefix: str
+    reader: StreamReader
 
 
 @pytest.fixture
@@ -40,7 +41,7 @@ def private_redis() -> Iterator[ThrowawayRedis]:
         server.stop()
 
 
-async def _parts(url: str, retry: float = 0.0) -> AsyncIterator[Parts]:
+async def _parts(url: str, retry: float = 0.0, sweep: float = 1.0) -> AsyncIterator[Parts]:
     prefix = f"reader-test-{uuid.uuid4().hex[:8]}:"
     connections = RedisConnections.open(
         url,
@@ -50,7 +51,7 @@ async def _parts(url: str, retry: float = 0.0) -> AsyncIterator[Parts]:
         worker_connections=2,
         request_connections=2,
     )
-    reader = StreamReader(connections.blocking, f"{prefix}events", 1, 1.0)
+    reader = StreamReader(connections.blocking, f"{prefix}events", 1, sweep)
     stop = asyncio.Event()
     reading = asyncio.create_task(reader.run_forever(stop))
     broker = RedisEventBroker(
@@ -64,7 +65,7 @@ async def _parts(url: str, retry: float = 0.0) -> AsyncIterator[Parts]:
         append_retry_seconds=retry,
     )
     try:
-        yield Parts(broker, connections, prefix)
+        yield Parts(broker, connections, prefix, reader)
     finally:
         stop.set()
         reading.cancel()
@@ -169,3 +170,54 @@ async def _append_to(
     async for event in events:
         got.append(event.data)
         first.set()
+
+
+def _calls(url: str, command: str) -> int:
+    with sync_redis.Redis.from_url(url, socket_timeout=5) as client:
+        stats = client.info("commandstats").get(f"cmdstat_{command}")
+        return int(stats["calls"]) if stats else 0
+
+
+@pytest.fixture
+async def quiet_parts(private_redis: ThrowawayRedis) -> AsyncIterator[Parts]:
+    """A broker on a Redis of its own, whose reader does not sweep during a test."""
+    async for made in _parts(private_redis.url, sweep=60.0):
+        yield made
+
+
+@pytest.mark.timeout(60)
+async def test_live_events_need_no_read_of_their_own(
+    private_redis: ThrowawayRedis, quiet_parts: Parts
+) -> None:
+    """A subscriber reads what is stored once; every live event after that reaches it in
+    the announcement of its append, with no read of the stream (a read costs a round trip
+    before a stream's first event)."""
+    broker, reader = quiet_parts.broker, quiet_parts.reader
+    await _until(lambda: _listening(private_redis.url, reader.channel))
+    reads = _calls(private_redis.url, "xrange")
+    events = broker.subscribe("r1")
+    first = asyncio.create_task(_next(events))
+    await _until(lambda: reader.followed() == 1)
+    await broker.publish("r1", "metadata", "first", attempt=1)
+    assert (await asyncio.wait_for(first, 10)).data == "first"
+    await broker.publish("r1", "values", "second", attempt=1)
+    await broker.finish("r1", attempt=1, last_events=[("end", "null")])
+    assert await asyncio.wait_for(_collect(events), 10) == ["second", "null"]
+    assert _calls(private_redis.url, "xrange") - reads == 1
+
+
+def _listening(url: str, channel: str) -> bool:
+    with sync_redis.Redis.from_url(url, socket_timeout=5) as client:
+        return bool(client.pubsub_numsub(channel)[0][1])
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    for _ in range(250):
+        if condition():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError("condition not met within 5 s")
+
+
+async def _next(events: AsyncIterator[StreamEvent]) -> StreamEvent:
+    return await anext(events)
