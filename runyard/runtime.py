@@ -303,7 +303,13 @@ class Runtime:
         self._stack.push_async_callback(redis.aclose)
         self.redis = redis.requests
         signals = CompletionSignals(redis.worker, f"{prefix}done")
-        reader = StreamReader(redis.blocking, f"{prefix}events", settings.redis_stream_readers, 5.0)
+        reader = StreamReader(
+            redis.blocking,
+            f"{prefix}events",
+            settings.redis_stream_readers,
+            5.0,
+            instance=self.instance_id,
+        )
         self._run_support.start("stream-reader", reader.run_forever)
         self.broker = RedisEventBroker(
             redis.worker,

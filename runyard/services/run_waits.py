@@ -215,14 +215,18 @@ async def final_result(
     """
     result = RunResult()
     ended = _ended(runtime, run)
+    follow = True
     if watch is not None and watch.waiter is not None:
         # The timeout only guards against a lost signal, as a quiet subscription does.
         while not await watch.waiter.wait(timeout=IDLE_CHECK_SECONDS):
             if await ended():
                 break
         await watch.close()
+        # It has ended: what is stored is all there is (read once, nothing to follow).
+        follow = False
     try:
-        async for event in runtime.broker.subscribe(run["run_id"], ended=ended):
+        events = runtime.broker.subscribe(run["run_id"], follow=follow, ended=ended)
+        async for event in events:
             result.absorb(event)
         body = result.body()
     except EventsUnavailableError as exc:

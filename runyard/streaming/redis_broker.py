@@ -29,6 +29,7 @@ from runyard.streaming.broker import (
     LocalWaiters,
     StreamEvent,
 )
+from runyard.streaming.followers import followers_key
 from runyard.streaming.redis_reader import Feed, StreamReader, decode_entry
 
 log = logging.getLogger("runyard.broker")
@@ -41,16 +42,18 @@ RETRY_DELAY_SECONDS = 0.5
 # A read of an ended run's events that fails this many times more gives up on Redis.
 FAILURES_BEFORE_UNAVAILABLE = 2
 
-# Appends events (ARGV[9..]: event, data, event, data...) only while the publisher's
+# Appends events (ARGV[10..]: event, data, event, data...) only while the publisher's
 # attempt is the run's current one (fencing; false otherwise), and returns the stream's last
 # id before this append ("0-0" if none) followed by each new entry's id. ARGV[4] = '1' first
 # records the attempt as the newest (an older one can never lower it); a non-empty ARGV[5]
 # is a channel on which the run id (ARGV[6]) is published afterwards. ARGV[7] names the
-# batch: a retry whose first try was applied (its reply was lost) returns "-" and that try's
-# last id instead of appending the events twice. ARGV[8] is where every instance's stream reader
-# learns of the append: three lines, the stream key, its last id before this append, and
-# (unless the events are large) the new entries as JSON [[id, event, data], ...], so a
-# reader that is up to date with the key delivers them without reading the stream.
+# batch: a retry whose first try was applied (its reply was lost) returns "-" and that
+# try's last id instead of appending the events twice. ARGV[8] is the channel on which the
+# stream readers of other instances learn of the append, when one of them follows the
+# stream (KEYS[4], see streaming/followers.py; ARGV[9] is the appending instance, whose own
+# subscribers are served without it): three lines, the stream key, its last id before this
+# append, and (unless the events are large) the new entries as JSON [[id, event, data],
+# ...], so a reader that is up to date with the key delivers them without reading it.
 _FENCED_XADD = """
 local last = redis.call('GET', KEYS[3])
 if last then
@@ -71,25 +74,31 @@ local previous = '0-0'
 if last then
   previous = string.sub(last, (string.find(last, ' ', 1, true) or 0) + 1)
 end
-local id = ''
 local ids = {previous}
-local added = {}
-local size = 0
-for i = 9, #ARGV, 2 do
-  id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*',
-                  'event', ARGV[i], 'data', ARGV[i + 1])
-  added[#added + 1] = {id, ARGV[i], ARGV[i + 1]}
-  ids[#ids + 1] = id
-  size = size + string.len(ARGV[i + 1])
+for i = 10, #ARGV, 2 do
+  ids[#ids + 1] = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*',
+                             'event', ARGV[i], 'data', ARGV[i + 1])
 end
-if #ARGV >= 9 then
+if #ids > 1 then
   redis.call('EXPIRE', KEYS[1], ARGV[3])
-  local body = ''
-  if size <= 16384 then
-    body = cjson.encode(added)
+  local others = redis.call('HLEN', KEYS[4])
+  if others > 0 and redis.call('HEXISTS', KEYS[4], ARGV[9]) == 1 then
+    others = others - 1
   end
-  redis.call('PUBLISH', ARGV[8], KEYS[1] .. '\\n' .. previous .. '\\n' .. body)
-  redis.call('SET', KEYS[3], ARGV[7] .. ' ' .. id, 'EX', ARGV[3])
+  if others > 0 then
+    local added = {}
+    local size = 0
+    for i = 10, #ARGV, 2 do
+      added[#added + 1] = {ids[#added + 2], ARGV[i], ARGV[i + 1]}
+      size = size + string.len(ARGV[i + 1])
+    end
+    local body = ''
+    if size <= 16384 then
+      body = cjson.encode(added)
+    end
+    redis.call('PUBLISH', ARGV[8], KEYS[1] .. '\\n' .. previous .. '\\n' .. body)
+  end
+  redis.call('SET', KEYS[3], ARGV[7] .. ' ' .. ids[#ids], 'EX', ARGV[3])
 end
 if ARGV[5] ~= '' then
   redis.call('PUBLISH', ARGV[5], ARGV[6])
@@ -190,9 +199,11 @@ class RedisEventBroker:
             run_id,
             f"{self._batch_names}{next(self._batch_count)}",
             self._reader.channel,
+            self._reader.registry.instance,
             *pairs,
         ]
-        keys = [self._stream(run_id), self._attempt_key(run_id), self._batch_key(run_id)]
+        stream = self._stream(run_id)
+        keys = [stream, self._attempt_key(run_id), self._batch_key(run_id), followers_key(stream)]
         delay = 0.05
         while True:
             try:
@@ -217,6 +228,8 @@ class RedisEventBroker:
     def _deliver_here(self, key: str, previous: str, ids: list[str], pairs: list[str]) -> bool:
         """Hand this instance's subscribers of `key` what was just appended, without waiting
         for the announcement to come back from Redis; True if any subscriber took it."""
+        if not self._reader.follows(key):
+            return False
         events = [
             StreamEvent(entry_id, pairs[2 * index], pairs[2 * index + 1])
             for index, entry_id in enumerate(ids)
@@ -286,8 +299,16 @@ class RedisEventBroker:
         # on its way is buffered, not missed: the first live event needs no read of its own.
         feed = self._reader.follow(key, cursor, replaying=True)
         try:
-            # What is stored already comes in one read, without waiting for the shared reader.
-            async for event in self._replay(key, cursor, ended):
+            # What is stored already comes in one read, without waiting for the shared reader
+            # (and registers this instance as a follower first, when it is new here).
+            replay = self._replay(
+                key,
+                cursor,
+                ended,
+                register=feed.register,
+                read_to=lambda last: self._reader.replayed(feed, last),
+            )
+            async for event in replay:
                 if event.event == _CONTROL_DONE:
                     return
                 feed.cursor = event.id
@@ -333,11 +354,22 @@ class RedisEventBroker:
         return _decode(last[0][0]) if last else "0-0"
 
     async def _replay(
-        self, key: str, cursor: str, ended: Ended | None, known_ended: bool = False
+        self,
+        key: str,
+        cursor: str,
+        ended: Ended | None,
+        known_ended: bool = False,
+        register: int | None = None,
+        read_to: Callable[[str], None] | None = None,
     ) -> AsyncIterator[StreamEvent]:
-        """What is stored after `cursor`, up to and with the done entry."""
+        """What is stored after `cursor`, up to and with the done entry. With `register`,
+        the first read registers this instance as a follower of the key before it reads;
+        `read_to` is told the last id of each read before its events are yielded."""
         while True:
-            batch = await self._range(key, cursor, "+", ended, known_ended)
+            batch = await self._range(key, cursor, "+", ended, known_ended, register)
+            register = None
+            if batch and read_to is not None:
+                read_to(batch[-1].id)
             for event in batch:
                 yield event
                 if event.event == _CONTROL_DONE:
@@ -353,12 +385,17 @@ class RedisEventBroker:
         until: str,
         ended: Ended | None,
         known_ended: bool = False,
+        register: int | None = None,
     ) -> list[StreamEvent]:
-        entries: Any = await self._retrying(
-            lambda: self._reads.xrange(key, min=f"({cursor}", max=until, count=RANGE_COUNT),
-            ended,
-            known_ended,
-        )
+        async def read() -> Any:
+            if register is None:
+                return await self._reads.xrange(key, min=f"({cursor}", max=until, count=RANGE_COUNT)
+            pipe = self._reads.pipeline(transaction=False)
+            self._reader.add_registration(pipe, key, register)
+            pipe.xrange(key, min=f"({cursor}", max=until, count=RANGE_COUNT)
+            return (await pipe.execute())[-1]
+
+        entries: Any = await self._retrying(read, ended, known_ended)
         return [decode_entry(entry_id, fields) for entry_id, fields in entries]
 
     async def _retrying(
@@ -389,8 +426,9 @@ class RedisEventBroker:
 
     async def forget(self, run_id: str) -> None:
         """Delete the run's stream."""
+        stream = self._stream(run_id)
         await self._redis.delete(
-            self._stream(run_id), self._attempt_key(run_id), self._batch_key(run_id)
+            stream, self._attempt_key(run_id), self._batch_key(run_id), followers_key(stream)
         )
 
     async def signal_done(self, run_id: str) -> None:

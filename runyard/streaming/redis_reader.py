@@ -24,6 +24,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +34,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from runyard.streaming.broker import StreamEvent
+from runyard.streaming.followers import FollowerRegistry
 
 log = logging.getLogger("runyard.broker")
 
@@ -74,6 +77,9 @@ class Feed:
         # Entries up to this id were read before the feed joined: replay them from Redis.
         self.replay_until = replay_until
         self.detached = False
+        # A key followed anew by a replaying caller: the generation it registers with its
+        # first read (see FollowerRegistry).
+        self.register: int | None = None
         self._events: list[StreamEvent] = []
         self._bytes = 0
         self._ready = asyncio.Event()
@@ -123,20 +129,32 @@ class Feed:
 @dataclass
 class _Followed:
     cursor: str
+    generation: int
     feeds: set[Feed] = field(default_factory=set)
+    # When the key's registration was last sent (monotonic; 0: to be sent by its next read).
+    registered_at: float = 0.0
 
 
 class StreamReader:
     """The instance's stream reader: `follow` a key, read what its feed buffers."""
 
-    def __init__(self, redis: Redis, channel: str, connections: int, sweep_seconds: float) -> None:
+    def __init__(
+        self,
+        redis: Redis,
+        channel: str,
+        connections: int,
+        sweep_seconds: float,
+        instance: str | None = None,
+    ) -> None:
         self._redis = redis
         self.channel = channel
+        self.registry = FollowerRegistry(redis, instance or uuid.uuid4().hex)
         self._fetchers = max(connections, 1)
         self._sweep_seconds = sweep_seconds
         self._keys: dict[str, _Followed] = {}
         self._dirty: dict[str, None] = {}  # ordered: the longest waiting is read first
         self._has_dirty = asyncio.Event()
+        self._withdraw_due = False
         self.connected = True
 
     def follow(self, key: str, cursor: str, *, replaying: bool = False) -> Feed:
@@ -161,13 +179,29 @@ class StreamReader:
     def _join(self, feed: Feed, replaying: bool) -> None:
         followed = self._keys.get(feed.key)
         if followed is None:
-            followed = self._keys[feed.key] = _Followed(feed.cursor)
-            if not replaying:
-                # Appended between the subscriber's replay and now: read it once to be sure.
+            generation = self.registry.generation(feed.key)
+            followed = self._keys[feed.key] = _Followed(feed.cursor, generation)
+            if replaying:
+                feed.register = generation
+                followed.registered_at = time.monotonic()
+            else:
+                # Registered and read by the fetch: whatever was appended before the
+                # registration is in that read.
                 self._mark(feed.key)
         elif not replaying and id_key(feed.cursor) < id_key(followed.cursor):
             feed.replay_until = followed.cursor
         followed.feeds.add(feed)
+
+    def replayed(self, feed: Feed, last: str) -> None:
+        """The feed's subscriber read the key itself up to `last`. When it is the key's
+        only feed, the key's position moves there too, so the next append follows on from
+        it rather than looking like a gap to be read. (With other feeds the position
+        stays: they may still need what lies between.)"""
+        followed = self._keys.get(feed.key)
+        if followed is None or followed.feeds != {feed}:
+            return
+        if id_key(last) > id_key(followed.cursor):
+            followed.cursor = last
 
     def leave(self, feed: Feed) -> None:
         """Stop feeding `feed`; the key is dropped with its last feed."""
@@ -176,8 +210,11 @@ class StreamReader:
             return
         followed.feeds.discard(feed)
         if not followed.feeds:
-            del self._keys[feed.key]
-            self._dirty.pop(feed.key, None)
+            self._drop(feed.key)
+
+    def follows(self, key: str) -> bool:
+        """Whether `key` has feeds here."""
+        return key in self._keys
 
     def followed(self) -> int:
         """How many stream keys are followed now."""
@@ -197,6 +234,7 @@ class StreamReader:
         """Listen for appends and fetch what they added, until `stop`."""
         loops = [self._listen_forever(stop), self._sweep_forever(stop)]
         loops += [self._fetch_forever(stop) for _ in range(self._fetchers)]
+        loops.append(self._wake_on(stop))
         await asyncio.gather(*loops)
 
     async def _listen_forever(self, stop: asyncio.Event) -> None:
@@ -207,7 +245,10 @@ class StreamReader:
                 await pubsub.subscribe(self.channel)
                 delay = 0.2
                 self._set_connected(True)
-                # Appends may have gone unannounced while this was away.
+                # Appends may have gone unannounced while this was away, and Redis may
+                # have lost the registrations (a restart): register and read every key.
+                for followed in self._keys.values():
+                    followed.registered_at = 0.0
                 self._mark_all()
                 while not stop.is_set():
                     message = await pubsub.get_message(timeout=1.0)
@@ -252,17 +293,40 @@ class StreamReader:
             self._mark(key)
         return True
 
+    async def _wake_on(self, stop: asyncio.Event) -> None:
+        """Wake the fetch loops once `stop` is set (they wait for work alone)."""
+        await stop.wait()
+        self._has_dirty.set()
+
     async def _sweep_forever(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
             await _pause(stop, self._sweep_seconds)
-            self._mark_all()
+            self.sweep()
+
+    def sweep(self) -> None:
+        """Read every key (an announcement may have been lost), refreshing registrations
+        about to expire with the read, and withdraw those of keys no longer followed
+        (seconds late, in batches: by then their runs have usually ended)."""
+        self._mark_all()
+        if self.registry.withdrawing():
+            self._withdraw_due = True
+            self._has_dirty.set()
 
     async def _fetch_forever(self, stop: asyncio.Event) -> None:
         delay = 0.2
         while not stop.is_set():
+            if self._withdraw_due and self.registry.withdrawing():
+                try:
+                    await self.registry.send_withdrawals(self._redis)
+                except (RedisError, OSError) as exc:
+                    self._set_connected(False, exc)
+                    await _pause(stop, delay)
+                    delay = min(delay * 2, 2.0)
+                continue
+            self._withdraw_due = False
             if not self._dirty:
                 self._has_dirty.clear()
-                await _either(self._has_dirty, stop)
+                await self._has_dirty.wait()
                 continue
             batch = list(self._dirty)[:FETCH_BATCH]
             for key in batch:
@@ -283,11 +347,20 @@ class StreamReader:
         if not cursors:
             return
         pipe = self._redis.pipeline(transaction=False)
+        registering = {
+            key: self._keys[key].generation
+            for key in cursors
+            if self.registry.due(self._keys[key].registered_at)
+        }
         for key, cursor in cursors.items():
+            if key in registering:
+                self.registry.register(pipe, key, registering[key])
             pipe.xrange(key, min=f"({cursor}", count=READ_COUNT)
         answers: list[Any] = await pipe.execute()
         self._set_connected(True)
-        for (key, cursor), entries in zip(cursors.items(), answers, strict=True):
+        self._registered(registering)
+        reads = [answer for answer in answers if isinstance(answer, list)]
+        for (key, cursor), entries in zip(cursors.items(), reads, strict=True):
             followed = self._keys.get(key)
             if followed is None:
                 continue
@@ -316,9 +389,25 @@ class StreamReader:
             if not feed.offer(events):
                 followed.feeds.discard(feed)
         if not followed.feeds:
-            del self._keys[key]
-            self._dirty.pop(key, None)
+            self._drop(key)
         return True
+
+    def _registered(self, generations: dict[str, int]) -> None:
+        now = time.monotonic()
+        for key, generation in generations.items():
+            followed = self._keys.get(key)
+            if followed is not None and followed.generation == generation:
+                followed.registered_at = now
+
+    def _drop(self, key: str) -> None:
+        """The key's last feed left: stop reading it, withdraw its registration."""
+        followed = self._keys.pop(key)
+        self._dirty.pop(key, None)
+        self.registry.withdraw(key, followed.generation)
+
+    def add_registration(self, pipe: Any, key: str, generation: int) -> None:
+        """Register this instance as a follower of `key`, in `pipe` before its read."""
+        self.registry.register(pipe, key, generation)
 
     def _set_connected(self, connected: bool, exc: BaseException | None = None) -> None:
         if connected == self.connected:
@@ -338,12 +427,3 @@ async def _pause(stop: asyncio.Event, seconds: float) -> None:
         await asyncio.wait_for(stop.wait(), seconds)
     except TimeoutError:
         pass
-
-
-async def _either(event: asyncio.Event, stop: asyncio.Event) -> None:
-    waiters = {asyncio.ensure_future(event.wait()), asyncio.ensure_future(stop.wait())}
-    try:
-        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for waiter in waiters:
-            waiter.cancel()

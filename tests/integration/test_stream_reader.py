@@ -41,8 +41,10 @@ def private_redis() -> Iterator[ThrowawayRedis]:
         server.stop()
 
 
-async def _parts(url: str, retry: float = 0.0, sweep: float = 1.0) -> AsyncIterator[Parts]:
-    prefix = f"reader-test-{uuid.uuid4().hex[:8]}:"
+async def _parts(
+    url: str, retry: float = 0.0, sweep: float = 1.0, prefix: str | None = None
+) -> AsyncIterator[Parts]:
+    prefix = prefix or f"reader-test-{uuid.uuid4().hex[:8]}:"
     connections = RedisConnections.open(
         url,
         prefix,
@@ -204,11 +206,56 @@ async def test_live_events_need_no_read_of_their_own(
     await broker.finish("r1", attempt=1, last_events=[("end", "null")])
     assert await asyncio.wait_for(_collect(events), 10) == ["second", "null"]
     assert _calls(private_redis.url, "xrange") - reads == 1
+    # Its subscriber is on the appending instance: nothing was announced.
+    assert _calls(private_redis.url, "publish") == 0
 
 
-def _listening(url: str, channel: str) -> bool:
+@pytest.fixture
+async def two_instances(private_redis: ThrowawayRedis) -> AsyncIterator[tuple[Parts, Parts]]:
+    """Two instances' brokers on one Redis and one key prefix, readers that do not sweep."""
+    prefix = f"reader-test-{uuid.uuid4().hex[:8]}:"
+    async for first in _parts(private_redis.url, sweep=60.0, prefix=prefix):
+        async for second in _parts(private_redis.url, sweep=60.0, prefix=prefix):
+            yield first, second
+
+
+@pytest.mark.timeout(60)
+async def test_a_subscriber_on_another_instance_hears_of_each_append(
+    private_redis: ThrowawayRedis, two_instances: tuple[Parts, Parts]
+) -> None:
+    """A run executed on one instance and followed on another: the follower registers with
+    its one read, learns of every append from its announcement, and withdraws when done;
+    a run nobody follows elsewhere is not announced."""
+    here, there = two_instances
+    await _until(lambda: _listening(private_redis.url, here.reader.channel, subscribers=2))
+    await there.broker.publish("quiet", "metadata", "nobody", attempt=1)
+    await there.broker.finish("quiet", attempt=1)
+    assert _calls(private_redis.url, "publish") == 0
+
+    await there.broker.publish("r1", "metadata", "before", attempt=1)
+    reads = _calls(private_redis.url, "xrange")
+    events = here.broker.subscribe("r1")
+    assert (await asyncio.wait_for(_next(events), 10)).data == "before"
+    followers = f"{here.prefix}run:r1:events:followers"
+    assert _hash(private_redis.url, followers) == [here.reader.registry.instance]
+    for index in range(3):
+        await there.broker.publish("r1", "values", str(index), attempt=1)
+    await there.broker.finish("r1", attempt=1, last_events=[("end", "null")])
+    assert await asyncio.wait_for(_collect(events), 10) == ["0", "1", "2", "null"]
+    assert _calls(private_redis.url, "xrange") - reads == 1
+    assert _calls(private_redis.url, "publish") == 4
+    here.reader.sweep()  # withdrawals go with the next sweep
+    await _until(lambda: _hash(private_redis.url, followers) == [])
+
+
+def _hash(url: str, key: str) -> list[str]:
+    with sync_redis.Redis.from_url(url, socket_timeout=5, decode_responses=True) as client:
+        return sorted(client.hkeys(key))
+
+
+def _listening(url: str, channel: str, subscribers: int = 1) -> bool:
     with sync_redis.Redis.from_url(url, socket_timeout=5) as client:
-        return bool(client.pubsub_numsub(channel)[0][1])
+        return bool(client.pubsub_numsub(channel)[0][1] >= subscribers)
 
 
 async def _until(condition: Callable[[], bool]) -> None:
