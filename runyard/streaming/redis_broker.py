@@ -220,7 +220,11 @@ class RedisEventBroker:
         if result is None:
             raise StaleAttemptError(f"attempt {attempt} of run {run_id} is no longer current")
         previous, *ids = (_decode(part) for part in result)
-        if previous != "-" and ids and self._deliver_here(keys[0], previous, ids, pairs):
+        if previous == "-":
+            # A retry of a batch that was applied: its entries are not known here, so this
+            # instance's subscribers (never announced to) read them.
+            self._reader.reread(keys[0])
+        elif ids and self._deliver_here(keys[0], previous, ids, pairs):
             # Let the subscribers take it before this task goes on with the run.
             await asyncio.sleep(0)
         return ids[-1] if ids else ""

@@ -212,6 +212,11 @@ class StreamReader:
         if not followed.feeds:
             self._drop(feed.key)
 
+    def reread(self, key: str) -> None:
+        """Read `key` again soon, if it has feeds here."""
+        if key in self._keys:
+            self._mark(key)
+
     def follows(self, key: str) -> bool:
         """Whether `key` has feeds here."""
         return key in self._keys
