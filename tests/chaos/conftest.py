@@ -8,10 +8,10 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-import redis
 
 from tests.chaos.cluster import CHAOS_CONFIG, CHAOS_ENV, SHARED_REDIS, Cluster, ClusterFactory
 from tests.support.databases import create_database, drop_database, postgres_available
+from tests.support.redis_keys import delete_keys
 from tests.support.server import free_port
 from tests.support.throwaway import ThrowawayPostgres, ThrowawayRedis, postgres_tools
 
@@ -57,23 +57,13 @@ async def cluster_factory(tmp_path: Path) -> AsyncIterator[ClusterFactory]:
             finally:
                 if cluster.database_url not in private:
                     drop_database(cluster.database_url)
-                _delete_keys(cluster.redis_url, cluster.prefix)
+                delete_keys(cluster.redis_url, cluster.prefix)
 
 
 @pytest.fixture
 async def cluster(cluster_factory: ClusterFactory) -> Cluster:
     """Two instances on the shared Redis with the chaos timings."""
     return await cluster_factory(2)
-
-
-def _delete_keys(url: str, prefix: str) -> None:
-    try:
-        with redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=2) as client:
-            batch = list(client.scan_iter(match=f"{prefix}*", count=500))
-            for start in range(0, len(batch), 500):
-                client.delete(*batch[start : start + 500])
-    except (redis.RedisError, OSError):
-        pass  # a throwaway Redis that is already gone
 
 
 @pytest.fixture

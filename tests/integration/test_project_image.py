@@ -19,7 +19,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-import redis
 from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 
@@ -31,6 +30,7 @@ from tests.support.docker import (
     cached_data_root,
     import_base_image,
 )
+from tests.support.redis_keys import delete_keys
 from tests.support.runs import wait_for_end, wait_for_values
 from tests.support.server import ROOT, free_port
 
@@ -180,7 +180,7 @@ def deployment(
                     timeout=60,
                     check=False,
                 )
-            delete_keys(prefix)
+            delete_keys(SHARED_REDIS, prefix)
 
 
 def wait_for_ok(daemon: DockerDaemon, container: str, url: str, timeout: float = 90) -> None:
@@ -197,14 +197,6 @@ def wait_for_ok(daemon: DockerDaemon, container: str, url: str, timeout: float =
     pytest.fail(
         f"{url} never answered; {container} says:\n{logs.stdout[-3000:]!r}{logs.stderr[-3000:]!r}"
     )
-
-
-def delete_keys(prefix: str) -> None:
-    """Remove this test's keys from the shared Redis."""
-    with redis.Redis.from_url(SHARED_REDIS, socket_timeout=5) as client:
-        keys = list(client.scan_iter(match=f"{prefix}*", count=500))
-        if keys:
-            client.delete(*keys)
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ from websockets.asyncio.client import connect
 from runyard.services.thread_session import NEXT_RUN_POLL_SECONDS
 from runyard.streaming.session_events import SUPPORTED_CHANNELS
 from tests.support.databases import fresh_database
+from tests.support.redis_keys import delete_keys
 from tests.support.server import TEST_CONFIG, ServerProcess
 
 pytestmark = pytest.mark.timeout(120)
@@ -50,7 +51,8 @@ def deployment(
         finally:
             dev.stop()
         return
-    env = {"REDIS_URL": REDIS_URL, "RUNYARD_REDIS_PREFIX": f"session-{uuid.uuid4().hex[:8]}:"}
+    prefix = f"session-{uuid.uuid4().hex[:8]}:"
+    env = {"REDIS_URL": REDIS_URL, "RUNYARD_REDIS_PREFIX": prefix}
     with fresh_database() as url:
         env["DATABASE_URL"] = url
         front = ServerProcess("serve", workdir / "a", env={**env, "WORKER_COUNT": "0"}).start()
@@ -61,6 +63,7 @@ def deployment(
         finally:
             front.stop()
             back.stop()
+            delete_keys(REDIS_URL, prefix)
 
 
 @pytest.fixture
