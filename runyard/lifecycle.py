@@ -28,6 +28,10 @@ with steps left, else `idle`); `idle` when its last active run was cancelled or 
 before it ran. The statement that writes the status decides `busy` itself
 (`threads_db.settle_status`, the finish statement), so a run queued meanwhile is seen.
 
+Cancel and finish: a cancel (or a strategy's) flag committed before a run's final write
+wins; the finish statement checks it itself, under the thread's lock, so a run whose graph
+already ended still ends as the cancel asks. A cancel after the final write finds it ended.
+
 Dispatch: any transition that can free the thread (finish, cancel, delete, the reaper
 ending a run) pushes the thread's next due run: its oldest pending run by start time.
 
@@ -210,9 +214,14 @@ class RunLifecycle:
         output: Any,
         error: Any,
         state: threads_db.ThreadState,
-    ) -> bool:
+    ) -> bool | str:
         """Record an attempt's outcome and the thread's state, then end the run. False when
         `attempt` no longer holds the run.
+
+        A cancel recorded first wins (a strategy or a cancel already answered as though it
+        stopped the run): nothing is written, and its action (`interrupt`, `rollback`) is
+        returned for the attempt to end the run as that cancel does. The finish statement
+        checks the flag itself, under the thread's lock, so there is no window between.
 
         A retry of a final write whose commit went through but whose reply was lost finds
         its own end recorded: that is done, and the run is ended (its events published).
@@ -226,7 +235,13 @@ class RunLifecycle:
         assert finished is not None
         if not finished.held:
             async with self._autocommit() as session:
-                own = await runs_db.ended_by(session, run_id, attempt, status)
+                action = await runs_db.cancel_requested(session, run_id, attempt)
+                own = None if action else await runs_db.ended_by(session, run_id, attempt, status)
+            if action:
+                log.info(
+                    "run_end_cancelled run_id=%s attempt=%s action=%s", run_id, attempt, action
+                )
+                return action
             if own is None:
                 log.warning("run_finalize_refused run_id=%s attempt=%s", run_id, attempt)
                 return False

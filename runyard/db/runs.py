@@ -8,6 +8,7 @@ from functools import cache
 from typing import Any
 
 from sqlalchemy import (
+    Boolean,
     Insert,
     Select,
     Update,
@@ -368,6 +369,9 @@ def _finish_statement(dialect: str) -> Update:
             *_thread_locked_first(dialect),
             runs.c.attempt == bindparam("p_attempt"),
             runs.c.status == "running",
+            # A cancel recorded before this write wins: only the cancel's own end (an
+            # interrupted run) is written over it (runyard/lifecycle.py, `finish`).
+            or_(runs.c.cancel_action.is_(None), bindparam("p_by_cancel", type_=Boolean)),
         )
         .values(
             status=bindparam("p_status"),
@@ -389,7 +393,8 @@ async def finish_run(
     output: Any,
     error: Any,
 ) -> bool:
-    """Record a run's end, only if `attempt` still holds it (the fencing check)."""
+    """Record a run's end, only if `attempt` still holds it (the fencing check) and no
+    cancel was recorded, unless this is that cancel's end (`status` interrupted)."""
     params = _finish_params(run_id, attempt, status, output, error)
     result = await session.execute(_finish_statement(dialect_name(session)), params)
     return rowcount(result) > 0
@@ -402,6 +407,7 @@ def _finish_params(
         "p_run_id": run_id,
         "p_attempt": attempt,
         "p_status": status.value,
+        "p_by_cancel": status is RunStatus.INTERRUPTED,
         "p_output": output,
         "p_error": error,
     }

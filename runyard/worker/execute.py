@@ -25,7 +25,7 @@ from runyard.graphs.serialize import dumps, to_jsonable
 from runyard.graphs.streaming import FinalState, stream_graph
 from runyard.observability.logs import run_log_context
 from runyard.streaming.publisher import EventPublisher
-from runyard.worker.finalize import Outcome, ThreadSnapshot, finalize_run
+from runyard.worker.finalize import Outcome, ThreadSnapshot, cancelled, finalize_run
 from runyard.worker.registry import RunningRun, carry_through_stops
 
 if TYPE_CHECKING:
@@ -282,10 +282,8 @@ class RunExecutor:
     async def _stopped(
         self, run: dict[str, Any], entry: RunningRun, reason: str, graph: Pregel | None
     ) -> Outcome | None:
-        if reason == "interrupt":
-            return Outcome(RunStatus.INTERRUPTED, graph=graph)
-        if reason == "rollback":
-            return Outcome(RunStatus.INTERRUPTED, rollback=True, graph=graph)
+        if reason in ("interrupt", "rollback"):
+            return cancelled(reason, graph)
         if reason == "release":
             return await self._hand_back(run, entry, "drain", graph)
         else:

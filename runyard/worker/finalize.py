@@ -87,9 +87,21 @@ async def finalize_run(
     )
     output = _result(snapshot) if outcome.status == RunStatus.SUCCESS else None
     state = _thread_state(thread_id, outcome, snapshot)
-    return await runtime.lifecycle.finish(
+    finished = await runtime.lifecycle.finish(
         run, attempt, outcome.status, output, outcome.error, state
     )
+    if isinstance(finished, str):
+        # A cancel landed before the end was written: the run ends as that cancel asks.
+        stopped = cancelled(finished, outcome.graph, snapshot)
+        return await finalize_run(runtime, run, attempt, stopped)
+    return finished
+
+
+def cancelled(action: str, graph: Pregel | None, snapshot: ThreadSnapshot | None = None) -> Outcome:
+    """How a run stopped by a cancel ends: `interrupted`, its changes gone for `rollback`."""
+    if action == "rollback":
+        return Outcome(RunStatus.INTERRUPTED, rollback=True, graph=graph)
+    return Outcome(RunStatus.INTERRUPTED, graph=graph, snapshot=snapshot)
 
 
 async def _rolled_back_snapshot(

@@ -1,0 +1,205 @@
+"""A cancel or a multitask strategy that lands as a run writes its end: the cancel wins.
+
+The run's graph has finished and its executor is about to write `success`; a hook holds
+that final write open while another instance creates a run under `interrupt` or
+`rollback`, cancels the run, or deletes its thread. Each of those answered as though it had
+stopped the run, so the run must not end `success`: it ends `interrupted` (its state kept),
+or a rollback deletes it and its checkpoints. On SQLite (`runyard dev`: one runtime) and
+on PostgreSQL with Redis (two runtimes: one executes, the other takes the requests).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Awaitable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runyard.db import runs as runs_db
+from runyard.db import threads as threads_db
+from runyard.domain.errors import NotFoundError
+from runyard.domain.status import RunStatus
+from runyard.runtime import Runtime
+from runyard.schemas.runs import RunCreate
+from runyard.services import runs as runs_service
+from runyard.services import threads as threads_service
+from runyard.services.run_waits import wait_until_done, wait_until_done_or_gone
+from runyard.settings import Settings
+from tests.support.databases import create_database, drop_database, postgres_available
+from tests.support.redis_keys import delete_keys
+from tests.support.server import TEST_CONFIG
+
+pytestmark = pytest.mark.timeout(60)
+
+REDIS_URL = "redis://127.0.0.1:6379/0"
+# Two quick steps of the `slow` graph: the run's state is steps == [first, second].
+ONE_RUN = ["first", "second"]
+
+
+@dataclass
+class Instances:
+    """Where runs execute (`worker`) and where clients' requests land (`api`)."""
+
+    worker: Runtime
+    api: Runtime
+
+
+def _settings(tmp_path: Path, **env: Any) -> Settings:
+    return Settings(
+        RUNYARD_CONFIG=TEST_CONFIG,
+        RUNYARD_DATA_DIR=tmp_path / "data",
+        WORKER_DRAIN_TIMEOUT=1,
+        **env,
+    )
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def instances(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Instances]:
+    """`runyard dev` (one runtime), or two instances on one PostgreSQL database and Redis."""
+    if request.param == "sqlite":
+        rt = Runtime(_settings(tmp_path))
+        await rt.start()
+        try:
+            yield Instances(rt, rt)
+        finally:
+            await rt.stop()
+        return
+    if not postgres_available():
+        pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (see README)")
+    url = create_database("runyard_cancel_finish")
+    prefix = f"runyard-test-{uuid.uuid4().hex[:8]}:"
+    shared = {"DATABASE_URL": url, "REDIS_URL": REDIS_URL, "RUNYARD_REDIS_PREFIX": prefix}
+    worker = Runtime(_settings(tmp_path, **shared))
+    api = Runtime(_settings(tmp_path, **shared, WORKER_COUNT=0))
+    try:
+        await worker.start()
+        await api.start()
+        yield Instances(worker, api)
+    finally:
+        await api.stop()
+        await worker.stop()
+        drop_database(url)
+        delete_keys(REDIS_URL, prefix)
+
+
+class HeldFinish:
+    """Holds the worker's first `success` write of a run until `release`."""
+
+    def __init__(self, rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.reached = asyncio.Event()
+        self._go = asyncio.Event()
+        finish = rt.lifecycle.finish
+
+        async def held(run: Any, attempt: int, status: RunStatus, *args: Any) -> Any:
+            if status is RunStatus.SUCCESS and not self.reached.is_set():
+                self.reached.set()
+                await self._go.wait()
+            return await finish(run, attempt, status, *args)
+
+        monkeypatch.setattr(rt.lifecycle, "finish", held)
+
+    def release(self) -> None:
+        """Let the held write go on."""
+        self._go.set()
+
+
+async def _run_held_at_its_end(
+    rt: Instances, monkeypatch: pytest.MonkeyPatch
+) -> tuple[str, str, HeldFinish]:
+    """A thread whose run has finished its graph and waits to write `success`."""
+    held = HeldFinish(rt.worker, monkeypatch)
+    thread_id = str(uuid.uuid4())
+    run = await runs_service.create_run(
+        rt.api,
+        thread_id,
+        RunCreate(assistant_id="slow", input={"seconds": 0.01}, if_not_exists="create"),
+    )
+    await asyncio.wait_for(held.reached.wait(), 20)
+    return thread_id, str(run["run_id"]), held
+
+
+async def _stored_run(rt: Runtime, run_id: str) -> dict[str, Any] | None:
+    async with rt.autocommit() as session:
+        row = await runs_db.get_run(session, run_id)
+    return None if row is None else dict(row)
+
+
+async def _thread(rt: Runtime, thread_id: str) -> dict[str, Any] | None:
+    async with rt.autocommit() as session:
+        row = await threads_db.get_thread(session, thread_id)
+    return None if row is None else dict(row)
+
+
+def _steps(thread: dict[str, Any] | None) -> list[str]:
+    assert thread is not None
+    return list((thread["values"] or {}).get("steps", []))
+
+
+async def _released_then(held: HeldFinish, request: Awaitable[Any]) -> Any:
+    """The request answered while the final write was held; then the write goes on."""
+    answer = await request
+    held.release()
+    return answer
+
+
+@pytest.mark.parametrize("strategy", ["interrupt", "rollback"])
+async def test_a_strategy_landing_at_the_final_write_stops_the_run(
+    instances: Instances, monkeypatch: pytest.MonkeyPatch, strategy: str
+) -> None:
+    rt = instances
+    thread_id, first_id, held = await _run_held_at_its_end(rt, monkeypatch)
+    body = RunCreate(assistant_id="slow", input={"seconds": 0.01}, multitask_strategy=strategy)
+    second = await _released_then(held, runs_service.create_run(rt.api, thread_id, body))
+    ended = await asyncio.wait_for(wait_until_done(rt.api, thread_id, second["run_id"]), 30)
+    assert ended["status"] == RunStatus.SUCCESS.value
+    first = await _stored_run(rt.api, first_id)
+    if strategy == "interrupt":
+        assert first is not None and first["status"] == RunStatus.INTERRUPTED.value
+        # An interrupted run keeps what it wrote; the next run continues from it.
+        assert _steps(await _thread(rt.api, thread_id)) == ONE_RUN * 2
+    else:
+        # Rolled back: the run and its state are gone; the next run started from nothing.
+        assert first is None
+        assert _steps(await _thread(rt.api, thread_id)) == ONE_RUN
+
+
+@pytest.mark.parametrize("action", ["interrupt", "rollback"])
+async def test_a_cancel_landing_at_the_final_write_stops_the_run(
+    instances: Instances, monkeypatch: pytest.MonkeyPatch, action: str
+) -> None:
+    rt = instances
+    thread_id, run_id, held = await _run_held_at_its_end(rt, monkeypatch)
+    answer = await _released_then(held, runs_service.cancel_run(rt.api, thread_id, run_id, action))
+    assert answer["was"] == RunStatus.RUNNING.value
+    ended = await asyncio.wait_for(wait_until_done_or_gone(rt.api, run_id), 30)
+    thread = await _thread(rt.api, thread_id)
+    assert thread is not None and thread["status"] == "idle"
+    if action == "interrupt":
+        assert ended is not None and ended["status"] == RunStatus.INTERRUPTED.value
+        assert _steps(thread) == ONE_RUN
+    else:
+        assert ended is None and await _stored_run(rt.api, run_id) is None
+        assert _steps(thread) == []
+
+
+async def test_a_thread_deleted_at_the_final_write_stays_deleted(
+    instances: Instances, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Guard: the run's row goes with its thread, so its final write finds nothing to end
+    (this one held on the code before the fix as well)."""
+    rt = instances
+    thread_id, run_id, held = await _run_held_at_its_end(rt, monkeypatch)
+    await _released_then(held, threads_service.delete_thread(rt.api, thread_id))
+    for _ in range(200):
+        if not len(rt.worker.running):
+            break
+        await asyncio.sleep(0.05)
+    assert not len(rt.worker.running)
+    assert await _stored_run(rt.api, run_id) is None
+    assert await _thread(rt.api, thread_id) is None
+    with pytest.raises(NotFoundError):
+        await threads_service.get_thread(rt.api, thread_id)
