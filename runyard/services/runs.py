@@ -203,6 +203,11 @@ async def _insert_run(
         effects.cancel_running.clear()
         created = await threads_db.insert_thread(session, new_thread) if creating else None
         thread = created or await runs_db.lock_thread_for_new_run(session, target_thread)
+        if thread is None and body.if_not_exists == "create":
+            # Deleted since the first statement found it: create it, as the request asks
+            # (or join the one another request created meanwhile).
+            created = await threads_db.insert_thread(session, new_thread)
+            thread = created or await runs_db.lock_thread_for_new_run(session, target_thread)
         if thread is None:
             raise NotFoundError(
                 f"thread {target_thread} not found; create it first or pass if_not_exists='create'"

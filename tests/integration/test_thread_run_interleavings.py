@@ -162,3 +162,28 @@ async def test_a_step_ending_while_its_thread_is_deleted_leaves_no_checkpoint(
     await delete_thread(rt, thread_id)
     monkeypatch.undo()
     assert await rt.checkpointer.aget_tuple(config) is None
+
+
+async def test_a_create_that_may_make_its_thread_makes_it_again_when_it_was_just_deleted(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`if_not_exists="create"` on a thread that is deleted between the create's first
+    statement (which found it) and its transaction: the thread is made again, never 404."""
+    rt = runtime
+    thread_id = str(uuid.uuid4())
+    async with rt.sessions() as session, session.begin():
+        await threads_db.insert_thread(session, thread_row(thread_id))
+    lock_thread = runs_db.lock_thread_for_new_run
+
+    async def deleted_just_before(session: Any, thread: str) -> Any:
+        async with rt.autocommit() as other:
+            await threads_db.delete_thread(other, thread)
+        return await lock_thread(session, thread)
+
+    monkeypatch.setattr(runs_db, "lock_thread_for_new_run", deleted_just_before)
+    body = RunCreate(assistant_id="slow", input={"seconds": 0}, if_not_exists="create")
+    run = await runs_service.create_run(rt, thread_id, body)
+    monkeypatch.undo()
+    assert run["thread_id"] == thread_id
+    async with rt.autocommit() as session:
+        assert await threads_db.get_thread(session, thread_id) is not None

@@ -110,3 +110,33 @@ _short.add_node("nap", nap)
 _short.add_edge(START, "nap")
 _short.add_edge("nap", END)
 short = _short.compile()
+
+
+TALLY_NODES = ("a", "b", "c")
+
+
+class TallyState(TypedDict, total=False):
+    """How long each node sleeps, and `run_id:node` marks in the order the nodes ran."""
+
+    delay: float
+    marks: Annotated[list[str], operator.add]
+
+
+def mark(node: str) -> Any:
+    """A node that sleeps `delay`, then appends `run_id:node`."""
+
+    async def run(state: TallyState, config: RunnableConfig) -> dict[str, Any]:
+        await asyncio.sleep(float(state.get("delay", 0.01)))
+        return {"marks": [f"{config['configurable']['run_id']}:{node}"]}
+
+    return run
+
+
+def _tally() -> Any:
+    builder = StateGraph(TallyState).add_sequence([(name, mark(name)) for name in TALLY_NODES])
+    builder.add_edge(START, TALLY_NODES[0])
+    builder.add_edge(TALLY_NODES[-1], END)
+    return builder.compile()
+
+
+tally = _tally()
