@@ -219,8 +219,11 @@ class Runtime:
                 else None,
                 allowed_fields=self.project.webhooks.allowed_fields,
                 enabled=self.http.enabled("webhooks"),
+                poll_interval=settings.postgres_poll_interval_seconds,
             ),
             self.metrics,
+            sessions=self.autocommit,
+            owner=self.instance_id,
         )
         self._stack.push_async_callback(self.webhooks.stop)
         self.lifecycle = RunLifecycle(
@@ -251,6 +254,8 @@ class Runtime:
         )
         self._run_support.start("lease-keeper", keeper.run_forever)
         self._background.start("reaper", Reaper(self).run_forever)
+        if self.http.enabled("webhooks"):
+            self._background.start("webhook-outbox", self.webhooks.run_forever)
         sweeper = TtlSweeper(self.store, self.store_options.sweep_interval_seconds)
         self._background.start("store-ttl-sweeper", sweeper.run_forever)
         threads_sweeper = ThreadTTLSweeper(self, self.thread_ttl)

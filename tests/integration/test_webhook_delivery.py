@@ -114,12 +114,12 @@ async def test_undeliverable_webhooks_end_cleanly(caplog: pytest.LogCaptureFixtu
     try:
         # Stored before a stricter policy, or by an older version: refused, not raised.
         for url in ("http:///nohost", "http://127.0.0.1:9340/a\r\nX-Injected: 1"):
-            delivery.send(url, {"run_id": "r4"})
+            await delivery.send(url, {"run_id": "r4"})
         assert await delivery.deliver(f"http://127.0.0.1:{free_port()}/", {"run_id": "r5"}) == (
             "failed"
         )
     finally:
         await delivery.stop()
     assert outcomes(metrics, "refused") == 2
-    assert "webhook_failed run_id=r5 attempts=2 reason=retries_exhausted" in caplog.text
+    assert "webhook_failed run_id=r5 attempts=2 reason=retries exhausted" in caplog.text
     assert "Traceback" not in caplog.text

@@ -26,6 +26,10 @@ class WebhookReceiver:
         # Answer this status to the first `failures` requests (then 200).
         self.failures = 0
         self.failure_status = 500
+        # When set: the first request is held open until `hold` is set, then dropped
+        # unanswered (an attempt lost with its sender).
+        self.hold: threading.Event | None = None
+        self._held = False
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -34,6 +38,11 @@ class WebhookReceiver:
                 raw = self.rfile.read(length)
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 receiver.requests.append((self.path, headers, raw))
+                if receiver.hold is not None and not receiver._held:
+                    receiver._held = True
+                    receiver.hold.wait(timeout=60)
+                    self.close_connection = True
+                    return
                 if receiver.failures > 0:
                     receiver.failures -= 1
                     self.send_response(receiver.failure_status)
