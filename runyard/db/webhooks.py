@@ -6,7 +6,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Insert, Update, bindparam, select, update
+from sqlalchemy import Delete, Insert, Update, bindparam, delete, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from runyard.db.dialect import clock, clock_plus, dialect_name, insert_ignoring, seconds_param
@@ -148,3 +148,19 @@ async def get_delivery(session: AsyncConnection, delivery_id: str) -> dict[str, 
     """One delivery's row (for operators and tests)."""
     row = (await session.execute(select(wd).where(wd.c.delivery_id == delivery_id))).first()
     return dict(row._mapping) if row is not None else None
+
+
+@cache
+def _prune_statement(dialect: str) -> Delete:
+    return delete(wd).where(
+        wd.c.status != DeliveryStatus.PENDING.value,
+        wd.c.updated_at < clock_plus(dialect, "p_age"),
+    )
+
+
+async def delete_ended(session: AsyncConnection, older_than_seconds: float) -> None:
+    """Forget deliveries that ended (delivered, failed, refused) this long ago."""
+    dialect = dialect_name(session)
+    await fetch_all(
+        session, _prune_statement(dialect), {"p_age": seconds_param(dialect, -older_than_seconds)}
+    )

@@ -37,6 +37,9 @@ log = logging.getLogger("runyard.webhooks")
 USER_AGENT = "runyard-webhooks"
 MAX_BACKOFF_SECONDS = 60.0
 CLAIM_BATCH = 50
+# Ended deliveries (their outcome) are kept this long, and looked for this often.
+KEEP_ENDED_SECONDS = 7 * 24 * 3600.0
+PRUNE_INTERVAL_SECONDS = 3600.0
 
 
 @dataclass(frozen=True)
@@ -120,12 +123,16 @@ class WebhookSender:
     async def run_forever(self, stop: asyncio.Event) -> None:
         """The outbox loop: claim due deliveries (retries, and those of lost instances)."""
         assert self._sessions is not None
+        pruned_at = time.monotonic()
         while not stop.is_set():
             try:
                 async with self._sessions() as session:
                     rows = await webhooks_db.claim_due(
                         session, self._owner, self._lease, CLAIM_BATCH
                     )
+                    if time.monotonic() - pruned_at > PRUNE_INTERVAL_SECONDS:
+                        pruned_at = time.monotonic()
+                        await webhooks_db.delete_ended(session, KEEP_ENDED_SECONDS)
                 for row in rows:
                     self._spawn(self._attempt_claimed(row), str(row["run_id"]))
             except Exception:
