@@ -19,7 +19,11 @@ class GuardedTransport(httpx.AsyncBaseTransport):
 
     def __init__(self, guard: WebhookGuard, inner: httpx.AsyncBaseTransport | None = None) -> None:
         self._guard = guard
-        self._inner = inner or httpx.AsyncHTTPTransport()
+        # No connection is kept: a pooled one is keyed by address, and would carry a request
+        # for another name (TLS checked for the first) to the same address.
+        self._inner = inner or httpx.AsyncHTTPTransport(
+            limits=httpx.Limits(max_keepalive_connections=0), trust_env=False
+        )
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         """Refuse (WebhookRefusedError) or send to the first checked address."""

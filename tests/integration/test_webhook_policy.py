@@ -13,8 +13,10 @@ loopback unless `disable_loopback` is written.
 from __future__ import annotations
 
 import base64
+import ipaddress
 import json
 import os
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -150,6 +152,25 @@ async def test_serve_refuses_loopback_naming_the_rule(default_server: ServerProc
         detail = await refused(http, "/runs/wait", body)
     assert detail.startswith("Webhook host blocked: loopback IP range (127.0.0.1)")
     assert "set webhooks.url.disable_loopback to false in langgraph.json" in detail
+
+
+async def test_a_name_that_resolves_to_loopback_is_refused(default_server: ServerProcess) -> None:
+    """Not only `localhost`: any name is resolved, and every address it gives is checked."""
+    name = socket.gethostname()
+    try:
+        addresses = {info[4][0] for info in socket.getaddrinfo(name, 80)}
+    except OSError:
+        addresses = set()
+    if (
+        default_server.mode != "serve"
+        or not addresses
+        or not all(ipaddress.ip_address(a).is_loopback for a in addresses)
+    ):
+        pytest.skip("needs `runyard serve` and a host name that resolves only to loopback")
+    async with httpx.AsyncClient(base_url=default_server.url, timeout=30) as http:
+        body = {"assistant_id": "pipeline", "webhook": f"http://{name}:{default_server.port}/"}
+        detail = await refused(http, "/runs", body)
+    assert detail.startswith("Webhook host blocked: loopback IP range"), detail
 
 
 async def test_dev_allows_loopback_and_says_so_once(
