@@ -41,8 +41,8 @@ UNREAD: Any = object()
 class WebhookSink(Protocol):
     """Where a finished run's webhook goes (runyard/worker/webhooks.py sends it)."""
 
-    def send(self, url: str, payload: dict[str, Any]) -> None:
-        """Queue one POST of `payload` to `url`."""
+    async def send(self, url: str, payload: dict[str, Any]) -> None:
+        """Record one POST of `payload` to `url` as owed (delivered in the background)."""
         ...
 
 
@@ -159,7 +159,7 @@ class RunEndings:
         payload = {**_public(run), "status": status.value, "values": values}
         if error is not None:
             payload["error"] = error
-        self._webhooks.send(str(run["webhook"]), payload)
+        await self._webhooks.send(str(run["webhook"]), payload)
 
     async def quietly(self, step: Awaitable[Any], event: str, run_id: str) -> None:
         """A step after the commit: its failure is logged, never raised."""

@@ -37,6 +37,8 @@ from runyard.graphs.store import StoreOptions, TtlSweeper, open_store, store_opt
 from runyard.lifecycle import RunLifecycle
 from runyard.observability.metrics import Metrics
 from runyard.observability.tracing import Tracing
+from runyard.outbound.guard import WebhookGuard
+from runyard.outbound.signing import signing_key
 from runyard.queue.cancel_bus import CancelBus, InProcessCancelBus
 from runyard.queue.run_queue import InProcessRunQueue, RunQueue
 from runyard.settings import Settings
@@ -47,7 +49,7 @@ from runyard.worker.lease import LeaseKeeper, Reaper
 from runyard.worker.pool import WorkerPool
 from runyard.worker.registry import RunningRuns
 from runyard.worker.thread_sweeper import ThreadTTLSweeper
-from runyard.worker.webhooks import WebhookSender
+from runyard.worker.webhooks import DeliveryOptions, WebhookSender
 
 log = logging.getLogger("runyard.runtime")
 
@@ -118,6 +120,7 @@ class Runtime:
         self.queue: RunQueue
         self.cancel_bus: CancelBus
         self.webhooks: WebhookSender
+        self.webhook_guard: WebhookGuard
         self.lifecycle: RunLifecycle
         self.workers: WorkerPool
         self.redis: Any = None
@@ -153,6 +156,7 @@ class Runtime:
             self.project = load_config(find_config(settings.config_path))
             self.http = self.project.http_config
         apply_environment(self.project)
+        self.webhook_guard = self._webhook_guard()
         self.thread_ttl = parse_checkpointer(self.project.checkpointer, str(self.project.path))
         self.graphs = GraphRegistry.load(self.project)
         self.auth = load_auth(self.project)
@@ -206,7 +210,20 @@ class Runtime:
             self._build_in_process_engine()
         self.broker = self.metrics.counting_subscribers(self.broker)
         self.webhooks = WebhookSender(
-            settings.webhook_max_attempts, enabled=self.http.enabled("webhooks")
+            self.webhook_guard,
+            DeliveryOptions(
+                max_attempts=settings.webhook_max_attempts,
+                headers=self.project.webhooks.headers,
+                signing_key=signing_key(settings.webhook_secret)
+                if settings.webhook_secret
+                else None,
+                allowed_fields=self.project.webhooks.allowed_fields,
+                enabled=self.http.enabled("webhooks"),
+                poll_interval=settings.postgres_poll_interval_seconds,
+            ),
+            self.metrics,
+            sessions=self.autocommit,
+            owner=self.instance_id,
         )
         self._stack.push_async_callback(self.webhooks.stop)
         self.lifecycle = RunLifecycle(
@@ -237,6 +254,8 @@ class Runtime:
         )
         self._run_support.start("lease-keeper", keeper.run_forever)
         self._background.start("reaper", Reaper(self).run_forever)
+        if self.http.enabled("webhooks"):
+            self._background.start("webhook-outbox", self.webhooks.run_forever)
         sweeper = TtlSweeper(self.store, self.store_options.sweep_interval_seconds)
         self._background.start("store-ttl-sweeper", sweeper.run_forever)
         threads_sweeper = ThreadTTLSweeper(self, self.thread_ttl)
@@ -257,6 +276,17 @@ class Runtime:
             worker_count,
             ",".join(self.graphs.ids()),
         )
+
+    def _webhook_guard(self) -> WebhookGuard:
+        """The webhook URL policy; `runyard dev` allows loopback unless the config says."""
+        config = self.project.webhooks
+        dev = self.settings.is_embedded
+        if dev and not config.loopback_written:
+            log.info(
+                "webhook_loopback_allowed reason=dev_mode "
+                "hint=set webhooks.url.disable_loopback to true in langgraph.json to refuse it"
+            )
+        return WebhookGuard(config.policy(dev=dev))
 
     def _settle_heap(self) -> None:
         """Keep the cyclic garbage collector off what lives as long as the runtime.

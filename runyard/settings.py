@@ -70,6 +70,9 @@ class Settings(BaseSettings):
         default=3600.0, gt=0, alias="RUNYARD_EVENT_RETENTION_SECONDS"
     )
     webhook_max_attempts: int = Field(default=3, ge=1, alias="RUNYARD_WEBHOOK_MAX_ATTEMPTS")
+    # Signs every delivery (Standard Webhooks: webhook-id, webhook-timestamp,
+    # webhook-signature). `whsec_` + base64, or any string used as its bytes. Empty: unsigned.
+    webhook_secret: str | None = Field(default=None, alias="RUNYARD_WEBHOOK_SECRET", repr=False)
     session_replay_events: int = Field(default=10_000, ge=1, alias="RUNYARD_SESSION_REPLAY_EVENTS")
 
     # Crons.
@@ -111,6 +114,7 @@ class Settings(BaseSettings):
         "otlp_traces_endpoint",
         "cors_allow_origins",
         "allow_private_network",
+        "webhook_secret",
         mode="before",
     )
     @classmethod

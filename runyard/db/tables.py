@@ -212,3 +212,26 @@ cron_firings = Table(
     Column("error", Text, nullable=True),
     Index("ix_cron_firings_claimed_at", "claimed_at"),
 )
+
+# Webhook deliveries owed for finished runs (an outbox): written when the run ends, claimed
+# with a lease by any instance, so a delivery outlives the instance that owed it.
+webhook_deliveries = Table(
+    "webhook_deliveries",
+    metadata,
+    # `webhook-id` of the delivery, the same on every attempt.
+    Column("delivery_id", String(128), primary_key=True),
+    # No foreign key: a stateless run's thread, and the run with it, is deleted meanwhile.
+    Column("run_id", String(64), nullable=False),
+    Column("url", Text, nullable=False),
+    Column("payload", JSONType, nullable=False),
+    Column("status", String(16), nullable=False),
+    # Attempts claimed so far (the fencing token of the attempt in flight).
+    Column("attempts", Integer, nullable=False),
+    Column("owner", String(128), nullable=True),
+    # While pending: the lease of the attempt in flight, or when the next one is due.
+    Column("lease_expires_at", UTCDateTime, nullable=True),
+    Column("last_error", Text, nullable=True),
+    Column("created_at", UTCDateTime, nullable=False, server_default=_now()),
+    Column("updated_at", UTCDateTime, nullable=False, server_default=_now()),
+    Index("ix_webhook_deliveries_due", "status", "lease_expires_at"),
+)

@@ -54,3 +54,12 @@ def thread_status_after(run_status: RunStatus, has_pending_interrupts: bool) -> 
     if has_pending_interrupts:
         return ThreadStatus.INTERRUPTED
     return ThreadStatus.IDLE
+
+
+class DeliveryStatus(StrEnum):
+    """Where a webhook delivery stands: owed (pending), or its one final outcome."""
+
+    PENDING = "pending"
+    DELIVERED = "delivered"
+    FAILED = "failed"
+    REFUSED = "refused"

@@ -1,4 +1,5 @@
-"""Reads `langgraph.json` / `runyard.json`: graphs, dependencies, env, store, auth, http."""
+"""Reads `langgraph.json` / `runyard.json`: graphs, dependencies, env, store, auth, http,
+webhooks."""
 
 from __future__ import annotations
 
@@ -12,13 +13,16 @@ from typing import Any
 
 from runyard.domain.errors import ConfigError
 from runyard.graphs.http_config import HttpConfig, parse_http
+from runyard.graphs.webhooks_config import WebhooksConfig, parse_webhooks
 
 log = logging.getLogger("runyard.config")
 
 CONFIG_NAMES = ("runyard.json", "langgraph.json")
 
 # Keys of LangGraph's config schema the server acts on.
-SERVED_KEYS = frozenset({"graphs", "dependencies", "env", "store", "auth", "http", "checkpointer"})
+SERVED_KEYS = frozenset(
+    {"graphs", "dependencies", "env", "store", "auth", "http", "checkpointer", "webhooks"}
+)
 # Keys that describe how an image is built (`langgraph build`): accepted, no effect on serving.
 IMAGE_KEYS = frozenset(
     {
@@ -40,7 +44,6 @@ IMAGE_KEYS = frozenset(
 UNSUPPORTED_KEYS = {
     "encryption": "encryption at rest with a custom encryption handler",
     "priority": "run priorities from a custom priority handler",
-    "webhooks": "webhook URL policies and headers",
     "ui": "generative UI components (they need a JavaScript build)",
 }
 SECTION_KEYS = {
@@ -78,6 +81,7 @@ class ProjectConfig:
     auth: dict[str, Any] | None = None
     http: dict[str, Any] | None = None
     checkpointer: dict[str, Any] | None = None
+    webhooks: WebhooksConfig = field(default_factory=WebhooksConfig)
 
     @property
     def http_config(self) -> HttpConfig:
@@ -113,15 +117,19 @@ def load_config(path: Path) -> ProjectConfig:
     deps = raw.get("dependencies", [])
     if not isinstance(deps, list) or not all(isinstance(d, str) for d in deps):
         raise ConfigError(f"{path}: 'dependencies' must be a list of strings")
+    env = _parse_env(path, base, raw.get("env"))
     return ProjectConfig(
         path=path,
         graphs=graphs,
         dependencies=deps,
-        env=_parse_env(path, base, raw.get("env")),
+        env=env,
         store=_optional_object(path, raw, "store"),
         auth=_optional_object(path, raw, "auth"),
         http=_optional_object(path, raw, "http"),
         checkpointer=_optional_object(path, raw, "checkpointer"),
+        # Header templates read the environment the server will have (the config's env
+        # never overrides it, see apply_environment).
+        webhooks=parse_webhooks(str(path), raw.get("webhooks"), {**env, **os.environ}),
     )
 
 

@@ -102,6 +102,15 @@ class Metrics:
             ["status"],
             registry=registry,
         )
+        self.webhook_deliveries = Counter(
+            "runyard_webhook_deliveries",
+            "Webhook deliveries this instance ended, by outcome: delivered (a 2xx or 4xx "
+            "answer), failed (retries used up, or a redirect), refused (the URL policy).",
+            ["outcome"],
+            registry=registry,
+        )
+        for outcome in ("delivered", "failed", "refused"):
+            self.webhook_deliveries.labels(outcome)
         self.stream_subscribers = Gauge(
             "runyard_stream_subscribers",
             "Clients following a run's events here (SSE streams, /wait).",

@@ -60,8 +60,9 @@ class CronRunFields(BaseModel):
     context: dict[str, Any] | None = None
     interrupt_before: Interrupts = None
     interrupt_after: Interrupts = None
+    # The URL policy (webhooks.url in langgraph.json) checks the rest, max_url_length included.
     webhook: str | None = Field(
-        default=None, max_length=2048, json_schema_extra={"pattern": "^https?://"}
+        default=None, max_length=65536, json_schema_extra={"pattern": "^https?://"}
     )
     stream_mode: StreamModeName | list[StreamModeName] | None = None
     stream_subgraphs: JsonBool | None = None

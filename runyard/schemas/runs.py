@@ -38,8 +38,9 @@ class RunCreate(BaseModel):
     stream_mode: StreamModeName | list[StreamModeName] | None = None
     stream_subgraphs: JsonBool = False
     stream_resumable: JsonBool = False
+    # The URL policy (webhooks.url in langgraph.json) checks the rest, max_url_length included.
     webhook: str | None = Field(
-        default=None, max_length=2048, json_schema_extra={"pattern": "^https?://"}
+        default=None, max_length=65536, json_schema_extra={"pattern": "^https?://"}
     )
     multitask_strategy: Literal["reject", "enqueue", "interrupt", "rollback"] = "enqueue"
     if_not_exists: Literal["create", "reject"] = "reject"

@@ -92,6 +92,8 @@ async def create_cron(
     """
     zone = parse_timezone(body.timezone)
     validate_schedule(body.schedule)
+    if body.webhook is not None:
+        await runtime.webhook_guard.check(body.webhook)
     assistant = await get_assistant(runtime, body.assistant_id)
     payload = body.model_dump(include=set(RUN_FIELDS), exclude_none=True)
     payload["assistant_id"] = assistant["assistant_id"]
@@ -171,6 +173,8 @@ async def patch_cron(runtime: Runtime, cron_id: str, body: CronPatch) -> dict[st
         validate_schedule(body.schedule)
     if body.timezone is not None:
         parse_timezone(body.timezone)
+    if body.webhook is not None:
+        await runtime.webhook_guard.check(body.webhook)
     async with runtime.sessions() as session, session.begin():
         # Writing updated_at first locks the row, so concurrent merges are not lost.
         now = await database_now(session)

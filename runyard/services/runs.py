@@ -60,6 +60,8 @@ async def create_run(
     stateless = thread_id is None
     if stateless:
         _check_stateless(body)
+    if body.webhook is not None:
+        await runtime.webhook_guard.check(body.webhook)
     target_thread = thread_id or new_id()
     # Only an Idempotency-Key ever compares requests: hash the body only then.
     request_hash = _request_hash(thread_id, body) if idempotency_key else None
@@ -109,6 +111,8 @@ async def create_batch(
         try:
             await get_assistant(runtime, body.assistant_id)
             _check_stateless(body)
+            if body.webhook is not None:
+                await runtime.webhook_guard.check(body.webhook)
         except (NotFoundError, InvalidInputError) as exc:
             raise type(exc)(f"batch payload {index}: {exc}") from exc
     created = [await create_run(runtime, None, body, configurable=configurable) for body in bodies]

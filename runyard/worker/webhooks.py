@@ -1,64 +1,293 @@
-"""Delivers a finished run to its webhook URL, retried in the background, never blocking."""
+"""Delivers finished runs to their webhook URLs, durably, never blocking a run's end.
+
+A delivery owed is written to the outbox (`webhook_deliveries`) when the run ends, claimed
+for its first attempt by the instance that ended the run; any instance's outbox loop
+claims the others (a retry that is due, or an attempt whose instance died) with a lease.
+Each attempt goes through the URL policy at send time, connected to the checked address
+(runyard/outbound/transport.py); redirects are not followed; static headers from
+`webhooks.headers` are added; with a signing secret each attempt is signed as Standard
+Webhooks defines it, with a `webhook-id` that stays the same across retries. A delivery
+ends with exactly one outcome (delivered, failed, refused): a log line, a metric, its row.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 
+from runyard.db import webhooks as webhooks_db
+from runyard.db.engine import Sessions
+from runyard.domain.status import DeliveryStatus
+from runyard.domain.webhook_policy import WebhookRefusedError, check_url
+from runyard.observability.metrics import Metrics
+from runyard.outbound.guard import WebhookGuard
+from runyard.outbound.signing import signature_headers
+from runyard.outbound.transport import GuardedTransport
+
 log = logging.getLogger("runyard.webhooks")
+
+USER_AGENT = "runyard-webhooks"
+MAX_BACKOFF_SECONDS = 60.0
+CLAIM_BATCH = 50
+# Ended deliveries (their outcome) are kept this long, and looked for this often.
+KEEP_ENDED_SECONDS = 7 * 24 * 3600.0
+PRUNE_INTERVAL_SECONDS = 3600.0
+
+
+@dataclass(frozen=True)
+class DeliveryOptions:
+    """How deliveries are made: budget, headers, signing key, fields sent, polling."""
+
+    max_attempts: int = 3
+    timeout: float = 10.0
+    headers: Mapping[str, str] = field(default_factory=dict)
+    signing_key: bytes | None = None
+    allowed_fields: frozenset[str] | None = None
+    enabled: bool = True
+    first_backoff: float = 0.5
+    poll_interval: float = 2.0
+
+    @property
+    def lease_seconds(self) -> float:
+        """How long an attempt holds its delivery: past the request's own timeout."""
+        return self.timeout + 5.0
+
+    def backoff(self, attempt: int) -> float:
+        """The wait after failed attempt number `attempt` (1-based)."""
+        return float(min(self.first_backoff * 2 ** (attempt - 1), MAX_BACKOFF_SECONDS))
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """What one attempt came to: a final status, or pending (to retry) with the reason."""
+
+    status: DeliveryStatus
+    reason: str | None = None
 
 
 class WebhookSender:
-    """Owns the delivery tasks and stops them on shutdown."""
+    """Owns the outbox loop and the attempts in flight, and stops them on shutdown."""
 
-    def __init__(self, max_attempts: int, timeout: float = 10.0, *, enabled: bool = True) -> None:
-        self._max_attempts = max_attempts
-        self._enabled = enabled
-        self._client = httpx.AsyncClient(timeout=timeout)
-        self._tasks: set[asyncio.Task[None]] = set()
-
-    def send(self, url: str, payload: dict[str, Any]) -> None:
-        """Schedule a delivery; returns at once (nothing when `http.disable_webhooks` is set)."""
-        if not self._enabled:
-            log.info("webhook_skipped run_id=%s reason=disabled", payload.get("run_id"))
-            return
-        task = asyncio.create_task(
-            self._deliver(url, payload), name=f"webhook:{payload.get('run_id')}"
+    def __init__(
+        self,
+        guard: WebhookGuard,
+        options: DeliveryOptions,
+        metrics: Metrics | None = None,
+        *,
+        sessions: Sessions | None = None,
+        owner: str = "",
+        inner: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self._guard = guard
+        self._options = options
+        self._metrics = metrics
+        self._sessions = sessions
+        self._owner = owner
+        # Redirects are never followed: a 3xx is an answer, and where it points is not checked.
+        self._client = httpx.AsyncClient(
+            transport=GuardedTransport(guard, inner),
+            timeout=options.timeout,
+            follow_redirects=False,
+            trust_env=False,
         )
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._wake = asyncio.Event()
 
-    async def _deliver(self, url: str, payload: dict[str, Any]) -> None:
-        for attempt in range(1, self._max_attempts + 1):
-            try:
-                response = await self._client.post(url, json=payload)
-                if response.status_code < 500:
-                    log.info(
-                        "webhook_delivered run_id=%s status_code=%s",
-                        payload.get("run_id"),
-                        response.status_code,
-                    )
-                    return
-                reason = f"HTTP {response.status_code}"
-            except httpx.HTTPError as exc:
-                reason = f"{type(exc).__name__}: {exc}"
-            log.warning(
-                "webhook_failed run_id=%s attempt=%s reason=%s",
-                payload.get("run_id"),
-                attempt,
-                reason,
+    async def send(self, url: str, payload: dict[str, Any]) -> None:
+        """Record the delivery owed for a finished run and start its first attempt here
+        (nothing when `http.disable_webhooks` is set)."""
+        run_id = str(payload.get("run_id"))
+        if not self._options.enabled:
+            log.info("webhook_skipped run_id=%s reason=disabled", run_id)
+            return
+        if self._sessions is None:
+            self._spawn(self.deliver(url, payload), run_id)
+            return
+        delivery_id = f"msg_{run_id}"
+        async with self._sessions() as session:
+            fresh = await webhooks_db.insert_claimed(
+                session, delivery_id, run_id, url, payload, self._owner, self._lease
             )
-            if attempt < self._max_attempts:
-                await asyncio.sleep(min(0.5 * 2 ** (attempt - 1), 10.0))
+        if fresh:
+            row = {"delivery_id": delivery_id, "run_id": run_id, "url": url}
+            self._spawn(self._attempt_claimed({**row, "payload": payload, "attempts": 1}), run_id)
+
+    async def run_forever(self, stop: asyncio.Event) -> None:
+        """The outbox loop: claim due deliveries (retries, and those of lost instances)."""
+        assert self._sessions is not None
+        pruned_at = time.monotonic()
+        while not stop.is_set():
+            try:
+                async with self._sessions() as session:
+                    rows = await webhooks_db.claim_due(
+                        session, self._owner, self._lease, CLAIM_BATCH
+                    )
+                    if time.monotonic() - pruned_at > PRUNE_INTERVAL_SECONDS:
+                        pruned_at = time.monotonic()
+                        await webhooks_db.delete_ended(session, KEEP_ENDED_SECONDS)
+                for row in rows:
+                    self._spawn(self._attempt_claimed(row), str(row["run_id"]))
+            except Exception:
+                log.warning("webhook_claim_failed owner=%s", self._owner, exc_info=True)
+            self._wake.clear()
+            waiters = {asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._wake.wait())}
+            try:
+                await asyncio.wait(
+                    waiters, timeout=self._options.poll_interval, return_when="FIRST_COMPLETED"
+                )
+            finally:
+                for waiter in waiters:
+                    waiter.cancel()
+
+    async def deliver(self, url: str, payload: dict[str, Any]) -> str:
+        """Deliver within the retry budget in this process, without the outbox; returns the
+        outcome, never raises (but cancel)."""
+        run_id = str(payload.get("run_id"))
+        for attempt in range(1, self._options.max_attempts + 1):
+            result = await self.attempt(url, payload, f"msg_{run_id}", run_id, attempt)
+            if result.status != DeliveryStatus.PENDING:
+                return self._ended(run_id, attempt, result)
+            if attempt < self._options.max_attempts:
+                await asyncio.sleep(self._options.backoff(attempt))
+        return self._ended(run_id, self._options.max_attempts, _exhausted(result))
+
+    async def attempt(
+        self, url: str, payload: dict[str, Any], message_id: str, run_id: str, attempt: int
+    ) -> Attempt:
+        """One POST; never raises (but cancel)."""
+        try:
+            # Before httpx parses it: a URL stored under an older policy is refused, not raised.
+            check_url(url, self._guard.policy)
+            body = self._body(payload)
+            response = await self._client.post(
+                url, content=body, headers=self._headers(message_id, body)
+            )
+        except asyncio.CancelledError:
+            raise
+        except WebhookRefusedError as exc:
+            return Attempt(DeliveryStatus.REFUSED, exc.message)
+        except httpx.HTTPError as exc:
+            reason = f"{type(exc).__name__}: {exc}"
+            log.warning(
+                "webhook_attempt_failed run_id=%s attempt=%s reason=%s", run_id, attempt, reason
+            )
+            return Attempt(DeliveryStatus.PENDING, reason)
+        except Exception as exc:
+            log.exception(
+                "webhook_attempt_failed run_id=%s attempt=%s reason=unexpected", run_id, attempt
+            )
+            return Attempt(DeliveryStatus.FAILED, f"{type(exc).__name__}: {exc}")
+        code = response.status_code
+        if code < 300 or 400 <= code < 500:
+            return Attempt(DeliveryStatus.DELIVERED, f"HTTP {code}")
+        if code < 400:
+            return Attempt(DeliveryStatus.FAILED, f"redirect not followed (HTTP {code})")
+        log.warning(
+            "webhook_attempt_failed run_id=%s attempt=%s reason=HTTP_%s", run_id, attempt, code
+        )
+        return Attempt(DeliveryStatus.PENDING, f"HTTP {code}")
+
+    async def _attempt_claimed(self, row: dict[str, Any]) -> None:
+        """One attempt of a claimed delivery, and its outcome recorded (fenced)."""
+        run_id, number = str(row["run_id"]), int(row["attempts"])
+        if number > self._options.max_attempts:
+            # The last attempt's instance was lost before it recorded an outcome.
+            result = _exhausted(Attempt(DeliveryStatus.PENDING, "the last attempt was lost"))
+        else:
+            result = await self.attempt(
+                row["url"], row["payload"], row["delivery_id"], run_id, number
+            )
+        retry_in = 0.0
+        if result.status == DeliveryStatus.PENDING:
+            if number < self._options.max_attempts:
+                retry_in = self._options.backoff(number)
+            else:
+                result = _exhausted(result)
+        assert self._sessions is not None
+        async with self._sessions() as session:
+            held = await webhooks_db.end_attempt(
+                session,
+                row["delivery_id"],
+                self._owner,
+                number,
+                result.status,
+                result.reason,
+                retry_in,
+            )
+        if not held:
+            log.warning("webhook_attempt_stale run_id=%s attempt=%s", run_id, number)
+        elif result.status == DeliveryStatus.PENDING:
+            asyncio.get_running_loop().call_later(retry_in, self._wake.set)
+        else:
+            self._ended(run_id, number, result)
+
+    def _ended(self, run_id: str, attempts: int, result: Attempt) -> str:
+        outcome = result.status.value
+        if result.status == DeliveryStatus.DELIVERED:
+            log.info(
+                "webhook_delivered run_id=%s attempts=%s answer=%s", run_id, attempts, result.reason
+            )
+        elif result.status == DeliveryStatus.REFUSED:
+            log.warning("webhook_refused run_id=%s reason=%s", run_id, result.reason)
+        else:
+            log.warning(
+                "webhook_failed run_id=%s attempts=%s reason=%s", run_id, attempts, result.reason
+            )
+        if self._metrics is not None:
+            self._metrics.webhook_deliveries.labels(outcome).inc()
+        return outcome
+
+    def _spawn(self, work: Any, run_id: str) -> None:
+        task = asyncio.create_task(work, name=f"webhook:{run_id}")
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            # Recording the outcome failed (database away): the lease expires, and the
+            # delivery is attempted again by whoever claims it.
+            log.warning(
+                "webhook_outcome_not_recorded task=%s", task.get_name(), exc_info=task.exception()
+            )
+
+    @property
+    def _lease(self) -> float:
+        return self._options.lease_seconds
+
+    def _headers(self, message_id: str, body: bytes) -> dict[str, str]:
+        headers = {"content-type": "application/json", "user-agent": USER_AGENT}
+        headers.update(self._options.headers)
+        if self._options.signing_key is not None:
+            stamp = int(time.time())
+            headers.update(signature_headers(self._options.signing_key, message_id, stamp, body))
+        return headers
+
+    def _body(self, payload: dict[str, Any]) -> bytes:
+        sent = {**payload, "webhook_sent_at": datetime.now(UTC).isoformat()}
+        fields = self._options.allowed_fields
+        if fields:
+            sent = {k: v for k, v in sent.items() if k in fields}
+        return json.dumps(sent, separators=(",", ":"), default=str).encode()
 
     async def stop(self, grace: float = 5.0) -> None:
-        """Let deliveries in flight finish for a moment, then cancel them."""
+        """Let attempts in flight finish for a moment, then cancel them (their leases
+        expire, and another instance, or this one restarted, attempts them again)."""
         if self._tasks:
             _done, pending = await asyncio.wait(set(self._tasks), timeout=grace)
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
         await self._client.aclose()
+
+
+def _exhausted(result: Attempt) -> Attempt:
+    return Attempt(DeliveryStatus.FAILED, f"retries exhausted; last: {result.reason}")

@@ -22,12 +22,14 @@ from runyard.db.engine import session_factory
 from runyard.db.threads import ThreadState
 from runyard.domain.errors import ConflictError
 from runyard.domain.status import RunStatus
+from runyard.domain.webhook_policy import WebhookPolicy
 from runyard.lifecycle import RunLifecycle
 from runyard.observability.metrics import Metrics
+from runyard.outbound.guard import WebhookGuard
 from runyard.queue.cancel_bus import InProcessCancelBus
 from runyard.queue.run_queue import InProcessRunQueue
 from runyard.streaming.broker import InMemoryEventBroker
-from runyard.worker.webhooks import WebhookSender
+from runyard.worker.webhooks import DeliveryOptions, WebhookSender
 from tests.support.databases import migrated_engine, until_true
 from tests.support.rows import run_row, thread_row
 
@@ -157,7 +159,7 @@ async def test_a_transition_that_lost_a_deadlock_runs_again(engine: AsyncEngine)
         InMemoryEventBroker(60.0),
         InProcessRunQueue(),
         InProcessCancelBus(lambda run_id, action: False),
-        WebhookSender(1, enabled=False),
+        WebhookSender(WebhookGuard(WebhookPolicy()), DeliveryOptions(enabled=False)),
         Metrics(in_flight=lambda: 0),
         InMemorySaver(),
     )

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
+import hmac
 import json
 import threading
 import time
@@ -18,13 +21,36 @@ class WebhookReceiver:
 
     def __init__(self) -> None:
         self.received: list[tuple[str, dict[str, Any]]] = []
+        # Every request as it arrived: path, headers (lower-cased names), raw body.
+        self.requests: list[tuple[str, dict[str, str], bytes]] = []
+        # Answer this status to the first `failures` requests (then 200).
+        self.failures = 0
+        self.failure_status = 500
+        # When set: the first request is held open until `hold` is set, then dropped
+        # unanswered (an attempt lost with its sender).
+        self.hold: threading.Event | None = None
+        self._held = False
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length") or 0)
-                body = json.loads(self.rfile.read(length) or b"null")
-                receiver.received.append((self.path, body))
+                raw = self.rfile.read(length)
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                receiver.requests.append((self.path, headers, raw))
+                if receiver.hold is not None and not receiver._held:
+                    receiver._held = True
+                    receiver.hold.wait(timeout=60)
+                    self.close_connection = True
+                    return
+                if receiver.failures > 0:
+                    receiver.failures -= 1
+                    self.send_response(receiver.failure_status)
+                    self.send_header("location", "/elsewhere")
+                    self.send_header("content-length", "0")
+                    self.end_headers()
+                    return
+                receiver.received.append((self.path, json.loads(raw or b"null")))
                 self.send_response(200)
                 self.send_header("content-length", "0")
                 self.end_headers()
@@ -60,6 +86,28 @@ class WebhookReceiver:
                     return path, body
             await asyncio.sleep(0.05)
         pytest.fail(f"no webhook for run {run_id}; received {self.received!r}")
+
+
+class SignatureError(Exception):
+    """A delivery whose Standard Webhooks signature does not verify."""
+
+
+def verify_signature(
+    secret: str, headers: dict[str, str], body: bytes, tolerance: float = 300.0
+) -> None:
+    """Verify a delivery as a receiver would (Standard Webhooks): HMAC-SHA256 of
+    `id.timestamp.body` with the base64 key after `whsec_`, timestamp within `tolerance`."""
+    key = base64.b64decode(secret.removeprefix("whsec_"))
+    message_id, stamp = headers["webhook-id"], headers["webhook-timestamp"]
+    if abs(time.time() - int(stamp)) > tolerance:
+        raise SignatureError("timestamp too old or too new")
+    signed = f"{message_id}.{stamp}.".encode() + body
+    expected = base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode()
+    for signature in headers["webhook-signature"].split():
+        version, _, value = signature.partition(",")
+        if version == "v1" and hmac.compare_digest(value, expected):
+            return
+    raise SignatureError("no matching signature")
 
 
 @pytest.fixture

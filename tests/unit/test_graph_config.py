@@ -174,7 +174,16 @@ def test_graph_entry_may_be_an_object_with_a_description(tmp_path: Path) -> None
         (json.dumps({"graphs": {"g": "./graph.py:graph"}, "encryption": {}}), "'encryption'"),
         (json.dumps({"graphs": {"g": "./graph.py:graph"}, "ui": {"x": "./ui.tsx"}}), "'ui'"),
         (json.dumps({"graphs": {"g": "./graph.py:graph"}, "priority": {}}), "'priority'"),
-        (json.dumps({"graphs": {"g": "./graph.py:graph"}, "webhooks": {}}), "'webhooks'"),
+        (
+            json.dumps(
+                {
+                    "graphs": {"g": "./graph.py:graph"},
+                    "webhooks": {"url": {"allowed_domains": ["a*.b"]}},
+                }
+            ),
+            "webhooks.url.allowed_domains",
+        ),
+        (json.dumps({"graphs": {"g": "./graph.py:graph"}, "webhooks": {"urls": {}}}), "'webhooks'"),
         (json.dumps({"graphs": {"g": "./graph.py:graph"}, "grahps": {}}), "'grahps'"),
         (json.dumps({"graphs": {"g": "./graph.py:graph"}, "http": {"cros": {}}}), "http.cros"),
         (
