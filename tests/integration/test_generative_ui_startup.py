@@ -4,12 +4,19 @@ code 3, no traceback, never "serving on"."""
 
 from __future__ import annotations
 
+import os
+import shlex
 import shutil
+import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
+from runyard.deploy.dockerfile import render_dockerfile
+from runyard.deploy.project import load_build_config
 from tests.integration.test_cli import Cli, wait_for_exit
 from tests.support.server import ROOT, free_port
 
@@ -92,3 +99,56 @@ def test_build_ui_shows_the_builders_output_when_it_fails(runner: Cli, project: 
     assert "ERROR" in output and "Unexpected closing" in output
     assert "ui.agent (./src/agent/ui.tsx): the build failed, see its output above" in output
     assert "Traceback" not in output
+
+
+def test_the_images_ui_stage_builds_what_a_server_without_node_serves(
+    runner: Cli, project: Path, tmp_path: Path
+) -> None:
+    """The commands of the Dockerfile's `ui` stage, run here as the stage runs them (no
+    Docker daemon needed), build a UI that `runyard dev` serves with no node on its PATH and
+    the image's RUNYARD_UI_* settings."""
+    build = load_build_config(project / "langgraph.json")
+    lines = render_dockerfile(build, "runyard.whl").splitlines()
+    stage = lines[lines.index("FROM ${NODE_IMAGE} AS ui") : lines.index("FROM ${BASE_IMAGE}")]
+    env_line = next(line for line in stage if line.startswith("ENV "))
+    env = dict(part.split("=", 1) for part in shlex.split(env_line)[1:])
+    run = next(line for line in stage if line.startswith("RUN npx "))
+    output = tmp_path / "image-ui"
+    done = subprocess.run(
+        run.removeprefix("RUN ").replace(" /ui", f" {output}"),
+        shell=True,
+        cwd=project,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    no_node = tmp_path / "no-node"
+    no_node.mkdir()
+    settings = {"PATH": str(no_node), "RUNYARD_UI_BUILD": "false", "RUNYARD_UI_DIR": str(output)}
+    port = free_port()
+    proc, log = runner.start(
+        "dev",
+        "--no-reload",
+        "--port",
+        str(port),
+        "--config",
+        str(project / "langgraph.json"),
+        env=settings,
+    )
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(300):
+        try:
+            if httpx.get(f"{url}/ok", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        assert proc.poll() is None, log.read_text()
+        time.sleep(0.1)
+    tags = httpx.post(f"{url}/ui/agent", json={"name": "weather"}, timeout=10)
+    assert tags.status_code == 200 and "/ui/agent/entrypoint.js" in tags.text
+    script = httpx.get(f"{url}/ui/agent/entrypoint.js", timeout=10)
+    assert script.content == (output / "public" / "agent" / "entrypoint.js").read_bytes()
+    assert "ui_built" not in log.read_text()
