@@ -260,12 +260,15 @@ def _run_server(args: argparse.Namespace, port: int, reload: bool) -> None:
     if args.config is not None:
         os.environ["RUNYARD_CONFIG"] = str(args.config.resolve())
     settings = _load_settings(Settings)
+    includes, excludes = _ui_reload(settings) if reload else ([], [])
     config = uvicorn.Config(
         "runyard.main:create_app",
         factory=True,
         host=args.host,
         port=port,
         reload=reload,
+        reload_includes=includes or None,
+        reload_excludes=excludes or None,
         log_level="info",
         access_log=settings.access_log is not False,
         timeout_graceful_shutdown=None,
@@ -278,6 +281,18 @@ def _run_server(args: argparse.Namespace, port: int, reload: bool) -> None:
         server.run()
         if not server.started:
             raise SystemExit(STARTUP_FAILURE)
+
+
+def _ui_reload(settings: Settings) -> tuple[list[str], list[str]]:
+    """What dev's reloader also watches (and skips) for a project with a generative UI."""
+    from runyard.graphs.config import find_config, load_config
+    from runyard.graphs.ui_bundles import reload_patterns
+
+    try:
+        project = load_config(find_config(settings.config_path))
+    except RunyardError:
+        return [], []  # the server's start-up reports it
+    return reload_patterns(project, settings.resolved_ui_dir(), settings.data_dir)
 
 
 def _migrate(_args: argparse.Namespace) -> None:

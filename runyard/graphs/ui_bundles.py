@@ -99,6 +99,23 @@ def builder_env(ui: dict[str, str], shared: list[str]) -> dict[str, str]:
     return env
 
 
+# The sources `runyard dev` reloads on when the project has a UI (besides its Python files).
+SOURCE_PATTERNS = ("*.tsx", "*.ts", "*.jsx", "*.css")
+
+
+def reload_patterns(
+    project: ProjectConfig, ui_dir: Path, data_dir: Path
+) -> tuple[list[str], list[str]]:
+    """(patterns to include, folders to exclude) for dev's reloader: a change to the UI's
+    sources rebuilds it; the build's own output and installed packages never do."""
+    if not project.ui:
+        return [], []
+    folders = [data_dir.resolve(), ui_dir, project.project_dir / "node_modules"]
+    for folder in folders[:2]:
+        folder.mkdir(parents=True, exist_ok=True)  # the reloader excludes existing folders only
+    return list(SOURCE_PATTERNS), [str(folder) for folder in folders if folder.is_dir()]
+
+
 def prepare_bundles(
     project: ProjectConfig, folder: Path, build: bool, show_output: bool = False
 ) -> UiBundles:

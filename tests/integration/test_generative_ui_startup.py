@@ -152,3 +152,32 @@ def test_the_images_ui_stage_builds_what_a_server_without_node_serves(
     script = httpx.get(f"{url}/ui/agent/entrypoint.js", timeout=10)
     assert script.content == (output / "public" / "agent" / "entrypoint.js").read_bytes()
     assert "ui_built" not in log.read_text()
+
+
+def test_dev_rebuilds_the_ui_when_its_source_changes(runner: Cli, project: Path) -> None:
+    """With reload (the default), an edit of ui.tsx restarts dev, which builds it again;
+    the build's own output (under the data folder, in the working directory here) does not
+    set off another reload."""
+    port = free_port()
+    proc, log = runner.start(
+        "dev", "--port", str(port), "--config", str(project / "langgraph.json")
+    )
+    script = f"http://127.0.0.1:{port}/ui/agent/entrypoint.js"
+
+    def served(text: str) -> None:
+        for _ in range(900):
+            try:
+                if text in httpx.get(script, timeout=2).text:
+                    return
+            except httpx.HTTPError:
+                pass
+            assert proc.poll() is None, log.read_text()
+            time.sleep(0.1)
+        pytest.fail(f"{text!r} never served:\n{log.read_text()[-3000:]}")
+
+    served("Weather in ")
+    ui = project / "src" / "agent" / "ui.tsx"
+    ui.write_text(ui.read_text().replace("Weather in ", "Forecast for "))
+    served("Forecast for ")
+    time.sleep(3)
+    assert log.read_text().count("ui_built graph_id=agent") == 2, log.read_text()
