@@ -1,6 +1,8 @@
 """The generative UI page (examples/web, genui.html) in headless Chromium: `useStream` from
 @langchain/langgraph-sdk/react and `LoadExternalComponent` against the genui test project
-(tests/projects/genui), on `runyard dev` building the UI at start.
+(tests/projects/genui), on `runyard dev`, and on two `runyard serve` instances sharing
+PostgreSQL and Redis where the page talks to instance B (no worker) and the runs execute on A.
+Every server builds the UI as it starts.
 
 The page asks for the weather; the graph pushes a `weather` component with
 `push_ui_message`; the page asks POST /ui/agent for its tags, loads the bundle built from
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,30 +23,58 @@ import httpx
 import pytest
 
 from tests.browser.pages import OUTPUT, WEB, drive, node
+from tests.support.databases import fresh_database
+from tests.support.redis_keys import delete_keys
 from tests.support.server import ROOT, ServerProcess, free_port
 
-SCREENSHOT = OUTPUT / "genui-page.png"
+REDIS_URL = "redis://127.0.0.1:6379/0"
 GENUI = ROOT / "tests" / "projects" / "genui" / "langgraph.json"
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 
-@pytest.fixture
-def genui_dev(tmp_path: Path) -> Iterator[ServerProcess]:
-    """`runyard dev` on the genui project; it builds the UI as it starts."""
-    server = ServerProcess("dev", tmp_path / "dev", config=GENUI)
-    server.start(timeout=180)
-    try:
-        yield server
-    finally:
-        server.stop()
+@pytest.fixture(scope="module", params=["dev", "two-instances"])
+def api_url(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """`runyard dev` on the genui project, or instance B of two `runyard serve`."""
+    workdir = tmp_path_factory.mktemp(f"genui-{request.param}")
+    if request.param == "dev":
+        dev = ServerProcess("dev", workdir, config=GENUI).start(timeout=180)
+        try:
+            yield dev.url
+        finally:
+            dev.stop()
+        return
+    prefix = f"genui-{uuid.uuid4().hex[:8]}:"
+    env = {"REDIS_URL": REDIS_URL, "RUNYARD_REDIS_PREFIX": prefix}
+    with fresh_database() as url:
+        env["DATABASE_URL"] = url
+        a = ServerProcess("serve", workdir / "a", env=env, config=GENUI)
+        b = ServerProcess("serve", workdir / "b", env={**env, "WORKER_COUNT": "0"}, config=GENUI)
+        try:
+            a.start(timeout=180)
+            b.start(timeout=180)
+            # Each instance built its own copy: the same bytes, so the same ETag on both.
+            etags = {httpx.get(f"{s.url}/ui/agent/entrypoint.js").headers["etag"] for s in (a, b)}
+            assert len(etags) == 1, etags
+            yield b.url
+        finally:
+            b.stop()
+            a.stop()
+            delete_keys(REDIS_URL, prefix)
 
 
-def serve_pages(tmp_path: Path, api_url: str) -> tuple[subprocess.Popen[bytes], str]:
-    """The pages, built from their source, on their own origin forwarding /ui/ to `api_url`."""
+@pytest.fixture(scope="module")
+def built_pages() -> None:
+    """The pages, built once for the module from their current source."""
     build = subprocess.run(
         [node(), "build.mjs"], cwd=WEB, capture_output=True, text=True, timeout=120
     )
     assert build.returncode == 0, f"building the pages failed:\n{build.stdout}{build.stderr}"
+
+
+def serve_pages(tmp_path: Path, api_url: str) -> tuple[subprocess.Popen[bytes], str]:
+    """The built pages on their own origin, forwarding /ui/ to `api_url`."""
     port = free_port()
     with (tmp_path / "page.log").open("w") as log:
         page = subprocess.Popen(
@@ -63,15 +94,14 @@ def serve_pages(tmp_path: Path, api_url: str) -> tuple[subprocess.Popen[bytes], 
     pytest.fail(f"the page server did not start: {(tmp_path / 'page.log').read_text()}")
 
 
-def test_pushed_component_renders_live_and_after_reload(
-    tmp_path: Path, genui_dev: ServerProcess
-) -> None:
-    page, page_url = serve_pages(tmp_path, genui_dev.url)
+@pytest.mark.usefixtures("built_pages")
+def test_pushed_component_renders_live_and_after_reload(tmp_path: Path, api_url: str) -> None:
+    page, page_url = serve_pages(tmp_path, api_url)
     try:
         report = drive(
             "genui_page.mjs",
-            SCREENSHOT,
-            {"pageUrl": page_url, "apiUrl": genui_dev.url, "ask": "weather in Paris"},
+            OUTPUT / "genui-page.png",
+            {"pageUrl": page_url, "apiUrl": api_url, "ask": "weather in Paris"},
         )
     finally:
         page.terminate()
