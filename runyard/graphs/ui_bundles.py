@@ -226,6 +226,7 @@ def _prebuilt(project: ProjectConfig, folder: Path) -> UiBundles:
 def _publish(staging: Path, folder: Path) -> None:
     """Replace `folder` by a copy of the build, leaving no half-written folder in its place."""
     fresh = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
+    fresh.chmod(0o755)  # mkdtemp's 0700 would hide the build from the user an image runs as
     shutil.copytree(staging, fresh, dirs_exist_ok=True)
     old = folder.with_name(f".{folder.name}-old-{os.getpid()}")
     try:
