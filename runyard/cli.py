@@ -285,14 +285,16 @@ def _run_server(args: argparse.Namespace, port: int, reload: bool) -> None:
 
 def _ui_reload(settings: Settings) -> tuple[list[str], list[str]]:
     """What dev's reloader also watches (and skips) for a project with a generative UI."""
-    from runyard.graphs.config import find_config, load_config
+    from runyard.graphs.config import declares_ui, find_config
     from runyard.graphs.ui_bundles import reload_patterns
 
     try:
-        project = load_config(find_config(settings.config_path))
+        config = find_config(settings.config_path)
+        if not declares_ui(config):
+            return [], []
     except RunyardError:
         return [], []  # the server's start-up reports it
-    return reload_patterns(project, settings.resolved_ui_dir(), settings.data_dir)
+    return reload_patterns(config.parent, settings.resolved_ui_dir(), settings.data_dir)
 
 
 def _migrate(_args: argparse.Namespace) -> None:

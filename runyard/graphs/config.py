@@ -145,6 +145,11 @@ def declared_auth_path(path: Path) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+def declares_ui(path: Path) -> bool:
+    """True when a config file has a non-empty `ui`, read without checking anything else."""
+    return bool(_read_object(path).get("ui"))
+
+
 def _read_object(path: Path) -> dict[str, Any]:
     try:
         raw = json.loads(path.read_text())

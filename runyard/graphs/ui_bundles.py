@@ -103,14 +103,11 @@ def builder_env(ui: dict[str, str], shared: list[str]) -> dict[str, str]:
 SOURCE_PATTERNS = ("*.tsx", "*.ts", "*.jsx", "*.css")
 
 
-def reload_patterns(
-    project: ProjectConfig, ui_dir: Path, data_dir: Path
-) -> tuple[list[str], list[str]]:
-    """(patterns to include, folders to exclude) for dev's reloader: a change to the UI's
-    sources rebuilds it; the build's own output and installed packages never do."""
-    if not project.ui:
-        return [], []
-    folders = [data_dir.resolve(), ui_dir, project.project_dir / "node_modules"]
+def reload_patterns(project_dir: Path, ui_dir: Path, data_dir: Path) -> tuple[list[str], list[str]]:
+    """(patterns to include, folders to exclude) for dev's reloader when the project has a
+    UI: a change to its sources rebuilds it; the build's output and installed packages never
+    set off a reload."""
+    folders = [data_dir.resolve(), ui_dir, project_dir / "node_modules"]
     for folder in folders[:2]:
         folder.mkdir(parents=True, exist_ok=True)  # the reloader excludes existing folders only
     return list(SOURCE_PATTERNS), [str(folder) for folder in folders if folder.is_dir()]
