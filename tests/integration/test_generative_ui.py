@@ -122,11 +122,16 @@ def test_unknown_graph_and_asset_answer_langgraphs_404s(genui_url: str) -> None:
     asset = httpx.get(f"{genui_url}/ui/agent/nope.js", timeout=10)
     assert (asset.status_code, asset.text) == (404, "Not Found")
     assert asset.headers["content-type"] == "text/plain; charset=utf-8"
+    # A difference: LangGraph answers a body without `name` with a 500 (KeyError); Runyard
+    # with a 422 that names the field, as it answers every malformed body.
     no_name = httpx.post(f"{genui_url}/ui/agent", json={"component": "weather"}, timeout=10)
     assert no_name.status_code == 422 and "body.name" in no_name.json()["detail"]
 
 
 def test_assets_are_the_build_with_content_types_and_etags(genui_url: str, ui_dir: Path) -> None:
+    """The bytes and content types of LangGraph's StaticFiles mount. A difference: its ETag
+    hashes the file's mtime and size, which differ between instances that built separately;
+    Runyard's hashes the content, so every instance gives the same one."""
     for name, content_type in [
         ("entrypoint.js", "text/javascript; charset=utf-8"),
         ("entrypoint.css", "text/css; charset=utf-8"),
