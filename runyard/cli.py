@@ -1,4 +1,4 @@
-"""The `runyard` command: dev, serve, migrate, dockerfile, build, up, down."""
+"""The `runyard` command: dev, serve, migrate, build-ui, dockerfile, build, up, down."""
 
 from __future__ import annotations
 
@@ -63,6 +63,15 @@ def _parser() -> argparse.ArgumentParser:
 
     mig = sub.add_parser("migrate", help="apply database migrations to DATABASE_URL")
     mig.set_defaults(handler=_migrate)
+
+    build_ui = sub.add_parser(
+        "build-ui", help="build the generative UI (`ui` in langgraph.json) with its output shown"
+    )
+    _add_project_options(build_ui)
+    build_ui.add_argument(
+        "-o", "--output", type=Path, default=None, help="folder (RUNYARD_UI_DIR, else .runyard/ui)"
+    )
+    build_ui.set_defaults(handler=_build_ui)
 
     dockerfile = sub.add_parser(
         "dockerfile", help="write the Dockerfile of the project (and the Runyard wheel it installs)"
@@ -251,12 +260,15 @@ def _run_server(args: argparse.Namespace, port: int, reload: bool) -> None:
     if args.config is not None:
         os.environ["RUNYARD_CONFIG"] = str(args.config.resolve())
     settings = _load_settings(Settings)
+    includes, excludes = _ui_reload(settings) if reload else ([], [])
     config = uvicorn.Config(
         "runyard.main:create_app",
         factory=True,
         host=args.host,
         port=port,
         reload=reload,
+        reload_includes=includes or None,
+        reload_excludes=excludes or None,
         log_level="info",
         access_log=settings.access_log is not False,
         timeout_graceful_shutdown=None,
@@ -269,6 +281,20 @@ def _run_server(args: argparse.Namespace, port: int, reload: bool) -> None:
         server.run()
         if not server.started:
             raise SystemExit(STARTUP_FAILURE)
+
+
+def _ui_reload(settings: Settings) -> tuple[list[str], list[str]]:
+    """What dev's reloader also watches (and skips) for a project with a generative UI."""
+    from runyard.graphs.config import declares_ui, find_config
+    from runyard.graphs.ui_bundles import reload_patterns
+
+    try:
+        config = find_config(settings.config_path)
+        if not declares_ui(config):
+            return [], []
+    except RunyardError:
+        return [], []  # the server's start-up reports it
+    return reload_patterns(config.parent, settings.resolved_ui_dir(), settings.data_dir)
 
 
 def _migrate(_args: argparse.Namespace) -> None:
@@ -286,6 +312,20 @@ def _migrate(_args: argparse.Namespace) -> None:
 
     asyncio.run(run())
     print("runyard: database is at the newest migration", flush=True)
+
+
+def _build_ui(args: argparse.Namespace) -> None:
+    from runyard.graphs.config import find_config, load_config
+    from runyard.graphs.ui_bundles import prepare_bundles
+    from runyard.settings import Settings
+
+    settings = _load_settings(Settings)
+    project = load_config(find_config(args.config or settings.config_path))
+    if not project.ui:
+        raise _CliError(f"{project.path} has no 'ui' key: there is no UI to build")
+    folder = (args.output or settings.resolved_ui_dir()).resolve()
+    bundles = prepare_bundles(project, folder, build=True, show_output=True)
+    print(f"runyard: built the UI of {', '.join(bundles.assets)} into {folder}", flush=True)
 
 
 def _project(args: argparse.Namespace) -> BuildConfig:

@@ -14,7 +14,7 @@ from starlette.applications import Starlette
 from starlette.middleware.cors import CORSMiddleware
 
 from runyard import __version__
-from runyard.api import a2a, assistants, crons, docs, mcp, runs, store, system, threads
+from runyard.api import a2a, assistants, crons, docs, mcp, runs, store, system, threads, ui
 from runyard.api.cors import cors_options
 from runyard.api.custom_app import (
     Lifespan,
@@ -54,6 +54,7 @@ RESOURCE_ROUTERS = (
     ("store", store.router),
     ("mcp", mcp.router),
     ("a2a", a2a.router),
+    ("ui", ui.router),
 )
 # Served with `http.disable_meta` too: an operator still sees that the server is up.
 PROBES = frozenset({"/ok", "/health", "/livez", "/readyz"})
@@ -84,6 +85,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     add_routes(app, _system_router(meta))
     if meta:
         add_routes(app, docs.router)
+    if http.enabled("ui"):
+        # Open, as on LangGraph Platform: a `<script src>` cannot send credentials.
+        add_routes(app, ui.assets_router)
     system_routes = list(app.router.routes)
     # Every resource route authenticates; the system probes and docs stay open.
     for group, router in RESOURCE_ROUTERS:

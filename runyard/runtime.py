@@ -34,6 +34,7 @@ from runyard.graphs.config import ProjectConfig, apply_environment, find_config,
 from runyard.graphs.http_config import HttpConfig
 from runyard.graphs.registry import GraphRegistry
 from runyard.graphs.store import StoreOptions, TtlSweeper, open_store, store_options
+from runyard.graphs.ui_bundles import UiBundles, prepare_bundles
 from runyard.lifecycle import RunLifecycle
 from runyard.observability.metrics import Metrics
 from runyard.observability.tracing import Tracing
@@ -105,6 +106,7 @@ class Runtime:
         self.http: HttpConfig = project.http_config if project else HttpConfig()
         self.graphs: GraphRegistry
         self.auth: Auth | None = None
+        self.ui = UiBundles.empty()
         self.engine: AsyncEngine
         self.sessions: Sessions
         self.lease_sessions: Sessions
@@ -160,6 +162,10 @@ class Runtime:
         self.thread_ttl = parse_checkpointer(self.project.checkpointer, str(self.project.path))
         self.graphs = GraphRegistry.load(self.project)
         self.auth = load_auth(self.project)
+        # Before the database: a UI that cannot be built stops the start-up at once.
+        self.ui = await asyncio.to_thread(
+            prepare_bundles, self.project, settings.resolved_ui_dir(), settings.ui_build
+        )
         url = settings.resolved_database_url()
         self.engine = create_engine(url, settings.db_pool_size)
         on_each_statement(self.engine, self.metrics.runs_statements.inc)

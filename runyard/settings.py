@@ -33,6 +33,11 @@ class Settings(BaseSettings):
     )
     data_dir: Path = Field(default=Path(".runyard"), alias="RUNYARD_DATA_DIR")
     config_path: Path | None = Field(default=None, alias="RUNYARD_CONFIG")
+    # Generative UI (`ui` in langgraph.json): where the built bundles go (empty:
+    # $RUNYARD_DATA_DIR/ui), and whether start-up builds them (false: serve an earlier
+    # `runyard build-ui`, as images do, with no npm at run time).
+    ui_dir: Path | None = Field(default=None, alias="RUNYARD_UI_DIR")
+    ui_build: bool = Field(default=True, alias="RUNYARD_UI_BUILD")
     migrate_on_start: bool = Field(default=True, alias="RUNYARD_MIGRATE_ON_START")
     # Each of the four PostgreSQL pools (Runyard's transactions and other queries, the run
     # path's standalone statements and checkpoints, the checkpointer's pruning and delta-channel
@@ -187,6 +192,10 @@ class Settings(BaseSettings):
         if self.tracing is not None:
             return self.tracing
         return "otlp" if (self.otlp_endpoint or self.otlp_traces_endpoint) else "off"
+
+    def resolved_ui_dir(self) -> Path:
+        """Where the generative UI's bundles are built and read."""
+        return (self.ui_dir or self.data_dir / "ui").resolve()
 
     def resolved_database_url(self) -> str:
         """The SQLAlchemy URL to connect to, defaulting to the SQLite file under the data dir."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -12,6 +12,8 @@ from runyard.domain.errors import ConfigError
 from runyard.graphs.config import load_config
 
 DEFAULT_PYTHON_VERSION = "3.11"
+# As `langgraph build` defaults it.
+DEFAULT_NODE_VERSION = "20"
 MIN_PYTHON_VERSION = (3, 11)
 
 DependencyKind = Literal["pip", "package", "requirements", "folder"]
@@ -40,6 +42,10 @@ class BuildConfig:
     pip_config_file: str | None
     # langgraph.json's "env" when it names a file: `runyard up` hands it to the instances.
     env_file: Path | None = None
+    # Generative UI (`ui`, `ui_config.shared`), built at image time with Node.js `node_version`.
+    ui: dict[str, str] = field(default_factory=dict)
+    ui_shared: list[str] = field(default_factory=list)
+    node_version: str = DEFAULT_NODE_VERSION
 
     @property
     def project_dir(self) -> Path:
@@ -70,6 +76,9 @@ def load_build_config(config_file: Path) -> BuildConfig:
         dockerfile_lines=_lines(config_file, raw.get("dockerfile_lines")),
         pip_config_file=_pip_config(config_file, base, raw.get("pip_config_file")),
         env_file=(base / raw["env"]).resolve() if isinstance(raw.get("env"), str) else None,
+        ui=project.ui,
+        ui_shared=project.ui_shared,
+        node_version=_node_version(config_file, raw.get("node_version")),
     )
 
 
@@ -85,6 +94,17 @@ def _python_version(config_file: Path, value: Any) -> str:
     if (int(match.group(1)), int(match.group(2))) < MIN_PYTHON_VERSION:
         raise ConfigError(
             f"{config_file}: 'python_version' {text} is too old; Runyard needs 3.11 or newer"
+        )
+    return text
+
+
+def _node_version(config_file: Path, value: Any) -> str:
+    if value is None:
+        return DEFAULT_NODE_VERSION
+    text = str(value)
+    if re.fullmatch(r"\d+", text) is None:
+        raise ConfigError(
+            f"{config_file}: 'node_version' must be a major version such as '20', got {value!r}"
         )
     return text
 

@@ -1,5 +1,5 @@
 """Reads `langgraph.json` / `runyard.json`: graphs, dependencies, env, store, auth, http,
-webhooks."""
+webhooks, ui."""
 
 from __future__ import annotations
 
@@ -21,7 +21,18 @@ CONFIG_NAMES = ("runyard.json", "langgraph.json")
 
 # Keys of LangGraph's config schema the server acts on.
 SERVED_KEYS = frozenset(
-    {"graphs", "dependencies", "env", "store", "auth", "http", "checkpointer", "webhooks"}
+    {
+        "graphs",
+        "dependencies",
+        "env",
+        "store",
+        "auth",
+        "http",
+        "checkpointer",
+        "webhooks",
+        "ui",
+        "ui_config",
+    }
 )
 # Keys that describe how an image is built (`langgraph build`): accepted, no effect on serving.
 IMAGE_KEYS = frozenset(
@@ -44,12 +55,12 @@ IMAGE_KEYS = frozenset(
 UNSUPPORTED_KEYS = {
     "encryption": "encryption at rest with a custom encryption handler",
     "priority": "run priorities from a custom priority handler",
-    "ui": "generative UI components (they need a JavaScript build)",
 }
 SECTION_KEYS = {
     "store": frozenset({"index", "ttl", "path"}),
     "auth": frozenset({"path", "disable_studio_auth", "openapi", "cache"}),
     "checkpointer": frozenset({"ttl"}),
+    "ui_config": frozenset({"shared"}),
 }
 
 
@@ -82,6 +93,15 @@ class ProjectConfig:
     http: dict[str, Any] | None = None
     checkpointer: dict[str, Any] | None = None
     webhooks: WebhooksConfig = field(default_factory=WebhooksConfig)
+    # Generative UI: graph id -> the component module (`./src/ui.tsx`), as written.
+    ui: dict[str, str] = field(default_factory=dict)
+    # `ui_config.shared`: packages the UI bundles leave to the page that loads them.
+    ui_shared: list[str] = field(default_factory=list)
+
+    @property
+    def project_dir(self) -> Path:
+        """The folder the config's relative paths start from."""
+        return self.path.parent if self.path else Path.cwd()
 
     @property
     def http_config(self) -> HttpConfig:
@@ -130,6 +150,8 @@ def load_config(path: Path) -> ProjectConfig:
         # Header templates read the environment the server will have (the config's env
         # never overrides it, see apply_environment).
         webhooks=parse_webhooks(str(path), raw.get("webhooks"), {**env, **os.environ}),
+        ui=_parse_ui(path, base, raw.get("ui")),
+        ui_shared=_parse_ui_shared(path, _optional_object(path, raw, "ui_config")),
     )
 
 
@@ -138,6 +160,11 @@ def declared_auth_path(path: Path) -> str | None:
     auth = _read_object(path).get("auth")
     value = auth.get("path") if isinstance(auth, dict) else None
     return value if isinstance(value, str) and value else None
+
+
+def declares_ui(path: Path) -> bool:
+    """True when a config file has a non-empty `ui`, read without checking anything else."""
+    return bool(_read_object(path).get("ui"))
 
 
 def _read_object(path: Path) -> dict[str, Any]:
@@ -220,6 +247,31 @@ def _parse_env(path: Path, base: Path, env: Any) -> dict[str, str]:
             return {}
         return {k: v for k, v in dotenv_values(env_file).items() if v is not None}
     raise ConfigError(f"{path}: 'env' must be a file path or an object")
+
+
+def _parse_ui(path: Path, base: Path, ui: Any) -> dict[str, str]:
+    """`ui`: graph id -> a component module inside the project folder, as LangGraph reads it."""
+    if ui is None:
+        return {}
+    if not isinstance(ui, dict):
+        raise ConfigError(f"{path}: 'ui' must map graph ids to component files ('./src/ui.tsx')")
+    for graph_id, target in ui.items():
+        if not isinstance(target, str) or not target:
+            raise ConfigError(f"{path}: ui.{graph_id} must be a file path such as './src/ui.tsx'")
+        file = (base / target).resolve()
+        if not file.is_relative_to(base.resolve()):
+            # The bundler refuses it too (its entry point is resolved inside the project).
+            raise ConfigError(f"{path}: ui.{graph_id} ({target}) must be inside {base}")
+        if not file.is_file():
+            raise ConfigError(f"{path}: ui.{graph_id}: {file} does not exist")
+    return dict(ui)
+
+
+def _parse_ui_shared(path: Path, ui_config: dict[str, Any] | None) -> list[str]:
+    shared = (ui_config or {}).get("shared", [])
+    if not isinstance(shared, list) or not all(isinstance(name, str) for name in shared):
+        raise ConfigError(f"{path}: ui_config.shared must be a list of package names")
+    return list(shared)
 
 
 def _optional_object(path: Path, raw: dict[str, Any], key: str) -> dict[str, Any] | None:

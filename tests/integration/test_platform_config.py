@@ -265,6 +265,10 @@ async def test_disabled_route_groups_are_gone(full: ServerProcess, ann: Sdk) -> 
         assert store.status_code == 404
         assert (await http.get("/metrics")).status_code == 404
         assert (await http.get("/ok")).status_code == 200
+        # disable_ui: no "UI not found for graph" answer, the route itself is gone.
+        ui = await http.post("/ui/agent", json={"name": "weather"})
+        assert ui.status_code == 404 and "UI not found" not in ui.text
+        assert (await http.get("/ui/agent/entrypoint.js")).status_code == 404
         # /info, /docs and /openapi.json are now the custom app's own, if it has them.
         assert (await http.get("/info")).json() == {"custom": True}
     async with httpx.AsyncClient(base_url=full.url) as http:

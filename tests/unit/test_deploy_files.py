@@ -76,6 +76,47 @@ def test_dockerfile_follows_the_build_keys(tmp_path: Path) -> None:
     assert steps[-1] == 'CMD ["runyard", "serve", "--host", "0.0.0.0", "--port", "8000"]'
 
 
+def test_a_generative_ui_is_built_in_a_node_stage_and_served_prebuilt(tmp_path: Path) -> None:
+    (tmp_path / "web").mkdir()
+    (tmp_path / "web" / "ui.tsx").write_text("export default {};\n")
+    config = project(
+        tmp_path,
+        ui={"agent": "./web/ui.tsx"},
+        ui_config={"shared": ["@acme/cards"]},
+        node_version="22",
+    )
+    steps = instructions(render_dockerfile(load_build_config(config), WHEEL))
+    home = f"/deps/{tmp_path.name}"
+
+    ui_stage = [
+        "ARG NODE_IMAGE=node:22-slim",
+        "FROM ${NODE_IMAGE} AS ui",
+        "WORKDIR /project",
+        "ADD . /project",
+        "RUN if [ -f package-lock.json ]; then npm ci; "
+        "elif [ -f package.json ]; then npm install; fi",
+        """ENV LANGGRAPH_UI='{"agent": "./web/ui.tsx"}' """
+        """LANGGRAPH_UI_CONFIG='{"shared": ["@acme/cards"]}'""",
+        "RUN npx --yes @langchain/langgraph-ui@1.5.1 build -o /ui",
+        "FROM ${BASE_IMAGE}",
+    ]
+    assert steps[1 : 1 + len(ui_stage)] == ui_stage
+    # The server's stage takes only the result: no Node.js, no npm, no build at start.
+    server = steps[len(ui_stage) :]
+    assert not any("npm" in step or "npx" in step or "NODE" in step for step in server)
+    assert steps.index("COPY --from=ui /ui /opt/runyard-ui") > steps.index(f"ADD . {home}")
+    assert (
+        f'ENV RUNYARD_CONFIG="{home}/langgraph.json" RUNYARD_DATA_DIR="/data" '
+        'RUNYARD_UI_DIR="/opt/runyard-ui" RUNYARD_UI_BUILD="false"'
+    ) in steps
+
+
+def test_no_ui_means_no_node_stage(tmp_path: Path) -> None:
+    dockerfile = render_dockerfile(load_build_config(project(tmp_path)), WHEEL)
+    assert "NODE_IMAGE" not in dockerfile and "npx" not in dockerfile
+    assert "RUNYARD_UI" not in dockerfile
+
+
 def test_runyards_dependencies_are_a_layer_before_its_wheel(tmp_path: Path) -> None:
     # A change to Runyard's code rebuilds the wheel's layer, not its dependencies'.
     build = load_build_config(project(tmp_path))
@@ -118,6 +159,7 @@ def test_a_module_path_graph_needs_no_file_in_the_project(tmp_path: Path) -> Non
         ({"dependencies": ["./missing"]}, "is not a folder"),
         ({"pip_config_file": "nope.conf"}, "does not exist"),
         ({"dockerfile_lines": "RUN x"}, "list of strings"),
+        ({"node_version": "20.x"}, "'node_version' must be a major version"),
     ],
 )
 def test_unusable_build_keys_are_refused_naming_them(

@@ -172,7 +172,17 @@ def test_graph_entry_may_be_an_object_with_a_description(tmp_path: Path) -> None
         (json.dumps({"dependencies": ["."]}), "'graphs'"),
         (json.dumps({"graphs": {"g": "./graph.py"}}), "'g'"),
         (json.dumps({"graphs": {"g": "./graph.py:graph"}, "encryption": {}}), "'encryption'"),
-        (json.dumps({"graphs": {"g": "./graph.py:graph"}, "ui": {"x": "./ui.tsx"}}), "'ui'"),
+        (json.dumps({"graphs": {"g": "./graph.py:graph"}, "ui": {"x": "./ui.tsx"}}), "ui.x"),
+        (json.dumps({"graphs": {"g": "./graph.py:graph"}, "ui": ["./ui.tsx"]}), "'ui'"),
+        (json.dumps({"graphs": {"g": "./graph.py:graph"}, "ui": {"x": "../ui.tsx"}}), "ui.x"),
+        (
+            json.dumps({"graphs": {"g": "./graph.py:graph"}, "ui_config": {"shared": "react"}}),
+            "ui_config.shared",
+        ),
+        (
+            json.dumps({"graphs": {"g": "./graph.py:graph"}, "ui_config": {"share": []}}),
+            "ui_config.share",
+        ),
         (json.dumps({"graphs": {"g": "./graph.py:graph"}, "priority": {}}), "'priority'"),
         (
             json.dumps(
@@ -460,3 +470,17 @@ def test_default_assistant_id_is_stable_and_distinct() -> None:
     assert default_assistant_id("agent") == default_assistant_id("agent")
     assert default_assistant_id("agent") != default_assistant_id("pipeline")
     assert uuid.UUID(default_assistant_id("pipeline")).version == 5
+
+
+def test_ui_and_ui_config_are_read_as_langgraph_reads_them(tmp_path: Path) -> None:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "ui.tsx").write_text("export default {};\n")
+    raw = {
+        "graphs": {"agent": "./graph.py:graph"},
+        "ui": {"agent": "./src/ui.tsx"},
+        "ui_config": {"shared": ["@acme/design"]},
+    }
+    config = load_config(write_project(tmp_path, raw))
+    assert config.ui == {"agent": "./src/ui.tsx"}
+    assert config.ui_shared == ["@acme/design"]
+    assert config.project_dir == tmp_path
