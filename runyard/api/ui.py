@@ -70,12 +70,8 @@ async def ui_tags(graph_id: str, request: Request, runtime: RuntimeDep) -> Respo
     return Response(content=html_text, headers={"Content-Type": "text/html"})
 
 
-@assets_router.api_route(
-    "/ui/{graph_id}/{asset}",
-    methods=["GET", "HEAD"],
-    response_class=Response,
-    responses=ASSET_RESPONSES,
-)
+@assets_router.head("/ui/{graph_id}/{asset}", include_in_schema=False)
+@assets_router.get("/ui/{graph_id}/{asset}", response_class=Response, responses=ASSET_RESPONSES)
 async def ui_asset(graph_id: str, asset: str, request: Request, runtime: RuntimeDep) -> Response:
     """A built asset of a graph's UI (JavaScript, CSS)."""
     found = runtime.ui.files.get((graph_id, asset))
