@@ -21,6 +21,7 @@ from runyard.db import threads as threads_db
 from runyard.domain.errors import NotFoundError
 from runyard.domain.status import TERMINAL_RUN_STATUSES, RunStatus
 from runyard.graphs.streaming import PROTOCOL_MODE
+from runyard.services.run_arrivals import POLL_SECONDS, anchor_of
 from runyard.services.runs import get_run
 from runyard.services.thread_state import thread_not_found
 from runyard.streaming.broker import StreamEvent
@@ -31,9 +32,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("runyard.session")
 
-# How often an idle session looks for the thread's next run, and checks the thread exists.
-NEXT_RUN_POLL_SECONDS = 0.25
-THREAD_CHECK_SECONDS = 5.0
+# How often a session waiting for its thread to be created looks for it.
+NEXT_RUN_POLL_SECONDS = POLL_SECONDS
 _PAGE = 50
 
 
@@ -116,36 +116,26 @@ async def _run_events(
     """Each session run of the thread in turn (from `first`, its first page of runs),
     translated, waiting for the next one; None marks where the stored events end and live
     ones begin. Ends when the thread is deleted."""
-    upcoming = first
+    upcoming: Sequence[Any] | None = first
     anchor: tuple[Any, str] | None = None
-    idle = 0.0
-    while True:
-        for row in upcoming:
-            if is_session_run(row):
-                events = run_protocol_events(runtime, dict(row), boundary=boundary)
-                async for event in events:
-                    yield event
-        if upcoming:
-            anchor = (upcoming[-1]["created_at"], upcoming[-1]["run_id"])
-        if len(upcoming) == _PAGE:
-            # More stored runs: read on, without a pause (nor a live mark).
-            async with runtime.autocommit() as session:
-                upcoming = await runs_db.runs_created_after(session, thread_id, anchor, _PAGE)
-            continue
-        while True:
+    async with runtime.run_arrivals.watch(thread_id) as arrivals:
+        while upcoming is not None:
+            for row in upcoming:
+                if is_session_run(row):
+                    events = run_protocol_events(runtime, dict(row), boundary=boundary)
+                    async for event in events:
+                        yield event
+            if upcoming:
+                anchor = anchor_of(upcoming[-1])
+            if len(upcoming) == _PAGE:
+                # More stored runs: read on, without a pause (nor a live mark).
+                async with runtime.autocommit() as session:
+                    upcoming = await runs_db.runs_created_after(session, thread_id, anchor, _PAGE)
+                continue
             # A reader that got its run's end leaves now: look for the next run only later.
             yield None
-            await asyncio.sleep(NEXT_RUN_POLL_SECONDS)
-            idle += NEXT_RUN_POLL_SECONDS
-            async with runtime.autocommit() as session:
-                upcoming = await runs_db.runs_created_after(session, thread_id, anchor, _PAGE)
-                if not upcoming and idle >= THREAD_CHECK_SECONDS:
-                    idle = 0.0
-                    if await threads_db.get_thread(session, thread_id) is None:
-                        return
-            if upcoming:
-                idle = 0.0
-                break
+            # Shared with every stream of the thread here; None once the thread is deleted.
+            upcoming = await arrivals.after(anchor, _PAGE)
 
 
 async def first_runs(runtime: Runtime, thread_id: str, wait: float) -> Sequence[Any]:
