@@ -22,10 +22,11 @@ from runyard.domain.errors import NotFoundError
 from runyard.domain.status import TERMINAL_RUN_STATUSES, RunStatus
 from runyard.graphs.streaming import PROTOCOL_MODE
 from runyard.services.run_arrivals import POLL_SECONDS, anchor_of
+from runyard.services.run_waits import result_body
 from runyard.services.runs import get_run
 from runyard.services.thread_state import thread_not_found
-from runyard.streaming.broker import StreamEvent
-from runyard.streaming.session_events import RunTranslator
+from runyard.streaming.broker import EventsUnavailableError, StreamEvent
+from runyard.streaming.session_events import RunTranslator, protocol_event
 
 if TYPE_CHECKING:
     from runyard.runtime import Runtime
@@ -169,20 +170,28 @@ async def run_protocol_events(
     running = RunStatus(run["status"]) not in TERMINAL_RUN_STATUSES
     live = running and follow
     last: str | None = None
-    if not live or boundary:
-        async for entry in runtime.broker.subscribe(run_id, None, follow=False):
-            last = entry.id
-            for event in _translate(translator, entry):
-                yield event
-    if running and not follow:
+    try:
+        if not live or boundary:
+            async for entry in runtime.broker.subscribe(run_id, None, follow=False):
+                last = entry.id
+                for event in _translate(translator, entry):
+                    yield event
+        if running and not follow:
+            return
+        if live:
+            if boundary:
+                yield None
+            ended = _ended(runtime, run_id)
+            async for entry in runtime.broker.subscribe(run_id, last, ended=ended):
+                for event in _translate(translator, entry):
+                    yield event
+    except EventsUnavailableError as exc:
+        # The run has ended and Redis cannot give its log now (it is restarting): end the
+        # run as the database tells it, as /runs/stream does, and go on to the next run.
+        log.warning("session_run_ended_from_database run_id=%s reason=%s", run_id, exc)
+        async for event in _stored_ending(runtime, run_id, translator):
+            yield event
         return
-    if live:
-        if boundary:
-            yield None
-        ended = _ended(runtime, run_id)
-        async for entry in runtime.broker.subscribe(run_id, last, ended=ended):
-            for event in _translate(translator, entry):
-                yield event
     status, error = run["status"], _error_message(run.get("error"))
     if live:
         told = translator.ended_as()
@@ -191,6 +200,25 @@ async def run_protocol_events(
         else:
             status, error = await _final_status(runtime, run_id)
     for event in translator.finish(status, error):
+        yield event
+
+
+async def _stored_ending(
+    runtime: Runtime, run_id: str, translator: RunTranslator
+) -> AsyncIterator[dict[str, Any]]:
+    """A run's end from the database, for when its log cannot be read: its final values
+    (what /wait answers), then its closing lifecycle."""
+    try:
+        run = await get_run(runtime, None, run_id)
+    except NotFoundError:
+        for event in translator.finish(None, None):
+            yield event
+        return
+    body = await result_body(runtime, run)
+    if "__error__" not in body:
+        params = {"namespace": [], "timestamp": translator.last_timestamp, "data": body}
+        yield protocol_event(f"{run_id}:stored:values", "values", params)
+    for event in translator.finish(str(run["status"]), _error_message(run.get("error"))):
         yield event
 
 
