@@ -1,6 +1,7 @@
 """The thread streaming session across a Redis restart (at the default settings): over SSE
-and over a WebSocket, a session whose run is executing when Redis restarts sends no error
-frame, ends that run, and carries the thread's next run whole."""
+and over a WebSocket, a session following a run while Redis restarts, and one opened while
+Redis is down (it replays an ended run whose log cannot be read), send no error frame, end
+that run, and carry the thread's next run whole."""
 
 from __future__ import annotations
 
