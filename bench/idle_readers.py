@@ -39,6 +39,8 @@ async def idle_readers(target: Target, runs: int) -> dict[str, Any]:
         raise RuntimeError(f"POST /threads answered {created.status_code}: {created.text[:300]}")
     quiet = Sample()
     await _ordinary_runs(target, thread_id, runs, quiet)
+    # Both stream routes once, read: what a first use loads is no idle client's cost.
+    await _touch_streams(base, thread_id)
     rss_before = await _rss(target)
     sockets = await _open_idle(base, thread_id, IDLE_PER_KIND)
     try:
@@ -90,6 +92,21 @@ async def _open_idle(base: str, thread_id: str, per_kind: int) -> list[asyncio.S
         *(_send_and_sit(base, requests[i % 2]) for i in range(2 * per_kind))
     )
     return list(writers)
+
+
+async def _touch_streams(base: str, thread_id: str) -> None:
+    """Open each kind of stream, read its response head, and leave."""
+    events = json.dumps({"channels": SESSION_CHANNELS}).encode()
+    for request in (
+        _request(base, "GET", f"/threads/{thread_id}/stream?stream_mode=run_modes", b""),
+        _request(base, "POST", f"/threads/{thread_id}/stream/events", events),
+    ):
+        parts = urlsplit(base)
+        reader, writer = await asyncio.open_connection(parts.hostname, parts.port or 80)
+        writer.write(request)
+        await reader.readuntil(b"\r\n\r\n")
+        writer.transport.abort()
+    await asyncio.sleep(1.0)
 
 
 def _request(base: str, method: str, path: str, body: bytes) -> bytes:

@@ -36,6 +36,8 @@ log = logging.getLogger("runyard.threads")
 THREAD_STREAM_MODES = ("run_modes", "lifecycle", "state_update")
 # Run stream modes a thread stream also takes: only their run events are sent.
 RUN_EVENT_MODES = tuple(mode for mode in STREAM_MODES if mode not in THREAD_STREAM_MODES)
+# Events a thread stream holds between its producers and its client.
+STREAM_QUEUE_EVENTS = 16
 _DONE = "done"
 _NONE = "-"
 
@@ -131,7 +133,9 @@ async def _thread_events(
     modes: ThreadStreamModes,
 ) -> AsyncIterator[StreamEvent]:
     position = cursor or Cursor()
-    queue: asyncio.Queue[StreamEvent | None] = asyncio.Queue(maxsize=256)
+    # Small: it only joins the two producers. A client that stops reading stops them soon
+    # after its socket fills, so it holds a few events and follows no further run.
+    queue: asyncio.Queue[StreamEvent | None] = asyncio.Queue(maxsize=STREAM_QUEUE_EVENTS)
     producers: list[tuple[str, Coroutine[Any, Any, None]]] = []
     if modes.runs:
         producers.append(("runs", _follow_runs(runtime, thread_id, start, position, queue, modes)))
