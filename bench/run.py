@@ -18,6 +18,7 @@ import httpx
 from bench import cost, scenarios
 from bench.chaos import chaos
 from bench.client import HTTPError, open_client
+from bench.idle_readers import idle_readers
 from bench.recovery import recovery
 from bench.scenarios import Fleet, Target, scenario_target, warm_up
 from bench.session import session_cost
@@ -37,6 +38,8 @@ SCENARIOS: dict[str, tuple[ScenarioFn, int]] = {
     "chaos": (chaos, 8),
     # Many streaming clients at once (bench/graphs/relay.py); 0: 100, 1,000, 3,000 clients.
     "streams": (streams, 0),
+    # Ordinary runs on a thread beside 300 subscribers of it that never read.
+    "idle_readers": (idle_readers, 50),
 }
 DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
 

@@ -218,11 +218,10 @@ def is_loopback(host: str) -> bool:
 
 def _run_production_server(args: argparse.Namespace, port: int) -> None:
     """One process; SIGTERM starts draining the workers at once, beside HTTP shutdown."""
-    import uvicorn
     from uvicorn.main import STARTUP_FAILURE
 
     from runyard.main import create_app
-    from runyard.server import AnnouncingServer
+    from runyard.server import AnnouncingServer, ServerConfig
     from runyard.settings import Settings
 
     settings = _load_settings(Settings)
@@ -235,8 +234,10 @@ def _run_production_server(args: argparse.Namespace, port: int) -> None:
                 runtime.begin_drain()
             super().handle_exit(sig, frame)  # type: ignore[arg-type]
 
-    config = uvicorn.Config(
+    config = ServerConfig(
         app,
+        head_timeout_seconds=settings.head_timeout_seconds,
+        max_head_bytes=settings.max_head_bytes,
         host=args.host,
         port=port,
         log_level="info",
@@ -250,19 +251,20 @@ def _run_production_server(args: argparse.Namespace, port: int) -> None:
 
 
 def _run_server(args: argparse.Namespace, port: int, reload: bool) -> None:
-    import uvicorn
     from uvicorn.main import STARTUP_FAILURE
     from uvicorn.supervisors import ChangeReload
 
-    from runyard.server import AnnouncingServer
+    from runyard.server import AnnouncingServer, ServerConfig
     from runyard.settings import Settings
 
     if args.config is not None:
         os.environ["RUNYARD_CONFIG"] = str(args.config.resolve())
     settings = _load_settings(Settings)
     includes, excludes = _ui_reload(settings) if reload else ([], [])
-    config = uvicorn.Config(
+    config = ServerConfig(
         "runyard.main:create_app",
+        head_timeout_seconds=settings.head_timeout_seconds,
+        max_head_bytes=settings.max_head_bytes,
         factory=True,
         host=args.host,
         port=port,

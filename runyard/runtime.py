@@ -185,6 +185,11 @@ class Runtime:
             await statements.open()
             self._stack.push_async_callback(statements.close)
         self.autocommit = session_factory(self.engine, autocommit=True, statements=statements)
+        from runyard.services.run_arrivals import RunArrivals
+
+        # The streams that follow a thread's runs share one look for its next run.
+        self.run_arrivals = RunArrivals(self.autocommit)
+        self._stack.push_async_callback(self.run_arrivals.stop)
         if settings.migrate_on_start or settings.is_embedded:
             await migrate(self.engine)
         else:

@@ -99,6 +99,11 @@ class Settings(BaseSettings):
 
     # HTTP limits.
     max_body_bytes: int = Field(default=10 * 1024 * 1024, ge=1024, alias="RUNYARD_MAX_BODY_BYTES")
+    # A connection whose request head (request line and headers) is not complete this long
+    # after its first byte (or after the connection opened) gets 408 and is closed; a larger
+    # head than max_head_bytes gets 431.
+    head_timeout_seconds: float = Field(default=10.0, gt=0, alias="RUNYARD_HEAD_TIMEOUT_SECONDS")
+    max_head_bytes: int = Field(default=64 * 1024, ge=4096, alias="RUNYARD_MAX_HEAD_BYTES")
 
     # Tracing (OpenTelemetry, needs the `tracing` extra). Empty: OTLP when an OTLP endpoint
     # is set, else off.

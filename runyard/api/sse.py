@@ -36,8 +36,15 @@ def sse_response(
     """Stream `events` as SSE with their ids (for Last-Event-ID), heartbeats, and no caching."""
 
     async def frames() -> AsyncIterator[ServerSentEvent]:
-        async for item in events:
-            yield ServerSentEvent(data=item.data, event=item.event, id=item.id or None)
+        # Closed with the response, not left to the garbage collector: a client that left
+        # releases its subscriptions at once.
+        try:
+            async for item in events:
+                yield ServerSentEvent(data=item.data, event=item.event, id=item.id or None)
+        finally:
+            aclose = getattr(events, "aclose", None)
+            if aclose is not None:
+                await aclose()
 
     return _EventStream(
         frames(),

@@ -21,19 +21,20 @@ from runyard.db import threads as threads_db
 from runyard.domain.errors import NotFoundError
 from runyard.domain.status import TERMINAL_RUN_STATUSES, RunStatus
 from runyard.graphs.streaming import PROTOCOL_MODE
+from runyard.services.run_arrivals import POLL_SECONDS, anchor_of
+from runyard.services.run_waits import result_body
 from runyard.services.runs import get_run
 from runyard.services.thread_state import thread_not_found
-from runyard.streaming.broker import StreamEvent
-from runyard.streaming.session_events import RunTranslator
+from runyard.streaming.broker import EventsUnavailableError, StreamEvent
+from runyard.streaming.session_events import RunTranslator, protocol_event
 
 if TYPE_CHECKING:
     from runyard.runtime import Runtime
 
 log = logging.getLogger("runyard.session")
 
-# How often an idle session looks for the thread's next run, and checks the thread exists.
-NEXT_RUN_POLL_SECONDS = 0.25
-THREAD_CHECK_SECONDS = 5.0
+# How often a session waiting for its thread to be created looks for it.
+NEXT_RUN_POLL_SECONDS = POLL_SECONDS
 _PAGE = 50
 
 
@@ -116,36 +117,26 @@ async def _run_events(
     """Each session run of the thread in turn (from `first`, its first page of runs),
     translated, waiting for the next one; None marks where the stored events end and live
     ones begin. Ends when the thread is deleted."""
-    upcoming = first
+    upcoming: Sequence[Any] | None = first
     anchor: tuple[Any, str] | None = None
-    idle = 0.0
-    while True:
-        for row in upcoming:
-            if is_session_run(row):
-                events = run_protocol_events(runtime, dict(row), boundary=boundary)
-                async for event in events:
-                    yield event
-        if upcoming:
-            anchor = (upcoming[-1]["created_at"], upcoming[-1]["run_id"])
-        if len(upcoming) == _PAGE:
-            # More stored runs: read on, without a pause (nor a live mark).
-            async with runtime.autocommit() as session:
-                upcoming = await runs_db.runs_created_after(session, thread_id, anchor, _PAGE)
-            continue
-        while True:
+    async with runtime.run_arrivals.watch(thread_id) as arrivals:
+        while upcoming is not None:
+            for row in upcoming:
+                if is_session_run(row):
+                    events = run_protocol_events(runtime, dict(row), boundary=boundary)
+                    async for event in events:
+                        yield event
+            if upcoming:
+                anchor = anchor_of(upcoming[-1])
+            if len(upcoming) == _PAGE:
+                # More stored runs: read on, without a pause (nor a live mark).
+                async with runtime.autocommit() as session:
+                    upcoming = await runs_db.runs_created_after(session, thread_id, anchor, _PAGE)
+                continue
             # A reader that got its run's end leaves now: look for the next run only later.
             yield None
-            await asyncio.sleep(NEXT_RUN_POLL_SECONDS)
-            idle += NEXT_RUN_POLL_SECONDS
-            async with runtime.autocommit() as session:
-                upcoming = await runs_db.runs_created_after(session, thread_id, anchor, _PAGE)
-                if not upcoming and idle >= THREAD_CHECK_SECONDS:
-                    idle = 0.0
-                    if await threads_db.get_thread(session, thread_id) is None:
-                        return
-            if upcoming:
-                idle = 0.0
-                break
+            # Shared with every stream of the thread here; None once the thread is deleted.
+            upcoming = await arrivals.after(anchor, _PAGE)
 
 
 async def first_runs(runtime: Runtime, thread_id: str, wait: float) -> Sequence[Any]:
@@ -179,20 +170,28 @@ async def run_protocol_events(
     running = RunStatus(run["status"]) not in TERMINAL_RUN_STATUSES
     live = running and follow
     last: str | None = None
-    if not live or boundary:
-        async for entry in runtime.broker.subscribe(run_id, None, follow=False):
-            last = entry.id
-            for event in _translate(translator, entry):
-                yield event
-    if running and not follow:
+    try:
+        if not live or boundary:
+            async for entry in runtime.broker.subscribe(run_id, None, follow=False):
+                last = entry.id
+                for event in _translate(translator, entry):
+                    yield event
+        if running and not follow:
+            return
+        if live:
+            if boundary:
+                yield None
+            ended = _ended(runtime, run_id)
+            async for entry in runtime.broker.subscribe(run_id, last, ended=ended):
+                for event in _translate(translator, entry):
+                    yield event
+    except EventsUnavailableError as exc:
+        # The run has ended and Redis cannot give its log now (it is restarting): end the
+        # run as the database tells it, as /runs/stream does, and go on to the next run.
+        log.warning("session_run_ended_from_database run_id=%s reason=%s", run_id, exc)
+        async for event in _stored_ending(runtime, run_id, translator):
+            yield event
         return
-    if live:
-        if boundary:
-            yield None
-        ended = _ended(runtime, run_id)
-        async for entry in runtime.broker.subscribe(run_id, last, ended=ended):
-            for event in _translate(translator, entry):
-                yield event
     status, error = run["status"], _error_message(run.get("error"))
     if live:
         told = translator.ended_as()
@@ -201,6 +200,25 @@ async def run_protocol_events(
         else:
             status, error = await _final_status(runtime, run_id)
     for event in translator.finish(status, error):
+        yield event
+
+
+async def _stored_ending(
+    runtime: Runtime, run_id: str, translator: RunTranslator
+) -> AsyncIterator[dict[str, Any]]:
+    """A run's end from the database, for when its log cannot be read: its final values
+    (what /wait answers), then its closing lifecycle."""
+    try:
+        run = await get_run(runtime, None, run_id)
+    except NotFoundError:
+        for event in translator.finish(None, None):
+            yield event
+        return
+    body = await result_body(runtime, run)
+    if "__error__" not in body:
+        params = {"namespace": [], "timestamp": translator.last_timestamp, "data": body}
+        yield protocol_event(f"{run_id}:stored:values", "values", params)
+    for event in translator.finish(str(run["status"]), _error_message(run.get("error"))):
         yield event
 
 

@@ -3,7 +3,8 @@ updates, and a `run_done` marker after each run, as LangGraph Platform's join_st
 
 Runs of a thread execute one after another, so the stream follows them in creation order,
 each through the run's own replayable event log; the next run is found in the database
-(polled while the thread is idle), so any instance can serve the stream. State updates go
+(polled while the thread is idle, once for all of its streams here: see run_arrivals), so
+any instance can serve the stream. State updates go
 through a per-thread log in the same broker. Every event id carries both positions (the
 run and its event, the last state update), so `Last-Event-ID` resumes both exactly.
 """
@@ -35,10 +36,8 @@ log = logging.getLogger("runyard.threads")
 THREAD_STREAM_MODES = ("run_modes", "lifecycle", "state_update")
 # Run stream modes a thread stream also takes: only their run events are sent.
 RUN_EVENT_MODES = tuple(mode for mode in STREAM_MODES if mode not in THREAD_STREAM_MODES)
-# How often an idle thread stream looks for the thread's next run.
-NEXT_RUN_POLL_SECONDS = 0.25
-# How often it checks that the thread still exists (a deleted thread ends the stream).
-THREAD_CHECK_SECONDS = 5.0
+# Events a thread stream holds between its producers and its client.
+STREAM_QUEUE_EVENTS = 16
 _DONE = "done"
 _NONE = "-"
 
@@ -134,7 +133,9 @@ async def _thread_events(
     modes: ThreadStreamModes,
 ) -> AsyncIterator[StreamEvent]:
     position = cursor or Cursor()
-    queue: asyncio.Queue[StreamEvent | None] = asyncio.Queue(maxsize=256)
+    # Small: it only joins the two producers. A client that stops reading stops them soon
+    # after its socket fills, so it holds a few events and follows no further run.
+    queue: asyncio.Queue[StreamEvent | None] = asyncio.Queue(maxsize=STREAM_QUEUE_EVENTS)
     producers: list[tuple[str, Coroutine[Any, Any, None]]] = []
     if modes.runs:
         producers.append(("runs", _follow_runs(runtime, thread_id, start, position, queue, modes)))
@@ -194,25 +195,17 @@ async def _follow_runs(
 ) -> None:
     """Each run of the thread in turn, then a run_done marker; None once the thread is gone."""
     anchor, first = start
-    if first is not None:
-        run, after = first
-        anchor = await _stream_run(runtime, run, after, position, queue, modes)
-    idle = 0.0
-    while True:
-        async with runtime.autocommit() as session:
-            upcoming = await runs_db.runs_created_after(session, thread_id, anchor, 1)
-            if not upcoming and idle >= THREAD_CHECK_SECONDS:
-                idle = 0.0
-                if await threads_db.get_thread(session, thread_id) is None:
-                    await queue.put(None)
-                    return
-        if not upcoming:
-            await asyncio.sleep(NEXT_RUN_POLL_SECONDS)
-            idle += NEXT_RUN_POLL_SECONDS
-            continue
-        idle = 0.0
-        # A run created after the join has published nothing that was seen: all of it.
-        anchor = await _stream_run(runtime, dict(upcoming[0]), None, position, queue, modes)
+    async with runtime.run_arrivals.watch(thread_id) as arrivals:
+        if first is not None:
+            run, after = first
+            anchor = await _stream_run(runtime, run, after, position, queue, modes)
+        while True:
+            upcoming = await arrivals.after(anchor, 1)
+            if upcoming is None:
+                await queue.put(None)  # the thread was deleted
+                return
+            # A run created after the join has published nothing that was seen: all of it.
+            anchor = await _stream_run(runtime, dict(upcoming[0]), None, position, queue, modes)
 
 
 # Where a stream starts: the (created_at, run_id) after which runs are new (None: every run),
