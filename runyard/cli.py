@@ -54,6 +54,12 @@ def _parser() -> argparse.ArgumentParser:
     _add_server_options(serve)
     serve.add_argument("--no-migrate", action="store_true", help="skip migrations at start-up")
     serve.add_argument(
+        "--sqlite",
+        action="store_true",
+        help="with no DATABASE_URL, serve on the embedded SQLite file (one instance); "
+        "also RUNYARD_SQLITE=true",
+    )
+    serve.add_argument(
         "--allow-unauthenticated",
         action="store_true",
         help="serve a non-loopback --host with no auth configured (behind an authenticating "
@@ -149,7 +155,8 @@ def _add_server_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _dev(args: argparse.Namespace) -> None:
-    # Dev mode is the embedded default by definition: SQLite, in-process dispatch.
+    # Dev mode is the embedded default by definition: SQLite, in-process dispatch. Runyard's
+    # names win over LangGraph's (DATABASE_URI, REDIS_URI), so emptying them is enough.
     os.environ["DATABASE_URL"] = ""
     os.environ["REDIS_URL"] = ""
     if args.port is None:
@@ -168,7 +175,20 @@ def _serve(args: argparse.Namespace) -> None:
         os.environ["RUNYARD_CONFIG"] = str(args.config.resolve())
     _require_auth_off_loopback(args)
     port = _require_free_port(args.host, args.port or DEFAULT_SERVE_PORT)
+    _require_database(args)
     _run_production_server(args, port)
+
+
+def _require_database(args: argparse.Namespace) -> None:
+    """Refuse to become a one-process SQLite server unless the operator asked for one."""
+    from runyard.settings import Settings
+
+    settings = _load_settings(Settings)
+    if settings.database_url is None and not (args.sqlite or settings.sqlite):
+        raise _CliError(
+            "no database configured: set DATABASE_URL (or DATABASE_URI) to a PostgreSQL URL, "
+            "or serve on the embedded SQLite file with --sqlite or RUNYARD_SQLITE=true"
+        )
 
 
 def _require_auth_off_loopback(args: argparse.Namespace) -> None:

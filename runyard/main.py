@@ -109,9 +109,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # too (a 413, a custom route's).
     app.add_middleware(CORSMiddleware, **cors)
     runtime.tracing.instrument(app)
-    if http.mount_prefix:
+    # As LangGraph's server: the MOUNT_PREFIX setting wins over http.mount_prefix.
+    prefix = settings.mount_prefix or http.mount_prefix
+    if prefix:
         probes = [r for r in system_routes if getattr(r, "path", None) in PROBES | {"/metrics"}]
-        return mount_under_prefix(app, http.mount_prefix, probes)
+        return mount_under_prefix(app, prefix, probes)
     return app
 
 
