@@ -57,8 +57,8 @@ RESOURCE_ROUTERS = (
 )
 # Served with `http.disable_meta` too: an operator still sees that the server is up.
 PROBES = frozenset({"/ok", "/health", "/livez", "/readyz"})
-# The one system route a custom app may replace, as on LangGraph Platform.
-SHADOWABLE = frozenset({"/info"})
+# The system routes a custom app may replace, as on LangGraph Platform.
+SHADOWABLE = frozenset({"/", "/info"})
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -112,7 +112,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # As LangGraph's server: the MOUNT_PREFIX setting wins over http.mount_prefix.
     prefix = settings.mount_prefix or http.mount_prefix
     if prefix:
-        probes = [r for r in system_routes if getattr(r, "path", None) in PROBES | {"/metrics"}]
+        probes = [
+            r for r in system_routes if getattr(r, "path", None) in PROBES | {"/", "/metrics"}
+        ]
         return mount_under_prefix(app, prefix, probes)
     return app
 
