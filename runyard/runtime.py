@@ -35,6 +35,7 @@ from runyard.graphs.http_config import HttpConfig
 from runyard.graphs.registry import GraphRegistry
 from runyard.graphs.store import StoreOptions, TtlSweeper, open_store, store_options
 from runyard.lifecycle import RunLifecycle
+from runyard.observability.langsmith import langsmith_project
 from runyard.observability.metrics import Metrics
 from runyard.observability.tracing import Tracing
 from runyard.queue.cancel_bus import CancelBus, InProcessCancelBus
@@ -89,6 +90,7 @@ class Runtime:
         self.running = RunningRuns()
         self.metrics = Metrics(in_flight=lambda: len(self.running))
         self.tracing = Tracing.from_settings(settings, self.instance_id)
+        self.langsmith_project = langsmith_project()
         self.draining = False
         self._stack = AsyncExitStack()
         # The parts the runs in flight need (lease renewal, cancel delivery) stop only after

@@ -53,7 +53,11 @@ async def info(runtime: RuntimeDep) -> dict[str, Any]:
             "queue": "redis" if runtime.settings.redis_url else "in-process",
             "instance_id": runtime.instance_id,
         },
-        "flags": {"assistants": True, "crons": True, "langsmith": False},
+        "flags": {
+            "assistants": True,
+            "crons": True,
+            "langsmith": runtime.langsmith_project is not None,
+        },
         "graphs": runtime.graphs.ids(),
     }
 
