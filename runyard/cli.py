@@ -10,7 +10,7 @@ import os
 import socket
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from runyard.domain.errors import RunyardError
 
@@ -42,16 +42,23 @@ class _CliError(Exception):
 
 
 def _parser() -> argparse.ArgumentParser:
+    from runyard import __version__
+
     parser = argparse.ArgumentParser(prog="runyard", description="Runyard agent server")
+    parser.add_argument("--version", action="version", version=f"runyard {__version__}")
     sub = parser.add_subparsers(dest="command")
 
-    dev = sub.add_parser("dev", help="run on the embedded SQLite store with in-process execution")
-    _add_server_options(dev)
+    dev = _command(sub, "dev", "run on the embedded SQLite store with in-process execution")
+    _add_server_options(dev, DEFAULT_DEV_PORT, ", or the next free one")
     dev.add_argument("--no-reload", action="store_true", help="do not restart on code changes")
     dev.set_defaults(handler=_dev)
 
-    serve = sub.add_parser("serve", help="run in production on PostgreSQL (and Redis if set)")
-    _add_server_options(serve)
+    serve = _command(
+        sub,
+        "serve",
+        "run in production on DATABASE_URL (PostgreSQL), with Redis if REDIS_URL is set",
+    )
+    _add_server_options(serve, DEFAULT_SERVE_PORT, "")
     serve.add_argument("--no-migrate", action="store_true", help="skip migrations at start-up")
     serve.add_argument(
         "--sqlite",
@@ -67,35 +74,45 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.set_defaults(handler=_serve)
 
-    mig = sub.add_parser("migrate", help="apply database migrations to DATABASE_URL")
+    mig = _command(
+        sub,
+        "migrate",
+        "apply database migrations to DATABASE_URL (or DATABASE_URI), then exit",
+    )
     mig.set_defaults(handler=_migrate)
 
-    dockerfile = sub.add_parser(
-        "dockerfile", help="write the Dockerfile of the project (and the Runyard wheel it installs)"
+    dockerfile = _command(
+        sub, "dockerfile", "write the Dockerfile of the project (and the Runyard wheel it installs)"
     )
     _add_project_options(dockerfile)
     dockerfile.add_argument("save_path", type=Path, help="where to write the Dockerfile")
     dockerfile.set_defaults(handler=_dockerfile)
 
-    build = sub.add_parser("build", help="build a Docker image of the project")
+    build = _command(sub, "build", "build a Docker image of the project")
     _add_project_options(build)
     _add_image_options(build)
     build.add_argument("--pull", action="store_true", help="pull a newer base image first")
     build.set_defaults(handler=_build)
 
-    up = sub.add_parser(
-        "up", help="build the project's image, start PostgreSQL, Redis, N instances and nginx"
+    up = _command(
+        sub, "up", "build the project's image, start PostgreSQL, Redis, N instances and nginx"
     )
     _add_up_options(up)
     up.set_defaults(handler=_up)
 
-    down = sub.add_parser("down", help="stop what `runyard up` started (volumes kept)")
+    down = _command(sub, "down", "stop what `runyard up` started (volumes kept)")
     _add_project_options(down)
     down.add_argument("--dir", type=Path, default=None, help="the folder `up` wrote into")
     down.add_argument(
         "-v", "--volumes", action="store_true", help="also remove the database and Redis data"
     )
     down.set_defaults(handler=_down)
+    return parser
+
+
+def _command(sub: Any, name: str, summary: str) -> argparse.ArgumentParser:
+    """A subcommand whose own --help starts with the summary the command list shows."""
+    parser: argparse.ArgumentParser = sub.add_parser(name, help=summary, description=summary)
     return parser
 
 
@@ -137,7 +154,12 @@ def _add_up_options(up: argparse.ArgumentParser) -> None:
 
 def _add_project_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "-c", "--config", type=Path, default=None, help="langgraph.json / runyard.json"
+        "-c",
+        "--config",
+        type=Path,
+        default=None,
+        help="langgraph.json / runyard.json (default: runyard.json, else langgraph.json, "
+        "in the working directory)",
     )
 
 
@@ -148,10 +170,12 @@ def _add_image_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_server_options(parser: argparse.ArgumentParser) -> None:
+def _add_server_options(parser: argparse.ArgumentParser, port: int, fallback: str) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=None, help="port to bind")
-    parser.add_argument("--config", type=Path, default=None, help="langgraph.json / runyard.json")
+    parser.add_argument(
+        "--port", type=int, default=None, help=f"port to bind (default {port}{fallback})"
+    )
+    _add_project_options(parser)
 
 
 def _dev(args: argparse.Namespace) -> None:
