@@ -287,9 +287,8 @@ def _run_production_server(args: argparse.Namespace, port: int) -> None:
 def _run_server(args: argparse.Namespace, port: int, reload: bool) -> None:
     import uvicorn
     from uvicorn.main import STARTUP_FAILURE
-    from uvicorn.supervisors import ChangeReload
 
-    from runyard.server import AnnouncingServer
+    from runyard.server import AnnouncingServer, reloader
     from runyard.settings import Settings
 
     if args.config is not None:
@@ -308,7 +307,10 @@ def _run_server(args: argparse.Namespace, port: int, reload: bool) -> None:
     # What uvicorn.run does, with a server that says where it serves once it does.
     server = AnnouncingServer(config)
     if config.should_reload:
-        ChangeReload(config, target=server.run, sockets=[config.bind_socket()]).run()
+        supervisor = reloader(config, server)
+        supervisor.run()
+        if supervisor.died:
+            raise SystemExit(STARTUP_FAILURE)
     else:
         server.run()
         if not server.started:
@@ -316,7 +318,7 @@ def _run_server(args: argparse.Namespace, port: int, reload: bool) -> None:
 
 
 def _migrate(_args: argparse.Namespace) -> None:
-    from runyard.db.engine import create_engine, migrate
+    from runyard.db.engine import create_engine, migrate, require_database
     from runyard.settings import Settings
 
     settings = _load_settings(Settings)
@@ -324,6 +326,7 @@ def _migrate(_args: argparse.Namespace) -> None:
     async def run() -> None:
         engine = create_engine(settings.resolved_database_url())
         try:
+            await require_database(engine)
             await migrate(engine)
         finally:
             await engine.dispose()

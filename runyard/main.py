@@ -37,6 +37,7 @@ from runyard.api.thread_session_ws import thread_socket
 from runyard.domain.errors import ConfigError
 from runyard.graphs.config import ProjectConfig, apply_environment, find_config, load_config
 from runyard.graphs.http_config import HttpConfig
+from runyard.graphs.modules import one_line
 from runyard.observability.logs import configure_logging, drop_startup_traceback
 from runyard.observability.metrics import HttpMetricsMiddleware
 from runyard.runtime import Runtime
@@ -129,11 +130,25 @@ def _lifespan(
         try:
             if failure is not None:
                 raise failure
-            await runtime.start()
+            try:
+                await runtime.start()
+            except BaseException:
+                # What started before the failure (connections, their threads) is stopped,
+                # so the process exits at once instead of waiting on them.
+                await runtime.stop()
+                raise
         except ConfigError as exc:
             # The message says what to fix; a traceback of Runyard's own frames would bury it.
             log.error("startup_failed error=%s", exc)
             drop_startup_traceback(ConfigError)
+            raise
+        except Exception as exc:
+            # The start-up's boundary: anything else that stops it (an embedder without its
+            # credentials, a database that is not there) is one line too; the traceback is
+            # kept at DEBUG for whoever needs it.
+            log.error("startup_failed error=%s", one_line(exc))
+            log.debug("startup_failed_traceback", exc_info=exc)
+            drop_startup_traceback(type(exc))
             raise
         try:
             if user_lifespan is None:

@@ -26,6 +26,7 @@ from runyard.db.engine import (
     migrate,
     on_each_statement,
     require_current_schema,
+    require_database,
     session_factory,
 )
 from runyard.domain.retention import ThreadTTLPolicy, parse_checkpointer
@@ -177,6 +178,7 @@ class Runtime:
             await statements.open()
             self._stack.push_async_callback(statements.close)
         self.autocommit = session_factory(self.engine, autocommit=True, statements=statements)
+        await require_database(self.engine)
         if settings.migrate_on_start or settings.is_embedded:
             await migrate(self.engine)
         else:

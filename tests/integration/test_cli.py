@@ -351,3 +351,22 @@ def test_migrate_cannot_reach_the_database_exits_non_zero(cli: Cli) -> None:
     code, output = cli.run("migrate", env={"DATABASE_URL": url}, timeout=60)
     assert code != 0
     assert output.strip()
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("command", ["serve", "migrate"])
+def test_a_database_that_does_not_exist_is_one_line_saying_how_to_create_it(
+    cli: Cli, command: str
+) -> None:
+    name = f"runyard_missing_{os.getpid()}"
+    url = f"postgresql://postgres@127.0.0.1:5432/{name}"
+    args = [command]
+    if command == "serve":
+        args += ["--port", str(free_port()), "--config", str(TEST_CONFIG)]
+    code, output = cli.run(*args, env={"DATABASE_URL": url})
+    assert code != 0, output
+    lines = [line for line in output.splitlines() if "does not exist" in line]
+    assert len(lines) == 1, output
+    assert name in lines[0]
+    assert "CREATE DATABASE" in lines[0]
+    assert "Traceback" not in output
