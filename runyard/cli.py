@@ -261,6 +261,9 @@ def _run_production_server(args: argparse.Namespace, port: int) -> None:
     from runyard.settings import Settings
 
     settings = _load_settings(Settings)
+    if settings.database_url is None:
+        _keep_data_beside_project(settings)
+        settings = _load_settings(Settings)
     app = create_app(settings)
     runtime = app.state.runtime
 
@@ -294,12 +297,14 @@ def _run_server(args: argparse.Namespace, port: int, reload: bool) -> None:
     if args.config is not None:
         os.environ["RUNYARD_CONFIG"] = str(args.config.resolve())
     settings = _load_settings(Settings)
+    folder = _keep_data_beside_project(settings)
     config = uvicorn.Config(
         "runyard.main:create_app",
         factory=True,
         host=args.host,
         port=port,
         reload=reload,
+        reload_dirs=[str(folder)],
         log_level="info",
         access_log=settings.access_log is not False,
         timeout_graceful_shutdown=None,
@@ -315,6 +320,21 @@ def _run_server(args: argparse.Namespace, port: int, reload: bool) -> None:
         server.run()
         if not server.started:
             raise SystemExit(STARTUP_FAILURE)
+
+
+def _keep_data_beside_project(settings: Settings) -> Path:
+    """The project's folder (that of its config file, else the working directory); the
+    embedded store's data goes into its `.runyard/` unless RUNYARD_DATA_DIR says otherwise,
+    so two projects started from one working directory never share their data."""
+    from runyard.graphs.config import find_config
+
+    try:
+        folder = find_config(settings.config_path).parent
+    except RunyardError:
+        return Path.cwd()  # the server reports the missing config in its start-up line
+    if "data_dir" not in settings.model_fields_set:
+        os.environ["RUNYARD_DATA_DIR"] = str(folder / ".runyard")
+    return folder
 
 
 def _migrate(_args: argparse.Namespace) -> None:

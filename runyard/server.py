@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import socket
 import threading
+from collections.abc import Callable
 from multiprocessing.connection import wait
+from pathlib import Path
+from typing import Any
 
 import uvicorn
 from uvicorn.supervisors.watchfilesreload import WatchFilesReload
@@ -26,6 +29,56 @@ class AnnouncingServer(uvicorn.Server):
             print(f"runyard: serving on {url}", flush=True)
 
 
+# Folders whose files never restart `runyard dev`: environments, caches, data, VCS.
+IGNORED_FOLDERS = frozenset(
+    {
+        ".venv",
+        "venv",
+        ".env",
+        "site-packages",
+        "__pycache__",
+        ".git",
+        ".hg",
+        "node_modules",
+        ".runyard",
+        ".langgraph_api",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        ".tox",
+        ".nox",
+        ".eggs",
+        "build",
+        "dist",
+    }
+)
+
+
+class ProjectFiles:
+    """uvicorn's filter (Python files), minus what lives in IGNORED_FOLDERS, `*.egg-info`
+    and any virtual environment (a folder holding `pyvenv.cfg`): a `pip install` during
+    `runyard dev` restarts nothing."""
+
+    def __init__(self, inner: Callable[[Path], bool]) -> None:
+        self._inner = inner
+        self._venvs: dict[Path, bool] = {}
+
+    def __call__(self, path: Path) -> bool:
+        """True when a change to `path` should restart the server."""
+        folders = path.parts[:-1]
+        if any(part in IGNORED_FOLDERS or part.endswith(".egg-info") for part in folders):
+            return False
+        if any(self._is_venv(parent) for parent in path.parents):
+            return False
+        return self._inner(path)
+
+    def _is_venv(self, folder: Path) -> bool:
+        known = self._venvs.get(folder)
+        if known is None:
+            known = self._venvs[folder] = (folder / "pyvenv.cfg").is_file()
+        return known
+
+
 def reloader(config: uvicorn.Config, server: uvicorn.Server) -> StoppingReload:
     """The reloading supervisor of `runyard dev`, its socket bound."""
     return StoppingReload(config, target=server.run, sockets=[config.bind_socket()])
@@ -42,6 +95,10 @@ class StoppingReload(WatchFilesReload):
 
     reloaded = False
     died = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.watch_filter = ProjectFiles(self.watch_filter)  # type: ignore[assignment]
 
     def startup(self) -> None:
         """Start as uvicorn does, and watch the first server process's exit."""
