@@ -370,7 +370,10 @@ def _dockerfile(args: argparse.Namespace) -> None:
     print(f"runyard: wrote {dockerfile} and {wheel}", flush=True)
     ignore = write_dockerignore(build)
     if ignore is not None:
-        print(f"runyard: wrote {ignore} (keeps .env, .runyard/, .venv/, .git/ out)", flush=True)
+        print(
+            f"runyard: wrote {ignore} (keeps .env, .runyard/, .langgraph_api/, .venv/, .git/ out)",
+            flush=True,
+        )
     else:
         print(f"runyard: kept the existing {build.project_dir / '.dockerignore'}", flush=True)
     print(
@@ -433,7 +436,13 @@ def _up_folder(args: argparse.Namespace, build: BuildConfig) -> Path:
 def _deployment(args: argparse.Namespace, build: BuildConfig, tag: str, folder: Path) -> Deployment:
     from runyard.deploy import compose as defaults
 
-    env_files = (os.path.relpath(build.env_file, folder),) if build.env_file else ()
+    env_files = build.env_files_for(folder)
+    if build.env_file is not None and not env_files:
+        print(
+            f'runyard: {build.env_file} ("env" in {build.config_file.name}) does not exist; '
+            "the instances get no variables from it",
+            flush=True,
+        )
     return defaults.Deployment(
         image=tag,
         instances=args.instances,

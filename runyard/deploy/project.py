@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,13 @@ class BuildConfig:
     pip_config_file: str | None
     # langgraph.json's "env" when it names a file: `runyard up` hands it to the instances.
     env_file: Path | None = None
+
+    def env_files_for(self, folder: Path) -> tuple[str, ...]:
+        """The env file, relative to the deployment's `folder`, when it exists: a missing one
+        is no error (as for `runyard dev`), the instances take no variables from it."""
+        if self.env_file is None or not self.env_file.is_file():
+            return ()
+        return (os.path.relpath(self.env_file, folder),)
 
     @property
     def project_dir(self) -> Path:
