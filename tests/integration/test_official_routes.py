@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import httpx
 
 
@@ -51,3 +53,31 @@ async def test_metrics_as_json_in_the_official_shape(base_url: str) -> None:
     assert workers["max"] == 500
     assert workers["active"] + workers["available"] == workers["max"]
     assert text.headers["content-type"].startswith("text/plain")
+
+
+async def test_thread_storage_in_the_official_shape(base_url: str) -> None:
+    """langgraph dev 0.16.7: GET /threads/{id}/storage answers {"thread_id", "total_bytes",
+    "checkpoints": {count, bytes}, "channel_values": {count, bytes, by_channel: {name:
+    {versions, bytes}}}, "pending_writes": {count, bytes}}, and 404 for an unknown thread."""
+    async with httpx.AsyncClient(base_url=base_url, timeout=30) as http:
+        thread_id = (await http.post("/threads", json={})).json()["thread_id"]
+        empty = (await http.get(f"/threads/{thread_id}/storage")).json()
+        await http.post(
+            f"/threads/{thread_id}/runs/wait",
+            json={"assistant_id": "pipeline", "input": {"text": "some words to keep"}},
+        )
+        answer = await http.get(f"/threads/{thread_id}/storage")
+        missing = await http.get(f"/threads/{uuid.uuid4()}/storage")
+    assert empty["total_bytes"] == 0
+    assert answer.status_code == 200
+    body = answer.json()
+    assert body["thread_id"] == thread_id
+    assert body["checkpoints"]["count"] >= 1
+    assert body["checkpoints"]["bytes"] > 0
+    channels = body["channel_values"]
+    assert channels["bytes"] == sum(c["bytes"] for c in channels["by_channel"].values())
+    assert body["total_bytes"] == (
+        body["checkpoints"]["bytes"] + channels["bytes"] + body["pending_writes"]["bytes"]
+    )
+    assert set(body["pending_writes"]) == {"count", "bytes"}
+    assert missing.status_code == 404
