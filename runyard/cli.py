@@ -10,7 +10,7 @@ import os
 import socket
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from runyard.domain.errors import RunyardError
 
@@ -42,17 +42,30 @@ class _CliError(Exception):
 
 
 def _parser() -> argparse.ArgumentParser:
+    from runyard import __version__
+
     parser = argparse.ArgumentParser(prog="runyard", description="Runyard agent server")
+    parser.add_argument("--version", action="version", version=f"runyard {__version__}")
     sub = parser.add_subparsers(dest="command")
 
-    dev = sub.add_parser("dev", help="run on the embedded SQLite store with in-process execution")
-    _add_server_options(dev)
+    dev = _command(sub, "dev", "run on the embedded SQLite store with in-process execution")
+    _add_server_options(dev, DEFAULT_DEV_PORT, ", or the next free one")
     dev.add_argument("--no-reload", action="store_true", help="do not restart on code changes")
     dev.set_defaults(handler=_dev)
 
-    serve = sub.add_parser("serve", help="run in production on PostgreSQL (and Redis if set)")
-    _add_server_options(serve)
+    serve = _command(
+        sub,
+        "serve",
+        "run in production on DATABASE_URL (PostgreSQL), with Redis if REDIS_URL is set",
+    )
+    _add_server_options(serve, DEFAULT_SERVE_PORT, "")
     serve.add_argument("--no-migrate", action="store_true", help="skip migrations at start-up")
+    serve.add_argument(
+        "--sqlite",
+        action="store_true",
+        help="with no DATABASE_URL, serve on the embedded SQLite file (one instance); "
+        "also RUNYARD_SQLITE=true",
+    )
     serve.add_argument(
         "--allow-unauthenticated",
         action="store_true",
@@ -61,11 +74,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.set_defaults(handler=_serve)
 
-    mig = sub.add_parser("migrate", help="apply database migrations to DATABASE_URL")
+    mig = _command(
+        sub,
+        "migrate",
+        "apply database migrations to DATABASE_URL (or DATABASE_URI), then exit",
+    )
     mig.set_defaults(handler=_migrate)
 
-    build_ui = sub.add_parser(
-        "build-ui", help="build the generative UI (`ui` in langgraph.json) with its output shown"
+    build_ui = _command(
+        sub, "build-ui", "build the generative UI (`ui` in langgraph.json) with its output shown"
     )
     _add_project_options(build_ui)
     build_ui.add_argument(
@@ -73,32 +90,38 @@ def _parser() -> argparse.ArgumentParser:
     )
     build_ui.set_defaults(handler=_build_ui)
 
-    dockerfile = sub.add_parser(
-        "dockerfile", help="write the Dockerfile of the project (and the Runyard wheel it installs)"
+    dockerfile = _command(
+        sub, "dockerfile", "write the Dockerfile of the project (and the Runyard wheel it installs)"
     )
     _add_project_options(dockerfile)
     dockerfile.add_argument("save_path", type=Path, help="where to write the Dockerfile")
     dockerfile.set_defaults(handler=_dockerfile)
 
-    build = sub.add_parser("build", help="build a Docker image of the project")
+    build = _command(sub, "build", "build a Docker image of the project")
     _add_project_options(build)
     _add_image_options(build)
     build.add_argument("--pull", action="store_true", help="pull a newer base image first")
     build.set_defaults(handler=_build)
 
-    up = sub.add_parser(
-        "up", help="build the project's image, start PostgreSQL, Redis, N instances and nginx"
+    up = _command(
+        sub, "up", "build the project's image, start PostgreSQL, Redis, N instances and nginx"
     )
     _add_up_options(up)
     up.set_defaults(handler=_up)
 
-    down = sub.add_parser("down", help="stop what `runyard up` started (volumes kept)")
+    down = _command(sub, "down", "stop what `runyard up` started (volumes kept)")
     _add_project_options(down)
     down.add_argument("--dir", type=Path, default=None, help="the folder `up` wrote into")
     down.add_argument(
         "-v", "--volumes", action="store_true", help="also remove the database and Redis data"
     )
     down.set_defaults(handler=_down)
+    return parser
+
+
+def _command(sub: Any, name: str, summary: str) -> argparse.ArgumentParser:
+    """A subcommand whose own --help starts with the summary the command list shows."""
+    parser: argparse.ArgumentParser = sub.add_parser(name, help=summary, description=summary)
     return parser
 
 
@@ -140,7 +163,12 @@ def _add_up_options(up: argparse.ArgumentParser) -> None:
 
 def _add_project_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "-c", "--config", type=Path, default=None, help="langgraph.json / runyard.json"
+        "-c",
+        "--config",
+        type=Path,
+        default=None,
+        help="langgraph.json / runyard.json (default: runyard.json, else langgraph.json, "
+        "in the working directory)",
     )
 
 
@@ -151,14 +179,17 @@ def _add_image_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_server_options(parser: argparse.ArgumentParser) -> None:
+def _add_server_options(parser: argparse.ArgumentParser, port: int, fallback: str) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=None, help="port to bind")
-    parser.add_argument("--config", type=Path, default=None, help="langgraph.json / runyard.json")
+    parser.add_argument(
+        "--port", type=int, default=None, help=f"port to bind (default {port}{fallback})"
+    )
+    _add_project_options(parser)
 
 
 def _dev(args: argparse.Namespace) -> None:
-    # Dev mode is the embedded default by definition: SQLite, in-process dispatch.
+    # Dev mode is the embedded default by definition: SQLite, in-process dispatch. Runyard's
+    # names win over LangGraph's (DATABASE_URI, REDIS_URI), so emptying them is enough.
     os.environ["DATABASE_URL"] = ""
     os.environ["REDIS_URL"] = ""
     if args.port is None:
@@ -177,7 +208,20 @@ def _serve(args: argparse.Namespace) -> None:
         os.environ["RUNYARD_CONFIG"] = str(args.config.resolve())
     _require_auth_off_loopback(args)
     port = _require_free_port(args.host, args.port or DEFAULT_SERVE_PORT)
+    _require_database(args)
     _run_production_server(args, port)
+
+
+def _require_database(args: argparse.Namespace) -> None:
+    """Refuse to become a one-process SQLite server unless the operator asked for one."""
+    from runyard.settings import Settings
+
+    settings = _load_settings(Settings)
+    if settings.database_url is None and not (args.sqlite or settings.sqlite):
+        raise _CliError(
+            "no database configured: set DATABASE_URL (or DATABASE_URI) to a PostgreSQL URL, "
+            "or serve on the embedded SQLite file with --sqlite or RUNYARD_SQLITE=true"
+        )
 
 
 def _require_auth_off_loopback(args: argparse.Namespace) -> None:
@@ -225,6 +269,9 @@ def _run_production_server(args: argparse.Namespace, port: int) -> None:
     from runyard.settings import Settings
 
     settings = _load_settings(Settings)
+    if settings.database_url is None:
+        _keep_data_beside_project(settings)
+        settings = _load_settings(Settings)
     app = create_app(settings)
     runtime = app.state.runtime
 
@@ -252,14 +299,15 @@ def _run_production_server(args: argparse.Namespace, port: int) -> None:
 
 def _run_server(args: argparse.Namespace, port: int, reload: bool) -> None:
     from uvicorn.main import STARTUP_FAILURE
-    from uvicorn.supervisors import ChangeReload
 
-    from runyard.server import AnnouncingServer, ServerConfig
+    from runyard.server import AnnouncingServer, ServerConfig, reloader
     from runyard.settings import Settings
 
     if args.config is not None:
         os.environ["RUNYARD_CONFIG"] = str(args.config.resolve())
     settings = _load_settings(Settings)
+    folder = _keep_data_beside_project(settings)
+    settings = _load_settings(Settings)  # with the data folder the project's
     includes, excludes = _ui_reload(settings) if reload else ([], [])
     config = ServerConfig(
         "runyard.main:create_app",
@@ -269,6 +317,7 @@ def _run_server(args: argparse.Namespace, port: int, reload: bool) -> None:
         host=args.host,
         port=port,
         reload=reload,
+        reload_dirs=[str(folder)],
         reload_includes=includes or None,
         reload_excludes=excludes or None,
         log_level="info",
@@ -278,7 +327,10 @@ def _run_server(args: argparse.Namespace, port: int, reload: bool) -> None:
     # What uvicorn.run does, with a server that says where it serves once it does.
     server = AnnouncingServer(config)
     if config.should_reload:
-        ChangeReload(config, target=server.run, sockets=[config.bind_socket()]).run()
+        supervisor = reloader(config, server)
+        supervisor.run()
+        if supervisor.died:
+            raise SystemExit(STARTUP_FAILURE)
     else:
         server.run()
         if not server.started:
@@ -299,8 +351,23 @@ def _ui_reload(settings: Settings) -> tuple[list[str], list[str]]:
     return reload_patterns(config.parent, settings.resolved_ui_dir(), settings.data_dir)
 
 
+def _keep_data_beside_project(settings: Settings) -> Path:
+    """The project's folder (that of its config file, else the working directory); the
+    embedded store's data goes into its `.runyard/` unless RUNYARD_DATA_DIR says otherwise,
+    so two projects started from one working directory never share their data."""
+    from runyard.graphs.config import find_config
+
+    try:
+        folder = find_config(settings.config_path).parent
+    except RunyardError:
+        return Path.cwd()  # the server reports the missing config in its start-up line
+    if "data_dir" not in settings.model_fields_set:
+        os.environ["RUNYARD_DATA_DIR"] = str(folder / ".runyard")
+    return folder
+
+
 def _migrate(_args: argparse.Namespace) -> None:
-    from runyard.db.engine import create_engine, migrate
+    from runyard.db.engine import create_engine, migrate, require_database
     from runyard.settings import Settings
 
     settings = _load_settings(Settings)
@@ -308,6 +375,7 @@ def _migrate(_args: argparse.Namespace) -> None:
     async def run() -> None:
         engine = create_engine(settings.resolved_database_url())
         try:
+            await require_database(engine)
             await migrate(engine)
         finally:
             await engine.dispose()
@@ -345,7 +413,10 @@ def _dockerfile(args: argparse.Namespace) -> None:
     print(f"runyard: wrote {dockerfile} and {wheel}", flush=True)
     ignore = write_dockerignore(build)
     if ignore is not None:
-        print(f"runyard: wrote {ignore} (keeps .env, .runyard/, .venv/, .git/ out)", flush=True)
+        print(
+            f"runyard: wrote {ignore} (keeps .env, .runyard/, .langgraph_api/, .venv/, .git/ out)",
+            flush=True,
+        )
     else:
         print(f"runyard: kept the existing {build.project_dir / '.dockerignore'}", flush=True)
     print(
@@ -408,7 +479,13 @@ def _up_folder(args: argparse.Namespace, build: BuildConfig) -> Path:
 def _deployment(args: argparse.Namespace, build: BuildConfig, tag: str, folder: Path) -> Deployment:
     from runyard.deploy import compose as defaults
 
-    env_files = (os.path.relpath(build.env_file, folder),) if build.env_file else ()
+    env_files = build.env_files_for(folder)
+    if build.env_file is not None and not env_files:
+        print(
+            f'runyard: {build.env_file} ("env" in {build.config_file.name}) does not exist; '
+            "the instances get no variables from it",
+            flush=True,
+        )
     return defaults.Deployment(
         image=tag,
         instances=args.instances,

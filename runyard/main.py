@@ -37,6 +37,7 @@ from runyard.api.thread_session_ws import thread_socket
 from runyard.domain.errors import ConfigError
 from runyard.graphs.config import ProjectConfig, apply_environment, find_config, load_config
 from runyard.graphs.http_config import HttpConfig
+from runyard.graphs.modules import one_line
 from runyard.observability.logs import configure_logging, drop_startup_traceback
 from runyard.observability.metrics import HttpMetricsMiddleware
 from runyard.runtime import Runtime
@@ -58,8 +59,8 @@ RESOURCE_ROUTERS = (
 )
 # Served with `http.disable_meta` too: an operator still sees that the server is up.
 PROBES = frozenset({"/ok", "/health", "/livez", "/readyz"})
-# The one system route a custom app may replace, as on LangGraph Platform.
-SHADOWABLE = frozenset({"/info"})
+# The system routes a custom app may replace, as on LangGraph Platform.
+SHADOWABLE = frozenset({"/", "/info"})
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -113,9 +114,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # too (a 413, a custom route's).
     app.add_middleware(CORSMiddleware, **cors)
     runtime.tracing.instrument(app)
-    if http.mount_prefix:
-        probes = [r for r in system_routes if getattr(r, "path", None) in PROBES | {"/metrics"}]
-        return mount_under_prefix(app, http.mount_prefix, probes)
+    # As LangGraph's server: the MOUNT_PREFIX setting wins over http.mount_prefix.
+    prefix = settings.mount_prefix or http.mount_prefix
+    if prefix:
+        probes = [
+            r for r in system_routes if getattr(r, "path", None) in PROBES | {"/", "/metrics"}
+        ]
+        return mount_under_prefix(app, prefix, probes)
     return app
 
 
@@ -129,11 +134,25 @@ def _lifespan(
         try:
             if failure is not None:
                 raise failure
-            await runtime.start()
+            try:
+                await runtime.start()
+            except BaseException:
+                # What started before the failure (connections, their threads) is stopped,
+                # so the process exits at once instead of waiting on them.
+                await runtime.stop()
+                raise
         except ConfigError as exc:
             # The message says what to fix; a traceback of Runyard's own frames would bury it.
             log.error("startup_failed error=%s", exc)
             drop_startup_traceback(ConfigError)
+            raise
+        except Exception as exc:
+            # The start-up's boundary: anything else that stops it (an embedder without its
+            # credentials, a database that is not there) is one line too; the traceback is
+            # kept at DEBUG for whoever needs it.
+            log.error("startup_failed error=%s", one_line(exc))
+            log.debug("startup_failed_traceback", exc_info=exc)
+            drop_startup_traceback(type(exc))
             raise
         try:
             if user_lifespan is None:

@@ -26,6 +26,7 @@ from runyard.db.engine import (
     migrate,
     on_each_statement,
     require_current_schema,
+    require_database,
     session_factory,
 )
 from runyard.domain.retention import ThreadTTLPolicy, parse_checkpointer
@@ -36,6 +37,7 @@ from runyard.graphs.registry import GraphRegistry
 from runyard.graphs.store import StoreOptions, TtlSweeper, open_store, store_options
 from runyard.graphs.ui_bundles import UiBundles, prepare_bundles
 from runyard.lifecycle import RunLifecycle
+from runyard.observability.langsmith import langsmith_project
 from runyard.observability.metrics import Metrics
 from runyard.observability.tracing import Tracing
 from runyard.outbound.guard import WebhookGuard
@@ -92,6 +94,7 @@ class Runtime:
         self.running = RunningRuns()
         self.metrics = Metrics(in_flight=lambda: len(self.running))
         self.tracing = Tracing.from_settings(settings, self.instance_id)
+        self.langsmith_project = langsmith_project()
         self.draining = False
         self._stack = AsyncExitStack()
         # The parts the runs in flight need (lease renewal, cancel delivery) stop only after
@@ -190,6 +193,7 @@ class Runtime:
         # The streams that follow a thread's runs share one look for its next run.
         self.run_arrivals = RunArrivals(self.autocommit)
         self._stack.push_async_callback(self.run_arrivals.stop)
+        await require_database(self.engine)
         if settings.migrate_on_start or settings.is_embedded:
             await migrate(self.engine)
         else:

@@ -5,8 +5,29 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+# Runyard's name of a setting -> LangGraph's server's name for it.
+OFFICIAL_NAMES = {
+    "DATABASE_URL": "DATABASE_URI",
+    "REDIS_URL": "REDIS_URI",
+    "RUNYARD_REDIS_PREFIX": "REDIS_KEY_PREFIX",
+    "RUNYARD_DB_POOL_SIZE": "LANGGRAPH_POSTGRES_POOL_MAX_SIZE",
+    "WORKER_DRAIN_TIMEOUT": "BG_JOB_SHUTDOWN_GRACE_PERIOD_SECS",
+    "RUNYARD_EVENT_RETENTION_SECONDS": "RESUMABLE_STREAM_TTL_SECONDS",
+}
+
+
+def official(name: str) -> AliasChoices:
+    """Runyard's name first (it wins when both are set), then LangGraph's server's."""
+    return AliasChoices(name, OFFICIAL_NAMES[name])
+
+
+def setting_names() -> list[str]:
+    """Every environment name Settings reads: Runyard's and LangGraph's server's."""
+    names = [str(f.alias) for f in Settings.model_fields.values() if f.alias is not None]
+    return names + [OFFICIAL_NAMES[name] for name in names if name in OFFICIAL_NAMES]
 
 
 class Settings(BaseSettings):
@@ -14,10 +35,22 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_file=".env", extra="ignore", populate_by_name=True)
 
-    # Storage and transport. Without DATABASE_URL the embedded SQLite store is used.
-    database_url: str | None = Field(default=None, alias="DATABASE_URL")
-    redis_url: str | None = Field(default=None, alias="REDIS_URL")
-    redis_prefix: str = Field(default="runyard:", alias="RUNYARD_REDIS_PREFIX")
+    # Storage and transport. Where LangGraph's server has its own name for a setting, that
+    # name is read too (second in `official(...)`); Runyard's name wins when both are set.
+    # Without a database URL, `runyard dev` uses the embedded SQLite store; `runyard serve`
+    # refuses to start unless SQLite is asked for (`--sqlite` or RUNYARD_SQLITE=true).
+    database_url: str | None = Field(
+        default=None, alias="DATABASE_URL", validation_alias=official("DATABASE_URL")
+    )
+    redis_url: str | None = Field(
+        default=None, alias="REDIS_URL", validation_alias=official("REDIS_URL")
+    )
+    redis_prefix: str = Field(
+        default="runyard:",
+        alias="RUNYARD_REDIS_PREFIX",
+        validation_alias=official("RUNYARD_REDIS_PREFIX"),
+    )
+    sqlite: bool = Field(default=False, alias="RUNYARD_SQLITE")
     # Redis connections per instance, in budgets that cannot starve one another: the
     # stream reader's fetch loops (they read every subscriber's live events, shared by all
     # subscribers), executing runs' writes (events, run ends, completion signals), and the
@@ -42,7 +75,12 @@ class Settings(BaseSettings):
     # Each of the four PostgreSQL pools (Runyard's transactions and other queries, the run
     # path's standalone statements and checkpoints, the checkpointer's pruning and delta-channel
     # history, the store) opens at most this many connections: at most four times this in all.
-    db_pool_size: int = Field(default=10, ge=1, alias="RUNYARD_DB_POOL_SIZE")
+    db_pool_size: int = Field(
+        default=10,
+        ge=1,
+        alias="RUNYARD_DB_POOL_SIZE",
+        validation_alias=official("RUNYARD_DB_POOL_SIZE"),
+    )
     log_level: str = Field(default="INFO", alias="LOG_LEVEL")
     # Empty: JSON lines on PostgreSQL (production), readable text on the embedded store (dev).
     log_format: Literal["text", "json"] | None = Field(default=None, alias="RUNYARD_LOG_FORMAT")
@@ -67,12 +105,20 @@ class Settings(BaseSettings):
     postgres_poll_interval_seconds: float = Field(
         default=2.0, gt=0, alias="POSTGRES_POLL_INTERVAL_SECONDS"
     )
-    worker_drain_timeout: float = Field(default=30.0, ge=0, alias="WORKER_DRAIN_TIMEOUT")
+    worker_drain_timeout: float = Field(
+        default=30.0,
+        ge=0,
+        alias="WORKER_DRAIN_TIMEOUT",
+        validation_alias=official("WORKER_DRAIN_TIMEOUT"),
+    )
 
     # Streaming.
     stream_keepalive_seconds: float = Field(default=5.0, gt=0, alias="RUNYARD_KEEPALIVE_SECONDS")
     event_retention_seconds: float = Field(
-        default=3600.0, gt=0, alias="RUNYARD_EVENT_RETENTION_SECONDS"
+        default=3600.0,
+        gt=0,
+        alias="RUNYARD_EVENT_RETENTION_SECONDS",
+        validation_alias=official("RUNYARD_EVENT_RETENTION_SECONDS"),
     )
     webhook_max_attempts: int = Field(default=3, ge=1, alias="RUNYARD_WEBHOOK_MAX_ATTEMPTS")
     # Signs every delivery (Standard Webhooks: webhook-id, webhook-timestamp,
@@ -96,6 +142,10 @@ class Settings(BaseSettings):
     # `runyard serve` on a non-loopback address with no auth configured: refused unless this
     # is true (or --allow-unauthenticated is passed), e.g. behind a gateway that authenticates.
     allow_unauthenticated: bool = Field(default=False, alias="RUNYARD_ALLOW_UNAUTHENTICATED")
+
+    # Serve every route under this path (as LangGraph's server, MOUNT_PREFIX wins over
+    # http.mount_prefix in langgraph.json).
+    mount_prefix: str | None = Field(default=None, alias="MOUNT_PREFIX")
 
     # HTTP limits.
     max_body_bytes: int = Field(default=10 * 1024 * 1024, ge=1024, alias="RUNYARD_MAX_BODY_BYTES")
@@ -125,6 +175,7 @@ class Settings(BaseSettings):
         "cors_allow_origins",
         "allow_private_network",
         "webhook_secret",
+        "mount_prefix",
         mode="before",
     )
     @classmethod
@@ -142,6 +193,15 @@ class Settings(BaseSettings):
             raise ValueError(
                 "DATABASE_URL must be a PostgreSQL URL (postgresql://user@host:5432/db) "
                 "or sqlite+aiosqlite:///path/to/file.sqlite"
+            )
+        return value
+
+    @field_validator("mount_prefix")
+    @classmethod
+    def _check_mount_prefix(cls, value: str | None) -> str | None:
+        if value is not None and (not value.startswith("/") or value.endswith("/")):
+            raise ValueError(
+                "MOUNT_PREFIX must start with '/' and not end with '/' (such as '/my-api')"
             )
         return value
 

@@ -21,10 +21,13 @@ class ErrorBody(BaseModel):
     )
 
 
-# Creating runs and crons names an assistant (and maybe a thread) in the body: 404 if unknown.
+# Creating runs and crons names an assistant (and maybe a thread) in the body, searching
+# assistants may name a graph: 404 if unknown.
 NAMES_A_RESOURCE = frozenset(
     {
         "/assistants",
+        "/assistants/search",
+        "/assistants/count",
         "/runs",
         "/runs/stream",
         "/runs/wait",

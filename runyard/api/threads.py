@@ -107,6 +107,16 @@ async def prune_threads(
     return {"pruned_count": await retention.prune_threads(runtime, ids, body.strategy)}
 
 
+@router.get("/threads/{thread_id}/storage", response_model=dict[str, Any])
+async def get_thread_storage(
+    runtime: RuntimeDep, caller: CallerDep, thread_id: ThreadId
+) -> dict[str, Any]:
+    """Bytes the thread's checkpoints occupy: checkpoints, channel values (by channel; inside
+    the checkpoints on SQLite) and pending writes."""
+    await require_thread(runtime, caller, str(thread_id), "read")
+    return await service.thread_storage(runtime, str(thread_id))
+
+
 @router.get("/threads/{thread_id}", response_model=None, responses={200: {"model": Thread}})
 async def get_thread(
     runtime: RuntimeDep,

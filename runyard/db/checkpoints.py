@@ -14,6 +14,8 @@ run, however recently it last knew it held it.
 
 from __future__ import annotations
 
+from typing import Any
+
 # One checkpoint with the blobs of its channel versions and its pending writes, each
 # aggregated into parallel arrays (an aggregate without GROUP BY always yields one row).
 SELECT = """
@@ -182,3 +184,40 @@ _SQLITE_WRITES = (
 )
 SQLITE_FENCED_KEEP_WRITES = "INSERT OR IGNORE" + _SQLITE_WRITES
 SQLITE_FENCED_REPLACE_WRITES = "INSERT OR REPLACE" + _SQLITE_WRITES
+
+
+# --- storage of a thread (GET /threads/{thread_id}/storage) -----------------------------------
+
+STORAGE_CHECKPOINTS = """
+    SELECT count(*) AS n,
+           coalesce(sum(pg_column_size(checkpoint) + pg_column_size(metadata)), 0) AS size
+    FROM checkpoints WHERE thread_id = $1
+"""
+STORAGE_BLOBS = """
+    SELECT channel, count(*) AS n, coalesce(sum(octet_length(blob)), 0) AS size
+    FROM checkpoint_blobs WHERE thread_id = $1 GROUP BY channel
+"""
+STORAGE_WRITES = """
+    SELECT count(*) AS n, coalesce(sum(octet_length(blob)), 0) AS size
+    FROM checkpoint_writes WHERE thread_id = $1
+"""
+
+
+def storage_report(
+    checkpoints: tuple[int, int], by_channel: dict[str, tuple[int, int]], writes: tuple[int, int]
+) -> dict[str, Any]:
+    """Counts and bytes in the shape LangGraph's server answers GET /threads/{id}/storage."""
+    channel_bytes = sum(size for _, size in by_channel.values())
+    return {
+        "total_bytes": checkpoints[1] + channel_bytes + writes[1],
+        "checkpoints": {"count": checkpoints[0], "bytes": checkpoints[1]},
+        "channel_values": {
+            "count": sum(count for count, _ in by_channel.values()),
+            "bytes": channel_bytes,
+            "by_channel": {
+                channel: {"versions": count, "bytes": size}
+                for channel, (count, size) in sorted(by_channel.items())
+            },
+        },
+        "pending_writes": {"count": writes[0], "bytes": writes[1]},
+    }

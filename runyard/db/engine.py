@@ -14,6 +14,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from runyard.db.driver import STATEMENT_CALLBACK, DeferredConnection, StatementPool
+from runyard.db.faults import missing_database
 from runyard.domain.errors import ConfigError
 
 # What `session_factory` returns: each call opens a session (a pooled connection).
@@ -22,7 +23,7 @@ MIGRATIONS_DIR = Path(__file__).resolve().parents[1] / "migrations"
 MIGRATION_LOCK = 72_797_100
 # The newest migration of migrations/versions (a test keeps the two in step). Knowing it
 # here lets an instance whose database is current start without importing Alembic.
-SCHEMA_REVISION = "0005"
+SCHEMA_REVISION = "0006"
 
 
 def create_engine(url: str, pool_size: int = 10) -> AsyncEngine:
@@ -140,6 +141,25 @@ def alembic_config(url: str | None = None) -> Any:
     if url:
         config.set_main_option("sqlalchemy.url", url)
     return config
+
+
+async def require_database(engine: AsyncEngine) -> None:
+    """Refuse to start on a PostgreSQL database that does not exist, saying how to create it."""
+    if engine.dialect.name != "postgresql":
+        return
+    try:
+        async with engine.connect():
+            pass
+    except Exception as exc:
+        if not missing_database(exc):
+            raise
+        url = engine.url
+        raise ConfigError(
+            f"the database {url.database!r} does not exist on {url.host}:{url.port or 5432}; "
+            f"create it (createdb -h {url.host} -p {url.port or 5432} -U {url.username} "
+            f'{url.database}, or CREATE DATABASE "{url.database}";) or set DATABASE_URL to '
+            "one that exists"
+        ) from None
 
 
 async def migrate(engine: AsyncEngine) -> None:

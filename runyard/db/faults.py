@@ -166,6 +166,14 @@ def _log_retry(event: str, fields: dict[str, object], exc: BaseException) -> Non
     log.warning(f"{event} {described} error=%s", *fields.values(), type(exc).__name__)
 
 
+def missing_database(exc: BaseException) -> bool:
+    """True when the server says the database of the URL does not exist (SQLSTATE 3D000)."""
+    return any(
+        _sqlstate(cause) == "3D000" or "InvalidCatalogName" in type(cause).__name__
+        for cause in _chain(exc)
+    )
+
+
 def _sqlstate(exc: BaseException) -> str | None:
     sqlstate = getattr(exc, "sqlstate", None) or getattr(exc, "pgcode", None)
     return sqlstate if isinstance(sqlstate, str) and sqlstate else None

@@ -4,8 +4,11 @@ saver does not offer: pruning a thread down to its latest checkpoint."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import aiosqlite
+
+from runyard.db.checkpoints import storage_report
 
 # The newest checkpoint of each namespace of the thread stays; checkpoint ids are
 # time-ordered, as the library's own "latest" query relies on.
@@ -26,6 +29,26 @@ async def keep_latest_checkpoints(conn: aiosqlite.Connection, thread_ids: Sequen
         await conn.execute(_DELETE_OLDER_CHECKPOINTS, (thread_id, thread_id))
         await conn.execute(_DELETE_OLDER_WRITES, (thread_id, thread_id))
     await conn.commit()
+
+
+async def thread_storage(conn: aiosqlite.Connection, thread_id: str) -> dict[str, Any]:
+    """Counts and bytes of a thread's checkpoints and pending writes. The SQLite saver keeps
+    channel values inside each checkpoint, so `channel_values` has nothing of its own."""
+    async with conn.execute(
+        "SELECT count(*), coalesce(sum(length(checkpoint) + length(metadata)), 0) "
+        "FROM checkpoints WHERE thread_id = ?",
+        (thread_id,),
+    ) as cursor:
+        checkpoints = await cursor.fetchone()
+    async with conn.execute(
+        "SELECT count(*), coalesce(sum(length(value)), 0) FROM writes WHERE thread_id = ?",
+        (thread_id,),
+    ) as cursor:
+        writes = await cursor.fetchone()
+    assert checkpoints is not None and writes is not None  # aggregates always give a row
+    return storage_report(
+        (int(checkpoints[0]), int(checkpoints[1])), {}, (int(writes[0]), int(writes[1]))
+    )
 
 
 async def delete_checkpoints(conn: aiosqlite.Connection, thread_ids: Sequence[str]) -> None:

@@ -153,6 +153,8 @@ runs = Table(
     # Stateless runs live on a temporary thread removed after completion when asked.
     Column("on_completion", String(16), nullable=True),
     Column("temporary", Boolean, nullable=False, default=False),
+    # The LangSmith project the run was traced to (None: LangSmith tracing was off).
+    Column("langsmith_session_name", String(255), nullable=True),
     Index("ix_runs_thread_status_created", "thread_id", "status", "created_at"),
     Index("ix_runs_status_lease", "status", "lease_expires_at"),
 )

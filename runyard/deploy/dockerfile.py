@@ -40,8 +40,11 @@ DOCKERIGNORE = """\
 **/.env
 **/.env.*
 !**/.env.example
-# The dev database and data of `runyard dev`.
+# The dev database and data of `runyard dev`, and of LangGraph's `langgraph dev`.
 .runyard/
+.langgraph_api/
+# What `pip install -e .` leaves behind.
+**/*.egg-info/
 # Environments, version control, caches.
 .venv/
 **/venv/

@@ -21,6 +21,8 @@ IGNORED = (
     "__pycache__",
     "*.pyc",
     ".runyard",
+    ".langgraph_api",
+    "*.egg-info",
     ".mypy_cache",
     ".pytest_cache",
     ".ruff_cache",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +47,13 @@ class BuildConfig:
     ui: dict[str, str] = field(default_factory=dict)
     ui_shared: list[str] = field(default_factory=list)
     node_version: str = DEFAULT_NODE_VERSION
+
+    def env_files_for(self, folder: Path) -> tuple[str, ...]:
+        """The env file, relative to the deployment's `folder`, when it exists: a missing one
+        is no error (as for `runyard dev`), the instances take no variables from it."""
+        if self.env_file is None or not self.env_file.is_file():
+            return ()
+        return (os.path.relpath(self.env_file, folder),)
 
     @property
     def project_dir(self) -> Path:

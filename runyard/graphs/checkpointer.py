@@ -120,6 +120,15 @@ async def delete_run_checkpoints(saver: BaseCheckpointSaver, thread_id: str, run
 
 
 @runtime_checkable
+class StorageReporting(Protocol):
+    """A saver that reports what a thread's checkpoints occupy (both of Runyard's do)."""
+
+    async def athread_storage(self, thread_id: str) -> dict[str, Any]:
+        """Counts and bytes of the thread's checkpoints, channel values and pending writes."""
+        ...
+
+
+@runtime_checkable
 class FencedSaver(Protocol):
     """A saver that can make a copy of itself whose writes are fenced by a run's attempt."""
 

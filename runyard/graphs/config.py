@@ -55,11 +55,32 @@ IMAGE_KEYS = frozenset(
 UNSUPPORTED_KEYS = {
     "encryption": "encryption at rest with a custom encryption handler",
     "priority": "run priorities from a custom priority handler",
+    "disable_persistence": "`langgraph dev` keeping nothing across restarts; Runyard always "
+    "persists (delete the data folder to start afresh)",
+}
+# Accepted when they ask for what Runyard does anyway.
+DEFAULT_VALUES = {"disable_persistence": False}
+# Sub-keys of LangGraph's schema that Runyard refuses, and exactly why.
+REFUSED_SUB_KEYS = {
+    ("checkpointer", "path"): "a checkpointer of your own would replace Runyard's, whose "
+    "checkpoint writes are fenced by the run's attempt (so an instance that lost a run can "
+    "no longer write its checkpoints); Runyard keeps checkpoints in its database",
+    ("checkpointer", "serde"): "Runyard's checkpoints are written with LangGraph's default "
+    "serializer by every instance and its options (allowed_msgpack_modules, "
+    "allowed_json_modules, pickle_fallback) are not applied, so they are refused rather "
+    "than ignored",
+    ("store", "path"): "a store of your own would replace Runyard's PostgreSQL / SQLite store, "
+    "which the /store routes, TTL sweeps and semantic index run on",
+}
+# Keys of the objects inside `store` (langgraph_cli's IndexConfig and TTLConfig).
+STORE_SUB_KEYS = {
+    "index": frozenset({"embed", "dims", "fields"}),
+    "ttl": frozenset({"refresh_on_read", "default_ttl", "sweep_interval_minutes"}),
 }
 SECTION_KEYS = {
     "store": frozenset({"index", "ttl", "path"}),
     "auth": frozenset({"path", "disable_studio_auth", "openapi", "cache"}),
-    "checkpointer": frozenset({"ttl"}),
+    "checkpointer": frozenset({"ttl", "path", "serde"}),
     "ui_config": frozenset({"shared"}),
 }
 
@@ -180,6 +201,8 @@ def _read_object(path: Path) -> dict[str, Any]:
 def _check_keys(path: Path, raw: dict[str, Any]) -> None:
     """Fail on a key Runyard would otherwise read and drop, naming it."""
     for key in raw:
+        if key in DEFAULT_VALUES and raw[key] == DEFAULT_VALUES[key]:
+            continue
         if key in UNSUPPORTED_KEYS:
             raise ConfigError(
                 f"{path}: '{key}' ({UNSUPPORTED_KEYS[key]}) is not supported by Runyard; "
@@ -197,8 +220,31 @@ def _check_keys(path: Path, raw: dict[str, Any]) -> None:
                 f"{path}: {section}.{unknown[0]} is not supported by Runyard; supported keys "
                 f"of '{section}': " + ", ".join(sorted(known))
             )
+        for key in value:
+            if (section, key) in REFUSED_SUB_KEYS:
+                raise ConfigError(
+                    f"{path}: {section}.{key} is refused: {REFUSED_SUB_KEYS[section, key]}; "
+                    "remove it to serve this project"
+                )
+    _check_store_keys(path, raw.get("store"))
     if isinstance(raw.get("http"), dict):
         parse_http(str(path), raw["http"])
+
+
+def _check_store_keys(path: Path, store: Any) -> None:
+    """Refuse a key inside `store.index` or `store.ttl` that would otherwise be dropped."""
+    if not isinstance(store, dict):
+        return
+    for part, known in STORE_SUB_KEYS.items():
+        value = store.get(part)
+        if not isinstance(value, dict):
+            continue
+        unknown = sorted(set(value) - known)
+        if unknown:
+            raise ConfigError(
+                f"{path}: store.{part}.{unknown[0]} is not supported; supported keys of "
+                f"'store.{part}': " + ", ".join(sorted(known))
+            )
 
 
 def _parse_graph(path: Path, base: Path, graph_id: str, spec: Any) -> GraphSpec:

@@ -306,6 +306,17 @@ class PostgresSaver(BaseCheckpointSaver[str]):
         else:
             await self.statements.execute_many(query, rows)
 
+    async def athread_storage(self, thread_id: str) -> dict[str, Any]:
+        """Counts and bytes of the thread's checkpoints, channel values and pending writes."""
+        checkpoints = (await self._fetch(sql.STORAGE_CHECKPOINTS, (thread_id,)))[0]
+        blobs = await self._fetch(sql.STORAGE_BLOBS, (thread_id,))
+        writes = (await self._fetch(sql.STORAGE_WRITES, (thread_id,)))[0]
+        return sql.storage_report(
+            (int(checkpoints["n"]), int(checkpoints["size"])),
+            {row["channel"]: (int(row["n"]), int(row["size"])) for row in blobs},
+            (int(writes["n"]), int(writes["size"])),
+        )
+
     async def adelete_thread(self, thread_id: str) -> None:
         """Delete a thread's checkpoints, blobs and writes."""
         await self._execute(sql.DELETE_THREAD, (str(thread_id),))

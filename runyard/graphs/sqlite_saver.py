@@ -25,7 +25,11 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from runyard.db import checkpoints as sql
-from runyard.db.sqlite_checkpoints import delete_checkpoints, keep_latest_checkpoints
+from runyard.db.sqlite_checkpoints import (
+    delete_checkpoints,
+    keep_latest_checkpoints,
+    thread_storage,
+)
 from runyard.domain.errors import StaleAttemptError
 
 
@@ -47,6 +51,11 @@ class SqliteSaver(AsyncSqliteSaver):
                 await delete_checkpoints(self.conn, thread_ids)
             else:
                 await keep_latest_checkpoints(self.conn, thread_ids)
+
+    async def athread_storage(self, thread_id: str) -> dict[str, Any]:
+        """Counts and bytes of the thread's checkpoints and pending writes."""
+        async with self.lock:
+            return await thread_storage(self.conn, thread_id)
 
     def fenced_to(self, run_id: str, attempt: int) -> SqliteSaver:
         """A copy whose writes are made only while `attempt` holds the run (StaleAttemptError

@@ -149,14 +149,18 @@ class DropTraceback(logging.Filter):
     def __init__(self, logger: logging.Logger, error: type[BaseException]) -> None:
         super().__init__()
         self._logger = logger
-        self._last_line = f"{error.__module__}.{error.__qualname__}: "
+        # As a traceback names the type: built-in exceptions without their module.
+        module = "" if error.__module__ in ("builtins", "__main__") else f"{error.__module__}."
+        self._last_line = f"{module}{error.__qualname__}"
 
     def filter(self, record: logging.LogRecord) -> bool:
         """False (drop) for the traceback of the error, once; True for everything else."""
         message = record.getMessage()
         if not message.startswith("Traceback"):
             return True
-        if not message.rstrip().rsplit("\n", 1)[-1].startswith(self._last_line):
+        # The exception's own line; its message may run over further lines.
+        name = self._last_line
+        if not any(line == name or line.startswith(name + ":") for line in message.splitlines()):
             return True
         self._logger.removeFilter(self)
         return False

@@ -159,6 +159,23 @@ class Metrics:
                 log.debug("queue_depth_unavailable error=%s", type(exc).__name__)
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
 
+    def http_request_counts(self) -> list[dict[str, Any]]:
+        """Requests answered so far, by method, route template and status."""
+        counts = []
+        for metric in self.http_seconds.collect():
+            for sample in metric.samples:
+                if sample.name.endswith("_count"):
+                    labels = sample.labels
+                    counts.append(
+                        {
+                            "method": labels["method"],
+                            "path": labels["route"],
+                            "status": int(labels["status"]),
+                            "count": int(sample.value),
+                        }
+                    )
+        return counts
+
     def counting_subscribers(self, broker: EventBroker) -> EventBroker:
         """The broker, with its live subscriptions counted in `runyard_stream_subscribers`."""
         return SubscriberCountingBroker(broker, self.stream_subscribers)

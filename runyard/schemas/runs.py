@@ -84,6 +84,7 @@ RunField = Literal[
     "metadata",
     "kwargs",
     "multitask_strategy",
+    "langsmith_session_name",
 ]
 
 
@@ -99,6 +100,7 @@ class Run(BaseModel):
     metadata: dict[str, Any]
     kwargs: dict[str, Any]
     multitask_strategy: str
+    langsmith_session_name: str | None = None
 
 
 class CancelMany(BaseModel):

@@ -31,14 +31,7 @@ def liveness(runtime: Runtime) -> dict[str, Any]:
 
 async def readiness(runtime: Runtime) -> dict[str, str]:
     """Each dependency's state: "ok", or what failed in words a person can act on."""
-    report: dict[str, str] = {}
-    try:
-        async with asyncio.timeout(CHECK_TIMEOUT):
-            async with runtime.engine.connect() as conn:
-                await conn.execute(text("SELECT 1"))
-        report["database"] = OK
-    except Exception as exc:
-        report["database"] = _unreachable(exc)
+    report: dict[str, str] = {"database": await _database_state(runtime)}
     if report["database"] == OK:
         try:
             async with asyncio.timeout(CHECK_TIMEOUT):
@@ -49,14 +42,38 @@ async def readiness(runtime: Runtime) -> dict[str, str]:
     else:
         report["migrations"] = "unknown: database unreachable"
     if runtime.redis is not None:
-        try:
-            async with asyncio.timeout(CHECK_TIMEOUT):
-                await runtime.redis.ping()
-            report["redis"] = OK
-        except Exception as exc:
-            report["redis"] = _unreachable(exc)
+        report["redis"] = await _redis_state(runtime)
     report["draining"] = "draining: not accepting new work" if runtime.draining else OK
     return report
+
+
+async def dependency_health(runtime: Runtime) -> dict[str, str]:
+    """`healthy` or `unhealthy` per data dependency (database, Redis when configured), as
+    LangGraph's server names them in `GET /ok?check_db=1`."""
+    states = {"database": await _database_state(runtime)}
+    if runtime.redis is not None:
+        states["redis"] = await _redis_state(runtime)
+    return {name: "healthy" if state == OK else "unhealthy" for name, state in states.items()}
+
+
+async def _database_state(runtime: Runtime) -> str:
+    try:
+        async with asyncio.timeout(CHECK_TIMEOUT):
+            async with runtime.engine.connect() as conn:
+                await conn.execute(text("SELECT 1"))
+        return OK
+    except Exception as exc:
+        return _unreachable(exc)
+
+
+async def _redis_state(runtime: Runtime) -> str:
+    assert runtime.redis is not None
+    try:
+        async with asyncio.timeout(CHECK_TIMEOUT):
+            await runtime.redis.ping()
+        return OK
+    except Exception as exc:
+        return _unreachable(exc)
 
 
 def is_ready(report: dict[str, str]) -> bool:

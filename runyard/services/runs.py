@@ -291,6 +291,7 @@ def _run_row(
         "webhook": body.webhook,
         "on_completion": (body.on_completion or "delete") if stateless else None,
         "temporary": stateless,
+        "langsmith_session_name": runtime.langsmith_project,
     }
 
 
@@ -391,6 +392,7 @@ def to_wire(row: Any) -> dict[str, Any]:
         "metadata": row["metadata"] or {},
         "kwargs": row["kwargs"] or {},
         "multitask_strategy": row["multitask_strategy"],
+        "langsmith_session_name": row["langsmith_session_name"],
     }
 
 

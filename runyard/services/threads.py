@@ -13,7 +13,7 @@ from runyard.db import threads as threads_db
 from runyard.domain.errors import ConflictError, InvalidInputError, NotFoundError
 from runyard.domain.retention import ThreadTTLPolicy
 from runyard.domain.status import ThreadStatus
-from runyard.graphs.checkpointer import copy_thread_checkpoints
+from runyard.graphs.checkpointer import StorageReporting, copy_thread_checkpoints
 from runyard.schemas.threads import (
     ThreadCreate,
     ThreadFilter,
@@ -148,6 +148,15 @@ async def get_thread(
     if row is None:
         raise thread_not_found(thread_id)
     return to_wire(row, include_ttl=include_ttl)
+
+
+async def thread_storage(runtime: Runtime, thread_id: str) -> dict[str, Any]:
+    """What the thread's checkpoints occupy, as LangGraph's server reports it, or 404."""
+    await get_thread(runtime, thread_id)
+    saver = runtime.checkpointer
+    if not isinstance(saver, StorageReporting):  # both of Runyard's savers report it
+        raise InvalidInputError("this checkpointer does not report its storage")
+    return {"thread_id": thread_id, **await saver.athread_storage(thread_id)}
 
 
 async def patch_thread(runtime: Runtime, thread_id: str, body: ThreadPatch) -> dict[str, Any]:

@@ -35,6 +35,11 @@ class WorkerPool:
         self._runs: set[asyncio.Task[None]] = set()
 
     @property
+    def capacity(self) -> int:
+        """Runs this instance executes at most at once: loops x slots."""
+        return self._count * self._slots
+
+    @property
     def draining(self) -> bool:
         """True once shutdown began: no new run is taken."""
         return self._stopping.is_set()

@@ -20,14 +20,14 @@ import pytest
 from sqlalchemy import create_engine, inspect
 
 from runyard.db.tables import metadata
-from runyard.settings import Settings
+from runyard.settings import setting_names
 from tests.support.databases import fresh_database
 from tests.support.server import TEST_CONFIG, free_port
 
 DEFAULT_DEV_PORT = 2024
 SERVING = re.compile(r"serving on (http://127\.0\.0\.1:(\d+))")
 # Settings a developer's shell might hold; every CLI run here starts without them.
-SCRUBBED = {str(f.alias) for f in Settings.model_fields.values() if f.alias}
+SCRUBBED = set(setting_names())
 
 
 class Cli:
@@ -264,8 +264,7 @@ def test_missing_graph_file_fails_in_one_line_without_traceback(
 ) -> None:
     (tmp_path / "langgraph.json").write_text('{"graphs": {"agent": "./agent.py:graph"}}')
     args = [command, "--port", str(free_port()), "--config", str(tmp_path / "langgraph.json")]
-    if command == "dev":
-        args.insert(1, "--no-reload")
+    args.insert(1, "--no-reload" if command == "dev" else "--sqlite")
     proc, log = cli.start(*args)
     code, output = wait_for_exit(proc, log)
     assert code != 0
@@ -352,3 +351,22 @@ def test_migrate_cannot_reach_the_database_exits_non_zero(cli: Cli) -> None:
     code, output = cli.run("migrate", env={"DATABASE_URL": url}, timeout=60)
     assert code != 0
     assert output.strip()
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("command", ["serve", "migrate"])
+def test_a_database_that_does_not_exist_is_one_line_saying_how_to_create_it(
+    cli: Cli, command: str
+) -> None:
+    name = f"runyard_missing_{os.getpid()}"
+    url = f"postgresql://postgres@127.0.0.1:5432/{name}"
+    args = [command]
+    if command == "serve":
+        args += ["--port", str(free_port()), "--config", str(TEST_CONFIG)]
+    code, output = cli.run(*args, env={"DATABASE_URL": url})
+    assert code != 0, output
+    lines = [line for line in output.splitlines() if "does not exist" in line]
+    assert len(lines) == 1, output
+    assert name in lines[0]
+    assert "CREATE DATABASE" in lines[0]
+    assert "Traceback" not in output

@@ -84,8 +84,7 @@ def test_a_graph_module_raising_at_import_fails_in_one_line(
     (project / "agent.py").write_text(textwrap.dedent(source))
     (project / "langgraph.json").write_text('{"graphs": {"agent": "./agent.py:graph"}}')
     args = [mode, "--port", str(free_port()), "--config", str(project / "langgraph.json")]
-    if mode == "dev":
-        args.append("--no-reload")
+    args.append("--no-reload" if mode == "dev" else "--sqlite")
     code, output = wait_for_exit(*runner.start(*args))
     assert code == 3, output
     failures = [line for line in output.splitlines() if "startup_failed" in line]
@@ -128,6 +127,7 @@ def test_serve_on_a_non_loopback_host_when_allowed_or_authenticated(
 ) -> None:
     port = free_port()
     args = ["serve", "--host", "0.0.0.0", "--port", str(port), "--config", str(config), *extra]
+    args.append("--sqlite")
     output = wait_for_serving(runner, *args, env=env)
     assert f"serving on http://0.0.0.0:{port}" in output
 

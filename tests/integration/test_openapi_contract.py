@@ -107,3 +107,18 @@ def test_error_answers_are_declared_with_their_real_body(base_url: str) -> None:
     missing = httpx.get(f"{base_url}/threads/{uuid.uuid4()}", timeout=10)
     assert missing.status_code == 404
     assert set(missing.json()) == {"detail"}
+
+
+@pytest.mark.parametrize("path", ["/assistants/search", "/assistants/count"])
+def test_an_unknown_graph_id_in_an_assistant_search_is_a_declared_404(
+    base_url: str, path: str
+) -> None:
+    """langgraph dev 0.16.7 answers 404 to POST /assistants/search and /assistants/count
+    with an unknown graph_id; the document declares that 404 with its body."""
+    document = httpx.get(f"{base_url}/openapi.json", timeout=10).json()
+    answers = document["paths"][path]["post"]["responses"]
+    assert "404" in answers
+    assert answers["404"]["content"]["application/json"]["schema"]["$ref"].endswith("ErrorBody")
+    answer = httpx.post(f"{base_url}{path}", json={"graph_id": "no-such-graph"}, timeout=10)
+    assert answer.status_code == 404
+    assert "no-such-graph" in answer.json()["detail"]

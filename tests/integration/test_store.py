@@ -421,7 +421,7 @@ async def test_configured_semantic_search_ranks_by_meaning(
         ({"index": {"embed": f"{MEMORY_GRAPH}:missing", "dims": 8}}, "no attribute 'missing'"),
         ({"index": {"embed": f"{MEMORY_GRAPH}:toy_embed", "dims": 0}}, "dims"),
         ({"ttl": {"sweep_interval_minutes": -1}}, "sweep_interval_minutes"),
-        ({"path": "./store.py:make"}, "custom store"),
+        ({"path": "./store.py:make"}, "a store of your own"),
     ],
 )
 def test_bad_store_configs_name_the_key(

@@ -429,3 +429,32 @@ def test_up_refuses_to_write_the_password_into_the_build_context(
     assert exited.value.code == 2
     assert "inside the project folder" in capsys.readouterr().err
     assert not (tmp_path / "deploy").exists()
+
+
+def test_a_missing_env_file_is_left_out_of_the_deployment(tmp_path: Path) -> None:
+    """The official templates name `"env": ".env"` and ship no .env: `runyard dev` starts
+    with a warning, so `runyard up` must too, never with Compose's "Couldn't find env file"."""
+    build = load_build_config(project(tmp_path, env=".env"))
+    up = tmp_path / ".runyard" / "up"
+    assert build.env_files_for(up) == ()
+    (tmp_path / ".env").write_text("OPENAI_API_KEY=x\n")
+    assert build.env_files_for(up) == ("../../.env",)
+
+
+def test_the_dockerignore_keeps_langgraph_dev_data_and_egg_info_out(tmp_path: Path) -> None:
+    """`langgraph dev` 0.16.7 keeps its data in .langgraph_api/; `pip install -e .` leaves
+    *.egg-info folders: neither belongs in an image."""
+    left_out = [
+        ".langgraph_api/.langgraph_checkpoint.1.pckl",
+        "my_agent.egg-info/PKG-INFO",
+        "src/my_agent.egg-info/SOURCES.txt",
+    ]
+    assert [p for p in left_out if not docker_ignores(DOCKERIGNORE, p)] == []
+    folder = tmp_path / "project"
+    folder.mkdir()
+    config = project(folder)
+    for path in left_out:
+        (folder / path).parent.mkdir(parents=True, exist_ok=True)
+        (folder / path).write_text("x")
+    context, _ = stage_context(load_build_config(config), tmp_path / "stage")
+    assert [p for p in left_out if (context / p).exists()] == []

@@ -484,3 +484,71 @@ def test_ui_and_ui_config_are_read_as_langgraph_reads_them(tmp_path: Path) -> No
     assert config.ui == {"agent": "./src/ui.tsx"}
     assert config.ui_shared == ["@acme/design"]
     assert config.project_dir == tmp_path
+
+
+# --- keys of langgraph_cli's schema (langgraph-cli 0.4.40, langgraph_cli/schemas.py) ------
+
+
+def config_error(tmp_path: Path, extra: dict[str, Any]) -> str:
+    """The message load_config gives a config of one graph plus `extra`."""
+    path = tmp_path / "langgraph.json"
+    path.write_text(json.dumps({"graphs": {"g": "./graph.py:graph"}, **extra}))
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    return caught.value.message
+
+
+@pytest.mark.parametrize(
+    ("store", "key"),
+    [
+        ({"index": {"embed": "openai:x", "dims": 4, "field": ["$"]}}, "store.index.field"),
+        ({"ttl": {"default_ttl": 5, "refresh_on_reed": True}}, "store.ttl.refresh_on_reed"),
+        ({"indexes": {}}, "store.indexes"),
+    ],
+)
+def test_unknown_store_sub_keys_are_refused_naming_them(
+    tmp_path: Path, store: dict[str, Any], key: str
+) -> None:
+    """langgraph-cli 0.4.40's StoreConfig: index {dims, embed, fields}, ttl {refresh_on_read,
+    default_ttl, sweep_interval_minutes}; any other key is a typo Runyard must not drop."""
+    message = config_error(tmp_path, {"store": store})
+    assert key in message
+    assert "supported" in message
+
+
+@pytest.mark.parametrize("key", ["disable_persistence"])
+def test_keys_of_langgraph_cli_are_not_called_unknown(tmp_path: Path, key: str) -> None:
+    """langgraph-cli 0.4.40 reads `disable_persistence` (langgraph_cli/cli.py, config.py):
+    refusing it, Runyard says what it does and why it does not serve it (`ui_config`, the
+    other such key, is served: see the generative UI tests above)."""
+    message = config_error(tmp_path, {key: True})
+    assert f"'{key}'" in message
+    assert "not part of LangGraph's config" not in message
+    assert "remove it" in message
+
+
+def test_disable_persistence_false_is_accepted(tmp_path: Path) -> None:
+    path = tmp_path / "langgraph.json"
+    path.write_text(json.dumps({"graphs": {"g": "./graph.py:graph"}, "disable_persistence": False}))
+    assert load_config(path).graphs
+
+
+@pytest.mark.parametrize(
+    ("extra", "key", "why"),
+    [
+        ({"checkpointer": {"path": "./saver.py:saver"}}, "checkpointer.path", "fenced"),
+        (
+            {"checkpointer": {"serde": {"pickle_fallback": True}}},
+            "checkpointer.serde",
+            "serializer",
+        ),
+        ({"store": {"path": "./store.py:store"}}, "store.path", "/store routes"),
+    ],
+)
+def test_a_custom_checkpointer_or_store_is_refused_saying_why(
+    tmp_path: Path, extra: dict[str, Any], key: str, why: str
+) -> None:
+    message = config_error(tmp_path, extra)
+    assert key in message
+    assert why in message
+    assert len(message.splitlines()) == 1

@@ -10,12 +10,10 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from runyard.settings import Settings
+from runyard.settings import OFFICIAL_NAMES, Settings, setting_names
 
 # Every alias Settings reads, so a developer's shell cannot leak into these tests.
-SETTING_NAMES = [
-    str(field.alias) for field in Settings.model_fields.values() if field.alias is not None
-]
+SETTING_NAMES = setting_names()
 
 
 @pytest.fixture(autouse=True)
@@ -190,3 +188,53 @@ def test_env_file_values_are_validated_too(tmp_path: Path) -> None:
     env_file.write_text("HEARTBEAT_INTERVAL_SECONDS=60\n")
     with pytest.raises(ValidationError, match="HEARTBEAT_INTERVAL_SECONDS"):
         Settings(_env_file=env_file)  # type: ignore[call-arg]
+
+
+# --- LangGraph's server's names ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("official", "value", "field", "expected"),
+    [
+        ("DATABASE_URI", "postgres://u@db/app", "database_url", "postgresql+asyncpg://u@db/app"),
+        ("REDIS_URI", "redis://cache:6379/0", "redis_url", "redis://cache:6379/0"),
+        ("REDIS_KEY_PREFIX", "team-b:", "redis_prefix", "team-b:"),
+        ("MOUNT_PREFIX", "/my-api", "mount_prefix", "/my-api"),
+        ("LANGGRAPH_POSTGRES_POOL_MAX_SIZE", "7", "db_pool_size", 7),
+        ("BG_JOB_SHUTDOWN_GRACE_PERIOD_SECS", "90", "worker_drain_timeout", 90),
+        ("RESUMABLE_STREAM_TTL_SECONDS", "120", "event_retention_seconds", 120),
+    ],
+)
+def test_langgraph_servers_names_are_read(
+    monkeypatch: pytest.MonkeyPatch, official: str, value: str, field: str, expected: Any
+) -> None:
+    """langgraph-api 0.16.7 (langgraph_api/config) reads these names; Runyard reads them too."""
+    monkeypatch.setenv(official, value)
+    assert getattr(load(), field) == expected
+
+
+@pytest.mark.parametrize(("runyard", "official"), sorted(OFFICIAL_NAMES.items()))
+def test_runyards_name_wins_when_both_are_set(
+    monkeypatch: pytest.MonkeyPatch, runyard: str, official: str
+) -> None:
+    samples = {
+        "DATABASE_URL": ("postgres://u@runyard/db", "postgres://u@official/db"),
+        "REDIS_URL": ("redis://runyard:6379", "redis://official:6379"),
+        "RUNYARD_REDIS_PREFIX": ("runyard-a:", "official-b:"),
+        "RUNYARD_DB_POOL_SIZE": ("3", "30"),
+        "WORKER_DRAIN_TIMEOUT": ("4", "40"),
+        "RUNYARD_EVENT_RETENTION_SECONDS": ("5", "50"),
+    }
+    mine, theirs = samples[runyard]
+    monkeypatch.setenv(runyard, mine)
+    alone = load()
+    monkeypatch.setenv(official, theirs)
+    assert load().model_dump() == alone.model_dump()
+    monkeypatch.delenv(runyard)
+    assert load().model_dump() != alone.model_dump()
+
+
+def test_a_bad_mount_prefix_names_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MOUNT_PREFIX", "api/")
+    with pytest.raises(ValidationError, match="MOUNT_PREFIX"):
+        load()

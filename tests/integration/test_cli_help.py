@@ -1,0 +1,73 @@
+"""The `runyard` command's help, flags and version, and the README's command table."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from runyard import __version__
+from tests.support.server import ROOT
+
+COMMANDS = ("dev", "serve", "migrate", "dockerfile", "build", "up", "down")
+CONFIG_COMMANDS = ("dev", "serve", "dockerfile", "build", "up", "down")
+
+
+def help_of(*args: str) -> str:
+    """The output of `runyard ARGS --help`."""
+    done = subprocess.run(
+        [sys.executable, "-m", "runyard.cli", *args, "--help"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    return done.stdout
+
+
+def readme_row(command: str) -> str:
+    """The README's command table row of `runyard COMMAND`."""
+    readme = (ROOT / "README.md").read_text()
+    rows = [line for line in readme.splitlines() if line.startswith(f"| `runyard {command}")]
+    assert len(rows) == 1, f"README has {len(rows)} rows for runyard {command}"
+    return rows[0]
+
+
+def test_version() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "runyard.cli", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"runyard {__version__}"
+
+
+@pytest.mark.parametrize("command", CONFIG_COMMANDS)
+def test_every_command_with_a_config_takes_both_spellings(command: str) -> None:
+    assert re.search(r"-c (CONFIG|F\w*), --config", help_of(command)), help_of(command)
+
+
+@pytest.mark.parametrize(
+    ("command", "default"), [("dev", "2024"), ("serve", "8000"), ("up", "8000")]
+)
+def test_port_help_states_the_default(command: str, default: str) -> None:
+    text = " ".join(help_of(command).split())
+    options = text[text.index("options:") :]
+    port_help = options[options.index("--port PORT") :][:160]
+    assert f"default {default}" in port_help, port_help
+
+
+def test_migrate_help_names_the_database_setting() -> None:
+    assert "DATABASE_URL" in help_of("migrate")
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_readme_command_table_lists_every_flag(command: str) -> None:
+    flags = set(re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", help_of(command))) - {"--help"}
+    row = readme_row(command)
+    missing = sorted(flag for flag in flags if flag not in row)
+    assert not missing, f"README's row for runyard {command} lacks {missing}"
