@@ -11,8 +11,8 @@ import pytest
 from runyard import __version__
 from tests.support.server import ROOT
 
-COMMANDS = ("dev", "serve", "migrate", "dockerfile", "build", "up", "down")
-CONFIG_COMMANDS = ("dev", "serve", "dockerfile", "build", "up", "down")
+COMMANDS = ("dev", "serve", "migrate", "build-ui", "dockerfile", "build", "up", "down")
+CONFIG_COMMANDS = ("dev", "serve", "build-ui", "dockerfile", "build", "up", "down")
 
 
 def help_of(*args: str) -> str:
@@ -30,7 +30,8 @@ def help_of(*args: str) -> str:
 def readme_row(command: str) -> str:
     """The README's command table row of `runyard COMMAND`."""
     readme = (ROOT / "README.md").read_text()
-    rows = [line for line in readme.splitlines() if line.startswith(f"| `runyard {command}")]
+    starts = (f"| `runyard {command} ", f"| `runyard {command}`")
+    rows = [line for line in readme.splitlines() if line.startswith(starts)]
     assert len(rows) == 1, f"README has {len(rows)} rows for runyard {command}"
     return rows[0]
 
