@@ -53,12 +53,6 @@ def _parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="run in production on PostgreSQL (and Redis if set)")
     _add_server_options(serve)
     serve.add_argument("--no-migrate", action="store_true", help="skip migrations at start-up")
-    serve.add_argument(
-        "--allow-unauthenticated",
-        action="store_true",
-        help="serve a non-loopback --host with no auth configured (behind an authenticating "
-        "gateway); also RUNYARD_ALLOW_UNAUTHENTICATED=true",
-    )
     serve.set_defaults(handler=_serve)
 
     mig = sub.add_parser("migrate", help="apply database migrations to DATABASE_URL")
@@ -146,12 +140,21 @@ def _add_server_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=None, help="port to bind")
     parser.add_argument("--config", type=Path, default=None, help="langgraph.json / runyard.json")
+    parser.add_argument(
+        "--allow-unauthenticated",
+        action="store_true",
+        help="serve a non-loopback --host with no auth configured (behind an authenticating "
+        "gateway); also RUNYARD_ALLOW_UNAUTHENTICATED=true",
+    )
 
 
 def _dev(args: argparse.Namespace) -> None:
     # Dev mode is the embedded default by definition: SQLite, in-process dispatch.
     os.environ["DATABASE_URL"] = ""
     os.environ["REDIS_URL"] = ""
+    if args.config is not None:
+        os.environ["RUNYARD_CONFIG"] = str(args.config.resolve())
+    _require_auth_off_loopback(args)
     if args.port is None:
         port = _first_free_port(args.host, DEFAULT_DEV_PORT)
         if port != DEFAULT_DEV_PORT:
