@@ -76,6 +76,12 @@ class Settings(BaseSettings):
     cron_interval_seconds: float = Field(
         default=1.0, gt=0, le=60, alias="RUNYARD_CRON_INTERVAL_SECONDS"
     )
+    # The shortest gap a cron's schedule may leave between two firings, and how many enabled
+    # crons one user (all anonymous callers together, with no auth) may have.
+    cron_min_interval_seconds: int = Field(
+        default=60, ge=1, alias="RUNYARD_CRON_MIN_INTERVAL_SECONDS"
+    )
+    max_crons_per_user: int = Field(default=100, ge=1, alias="RUNYARD_MAX_CRONS_PER_USER")
 
     # Cross-origin requests (browsers). Empty: every origin, as LangGraph's server allows;
     # else a comma-separated list such as `https://chat.example.com,http://localhost:3000`.

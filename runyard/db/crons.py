@@ -46,6 +46,13 @@ def _filtered(session: AsyncConnection, statement: Select[Any], query: CronQuery
     return statement.where(*conditions) if conditions else statement
 
 
+async def count_enabled_crons(session: AsyncConnection, user_id: str | None) -> int:
+    """How many enabled crons the user (None: crons created with no user) has."""
+    owner = crons.c.user_id.is_(None) if user_id is None else crons.c.user_id == user_id
+    statement = select(func.count()).select_from(crons).where(crons.c.enabled.is_(True), owner)
+    return int((await session.execute(statement)).scalar_one())
+
+
 async def insert_cron(session: AsyncConnection, row: dict[str, Any]) -> dict[str, Any]:
     """Insert a cron and return it as stored."""
     statement = crons.insert().values(**row).returning(*crons.c)
