@@ -207,6 +207,7 @@ async def patch_cron(runtime: Runtime, cron_id: str, body: CronPatch) -> dict[st
 async def _require_room(runtime: Runtime, session: AsyncConnection, user_id: str | None) -> None:
     """InvalidInputError when the user has RUNYARD_MAX_CRONS_PER_USER enabled crons already."""
     cap = runtime.settings.max_crons_per_user
+    await crons_db.lock_user_crons(session, user_id)
     if await crons_db.count_enabled_crons(session, user_id) >= cap:
         raise InvalidInputError(
             f"this user has {cap} enabled crons, the most RUNYARD_MAX_CRONS_PER_USER allows; "

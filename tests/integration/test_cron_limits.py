@@ -6,6 +6,7 @@ second); this module's server keeps the default minimum of one minute."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -96,3 +97,15 @@ async def test_active_crons_per_user_are_capped(limited_server: ServerProcess) -
         # Deleting one makes room again.
         assert (await a.delete(f"/runs/crons/{made[0].json()['cron_id']}")).status_code == 204
         assert (await a.post("/runs/crons", json=body)).status_code == 200
+
+
+async def test_concurrent_creates_do_not_pass_the_cap(limited_server: ServerProcess) -> None:
+    async with httpx.AsyncClient(base_url=limited_server.url, timeout=30, headers=OTHER) as b:
+        mine = await b.post("/runs/crons/search", json={"limit": 100})
+        for cron in mine.json():
+            assert (await b.delete(f"/runs/crons/{cron['cron_id']}")).status_code == 204
+        body = {"assistant_id": await own_assistant(b), "schedule": "0 * * * *"}
+        answers = await asyncio.gather(*(b.post("/runs/crons", json=body) for _ in range(8)))
+        statuses = sorted(answer.status_code for answer in answers)
+        assert statuses == [200] * CAP + [422] * (8 - CAP), [a.text for a in answers]
+        assert (await b.post("/runs/crons/count", json={})).json() == CAP
