@@ -66,12 +66,6 @@ def _parser() -> argparse.ArgumentParser:
         help="with no DATABASE_URL, serve on the embedded SQLite file (one instance); "
         "also RUNYARD_SQLITE=true",
     )
-    serve.add_argument(
-        "--allow-unauthenticated",
-        action="store_true",
-        help="serve a non-loopback --host with no auth configured (behind an authenticating "
-        "gateway); also RUNYARD_ALLOW_UNAUTHENTICATED=true",
-    )
     serve.set_defaults(handler=_serve)
 
     mig = _command(
@@ -185,6 +179,12 @@ def _add_server_options(parser: argparse.ArgumentParser, port: int, fallback: st
         "--port", type=int, default=None, help=f"port to bind (default {port}{fallback})"
     )
     _add_project_options(parser)
+    parser.add_argument(
+        "--allow-unauthenticated",
+        action="store_true",
+        help="serve a non-loopback --host with no auth configured (behind an authenticating "
+        "gateway); also RUNYARD_ALLOW_UNAUTHENTICATED=true",
+    )
 
 
 def _dev(args: argparse.Namespace) -> None:
@@ -192,6 +192,9 @@ def _dev(args: argparse.Namespace) -> None:
     # names win over LangGraph's (DATABASE_URI, REDIS_URI), so emptying them is enough.
     os.environ["DATABASE_URL"] = ""
     os.environ["REDIS_URL"] = ""
+    if args.config is not None:
+        os.environ["RUNYARD_CONFIG"] = str(args.config.resolve())
+    _require_auth_off_loopback(args)
     if args.port is None:
         port = _first_free_port(args.host, DEFAULT_DEV_PORT)
         if port != DEFAULT_DEV_PORT:

@@ -77,20 +77,26 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version=__version__,
         description="A self-hosted agent server for LangGraph graphs over the Agent Protocol.",
         lifespan=_lifespan(runtime, failure, custom_lifespan(custom)),
-        openapi_url="/openapi.json" if meta else None,
-        docs_url=None,  # served by runyard.api.docs, with no CDN
-        redoc_url="/redoc" if meta else None,
+        # Served by runyard.api.docs: Swagger UI with no CDN, all three behind auth if asked.
+        openapi_url=None,
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.runtime = runtime
     install_error_handlers(app)
     add_routes(app, _system_router(meta))
     if meta:
-        add_routes(app, docs.router)
+        # Open unless RUNYARD_AUTH_METRICS_AND_DOCS: a Prometheus scraper sends no token.
+        guard = [Depends(get_caller)] if settings.auth_metrics_and_docs else None
+        add_routes(app, system.metrics_router, dependencies=guard)
+        add_routes(app, docs.router, dependencies=guard)
+        add_routes(app, docs.assets_router)
     if http.enabled("ui"):
         # Open, as on LangGraph Platform: a `<script src>` cannot send credentials.
         add_routes(app, ui.assets_router)
     system_routes = list(app.router.routes)
-    # Every resource route authenticates; the system probes and docs stay open.
+    # Every resource route authenticates; the probes (terse to a caller the authenticate
+    # handler refuses), and by default /metrics and the docs, stay open.
     for group, router in RESOURCE_ROUTERS:
         if http.enabled(group):
             add_routes(app, router, dependencies=[Depends(get_caller)])

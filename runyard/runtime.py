@@ -30,6 +30,7 @@ from runyard.db.engine import (
     session_factory,
 )
 from runyard.domain.retention import ThreadTTLPolicy, parse_checkpointer
+from runyard.domain.urls import masked_url
 from runyard.graphs.checkpointer import open_checkpointer
 from runyard.graphs.config import ProjectConfig, apply_environment, find_config, load_config
 from runyard.graphs.http_config import HttpConfig
@@ -383,7 +384,7 @@ class Runtime:
         try:
             await asyncio.wait_for(listener.connected.wait(), timeout=5)
         except TimeoutError:
-            log.warning("notifications_not_connected_at_start redis=%s", url)
+            log.warning("notifications_not_connected_at_start redis=%s", masked_url(url))
 
     async def _recover_after_restart(self) -> None:
         # One process owns every run in this mode, so anything still `running` belonged to

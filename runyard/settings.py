@@ -130,6 +130,12 @@ class Settings(BaseSettings):
     cron_interval_seconds: float = Field(
         default=1.0, gt=0, le=60, alias="RUNYARD_CRON_INTERVAL_SECONDS"
     )
+    # The shortest gap a cron's schedule may leave between two firings, and how many enabled
+    # crons one user (all anonymous callers together, with no auth) may have.
+    cron_min_interval_seconds: int = Field(
+        default=60, ge=1, alias="RUNYARD_CRON_MIN_INTERVAL_SECONDS"
+    )
+    max_crons_per_user: int = Field(default=100, ge=1, alias="RUNYARD_MAX_CRONS_PER_USER")
 
     # Cross-origin requests (browsers). Empty: every origin, as LangGraph's server allows;
     # else a comma-separated list such as `https://chat.example.com,http://localhost:3000`.
@@ -142,6 +148,9 @@ class Settings(BaseSettings):
     # `runyard serve` on a non-loopback address with no auth configured: refused unless this
     # is true (or --allow-unauthenticated is passed), e.g. behind a gateway that authenticates.
     allow_unauthenticated: bool = Field(default=False, alias="RUNYARD_ALLOW_UNAUTHENTICATED")
+    # With auth configured: /metrics, /docs, /redoc and /openapi.json run the authenticate
+    # handler too (a refusal answers 401). Off by default: a Prometheus scraper sends no token.
+    auth_metrics_and_docs: bool = Field(default=False, alias="RUNYARD_AUTH_METRICS_AND_DOCS")
 
     # Serve every route under this path (as LangGraph's server, MOUNT_PREFIX wins over
     # http.mount_prefix in langgraph.json).

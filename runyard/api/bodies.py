@@ -1,10 +1,18 @@
-"""Request bodies are JSON whatever Content-Type the client declares, as LangGraph reads them."""
+"""Request bodies are JSON whatever Content-Type the client declares, as LangGraph reads them,
+and within the JSON bound before any route reads them."""
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
+from fastapi.responses import JSONResponse, Response
 from starlette.requests import Request
 
+from runyard.domain.json_bounds import JsonBoundError, check_json_text
+
 JSON_TYPE = b"application/json"
+JSON_RPC_INVALID_PARAMS = -32602
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
@@ -35,3 +43,42 @@ def as_json_request(request: Request) -> Request:
 def _is_json(content_type: bytes) -> bool:
     media_type = content_type.split(b";", 1)[0].strip().lower()
     return media_type == JSON_TYPE or media_type.endswith(b"+json")
+
+
+async def refuse_unbounded_body(request: Request, json_rpc_status: int | None) -> Response | None:
+    """The refusal of a body outside the JSON bound (see `runyard.domain.json_bounds`), before
+    any route reads it; None if it is in bound or not JSON (the route refuses that itself).
+
+    Every route that stores what it is sent is behind this one check. On a JSON-RPC route the
+    refusal is a JSON-RPC error (answered with `json_rpc_status`), elsewhere a 422 naming the
+    field (raised, for the error handlers to shape)."""
+    if request.method not in BODY_METHODS:
+        return None
+    body = await request.body()
+    if not body:
+        return None
+    try:
+        check_json_text(body)
+    except ValueError:
+        return None
+    except JsonBoundError as exc:
+        if json_rpc_status is None:
+            raise
+        return JSONResponse(json_rpc_refusal(_request_id(body), exc), status_code=json_rpc_status)
+    return None
+
+
+def json_rpc_refusal(request_id: Any, exc: JsonBoundError) -> dict[str, Any]:
+    """The JSON-RPC error that refuses a request outside the JSON bound."""
+    error = {"code": JSON_RPC_INVALID_PARAMS, "message": exc.message}
+    return {"jsonrpc": "2.0", "id": request_id, "error": error}
+
+
+def _request_id(body: bytes) -> Any:
+    """The id of a JSON-RPC request, if it can be read (a text too deep for a parser has none)."""
+    try:
+        message = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    request_id = message.get("id") if isinstance(message, dict) else None
+    return request_id if isinstance(request_id, str | int) else None

@@ -12,6 +12,7 @@ from fastapi import Depends, Path, Request, Response
 from runyard.api.custom_app import CALLER_SCOPE_KEY
 from runyard.auth.handlers import Caller, authenticate
 from runyard.auth.user import caller_configurable
+from runyard.domain.errors import RunyardError
 from runyard.runtime import Runtime
 
 
@@ -36,6 +37,16 @@ async def get_caller(request: Request) -> Caller:
 
 
 CallerDep = Annotated[Caller, Depends(get_caller)]
+
+
+async def is_insider(request: Request) -> bool:
+    """Whether the authenticate handler accepts the caller (always, with no auth configured):
+    what the open routes may tell it beyond their status."""
+    try:
+        await get_caller(request)
+    except RunyardError:
+        return False
+    return True
 
 
 async def get_run_configurable(request: Request, caller: CallerDep) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""The interactive API reference at /docs, with Swagger UI served by Runyard itself.
+"""The OpenAPI document and the interactive API reference at /docs (Swagger UI served by
+Runyard itself) and /redoc: open, or behind auth with RUNYARD_AUTH_METRICS_AND_DOCS.
 
 FastAPI's page loads Swagger UI from a CDN, which leaves it blank on a machine with no
 internet access; these assets come from the installed `swagger-ui-bundle-v2` package.
@@ -10,14 +11,17 @@ from pathlib import Path
 from typing import Literal
 
 from fastapi import APIRouter, Request
-from fastapi.openapi.docs import get_swagger_ui_html
-from fastapi.responses import FileResponse, HTMLResponse
+from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
 from swagger_ui_bundle import swagger_ui_path
 
 ASSETS_PATH = "/docs/assets"
+OPENAPI_PATH = "/openapi.json"
 Asset = Literal["swagger-ui-bundle.js", "swagger-ui.css", "favicon-32x32.png"]
 
 router = APIRouter(include_in_schema=False)
+# Swagger UI's own files: nothing of this server's, open whatever guards the pages.
+assets_router = APIRouter(include_in_schema=False)
 
 
 @router.get("/docs")
@@ -25,7 +29,7 @@ async def swagger_ui(request: Request) -> HTMLResponse:
     """The Swagger UI page for this server's OpenAPI document."""
     root = request.scope.get("root_path", "")
     return get_swagger_ui_html(
-        openapi_url=f"{root}{request.app.openapi_url}",
+        openapi_url=f"{root}{OPENAPI_PATH}",
         title=f"{request.app.title} - Swagger UI",
         swagger_js_url=f"{root}{ASSETS_PATH}/swagger-ui-bundle.js",
         swagger_css_url=f"{root}{ASSETS_PATH}/swagger-ui.css",
@@ -33,7 +37,20 @@ async def swagger_ui(request: Request) -> HTMLResponse:
     )
 
 
-@router.get(ASSETS_PATH + "/{name}")
+@router.get(OPENAPI_PATH)
+async def openapi_document(request: Request) -> JSONResponse:
+    """This server's OpenAPI document."""
+    return JSONResponse(request.app.openapi())
+
+
+@router.get("/redoc")
+async def redoc(request: Request) -> HTMLResponse:
+    """The ReDoc page for this server's OpenAPI document."""
+    root = request.scope.get("root_path", "")
+    return get_redoc_html(openapi_url=f"{root}{OPENAPI_PATH}", title=f"{request.app.title} - ReDoc")
+
+
+@assets_router.get(ASSETS_PATH + "/{name}")
 async def swagger_ui_asset(name: Asset) -> FileResponse:
     """One file of Swagger UI (only the few the page loads can be named)."""
     return FileResponse(

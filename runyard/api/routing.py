@@ -13,7 +13,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 from starlette.types import Scope
 
-from runyard.api.bodies import as_json_request
+from runyard.api.bodies import as_json_request, refuse_unbounded_body
+
+# The routes that speak JSON-RPC, and the HTTP status their transport answers a refused
+# request with (MCP's streamable HTTP a 400, A2A's JSON-RPC binding a 200).
+JSON_RPC_ROUTES = {"/mcp": 400, "/a2a/{assistant_id}": 200}
 
 
 class ProtocolRoute(APIRoute):
@@ -30,9 +34,12 @@ class ProtocolRoute(APIRoute):
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         """FastAPI's handler, given the request with its body declared JSON."""
         handler = super().get_route_handler()
+        json_rpc_status = JSON_RPC_ROUTES.get(self.path)
 
         async def json_bodied(request: Request) -> Response:
-            return await handler(as_json_request(request))
+            request = as_json_request(request)
+            refusal = await refuse_unbounded_body(request, json_rpc_status)
+            return refusal if refusal is not None else await handler(request)
 
         return json_bodied
 

@@ -1,18 +1,26 @@
-"""Server endpoints: health probes, metrics and server information."""
+"""Server endpoints: health probes, metrics and server information.
+
+The probes and /info stay open when auth is configured (load balancers and clients call them
+without credentials), so to a caller the authenticate handler refuses they say only what a
+probe needs: the status. Instance id, graph names, dependency states and their errors are for
+callers it accepts (everyone, when no auth is configured)."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from runyard import __version__
-from runyard.api.deps import RuntimeDep
+from runyard.api.deps import RuntimeDep, is_insider
 from runyard.services.health import dependency_health, is_ready, liveness, readiness
 from runyard.services.metrics_report import metrics_snapshot
 
 router = APIRouter(tags=["System"])
+# /metrics: open, or behind auth with RUNYARD_AUTH_METRICS_AND_DOCS.
+metrics_router = APIRouter(tags=["System"])
+FLAGS = {"assistants": True, "crons": True, "langsmith": False}
 
 CheckDb = Annotated[
     Literal["0", "1"],
@@ -43,8 +51,10 @@ async def health() -> dict[str, bool]:
 
 
 @router.get("/info")
-async def info(runtime: RuntimeDep) -> dict[str, Any]:
-    """Version, capabilities and backends of this instance."""
+async def info(runtime: RuntimeDep, request: Request) -> dict[str, Any]:
+    """Version and capabilities; to an authenticated caller, also backends, instance and graphs."""
+    if not await is_insider(request):
+        return {"version": __version__, "flags": _flags(runtime)}
     return {
         "version": __version__,
         "runyard": {
@@ -53,33 +63,37 @@ async def info(runtime: RuntimeDep) -> dict[str, Any]:
             "queue": "redis" if runtime.settings.redis_url else "in-process",
             "instance_id": runtime.instance_id,
         },
-        "flags": {
-            "assistants": True,
-            "crons": True,
-            "langsmith": runtime.langsmith_project is not None,
-        },
+        "flags": _flags(runtime),
         "graphs": runtime.graphs.ids(),
     }
 
 
+def _flags(runtime: Any) -> dict[str, bool]:
+    return {**FLAGS, "langsmith": runtime.langsmith_project is not None}
+
+
 @router.get("/livez")
-async def livez(runtime: RuntimeDep) -> JSONResponse:
+async def livez(runtime: RuntimeDep, request: Request) -> JSONResponse:
     """The event loop turns and no background loop of this instance has died."""
     body = liveness(runtime)
-    return JSONResponse(body, status_code=200 if body["status"] == "ok" else 503)
+    status_code = 200 if body["status"] == "ok" else 503
+    if not await is_insider(request):
+        body = {"status": body["status"]}
+    return JSONResponse(body, status_code=status_code)
 
 
 @router.get("/readyz")
-async def readyz(runtime: RuntimeDep) -> JSONResponse:
+async def readyz(runtime: RuntimeDep, request: Request) -> JSONResponse:
     """Ready for traffic: storage answers within 2 s and the instance is not draining."""
     report = await readiness(runtime)
     ready = is_ready(report)
-    return JSONResponse(
-        {"status": "ok" if ready else "unavailable", **report}, status_code=200 if ready else 503
-    )
+    body: dict[str, str] = {"status": "ok" if ready else "unavailable"}
+    if await is_insider(request):
+        body.update(report)
+    return JSONResponse(body, status_code=200 if ready else 503)
 
 
-@router.get("/metrics", response_class=Response)
+@metrics_router.get("/metrics", response_class=Response)
 async def metrics(
     runtime: RuntimeDep,
     format: Annotated[

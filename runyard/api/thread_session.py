@@ -16,13 +16,14 @@ from fastapi.responses import JSONResponse
 from sse_starlette import EventSourceResponse
 
 from runyard.api.deps import CallerDep, RunConfigurableDep, RuntimeDep, ThreadId
-from runyard.api.errors import is_store_outage
+from runyard.api.errors import SERVER_ERROR_MESSAGE, is_store_outage
 from runyard.api.responses import ErrorBody
 from runyard.api.runs import authorize_new_run
 from runyard.api.sse import sse_response
 from runyard.auth.guards import require_thread
 from runyard.auth.handlers import Caller
 from runyard.domain.errors import NotFoundError, RunyardError
+from runyard.domain.json_bounds import JsonBoundError, load_bounded_json
 from runyard.runtime import Runtime
 from runyard.services import session_commands as commands
 from runyard.services.thread_session import ResumeGap, first_runs, thread_events
@@ -117,7 +118,9 @@ def success_reply(command_id: int, result: dict[str, Any], seq: int = 0) -> dict
 def parse_command(raw: bytes | str) -> dict[str, Any] | dict[str, Any]:
     """The command envelope, or an error reply saying what is wrong with it."""
     try:
-        payload = json.loads(raw)
+        payload = load_bounded_json(raw, root="command")
+    except JsonBoundError as exc:
+        return error_reply(_command_id(raw), "invalid_argument", exc.message)
     except ValueError:
         return error_reply(None, "invalid_argument", "Protocol commands must be valid JSON.")
     if (
@@ -133,6 +136,16 @@ def parse_command(raw: bytes | str) -> dict[str, Any] | dict[str, Any]:
             "Protocol commands must include an integer id and string method.",
         )
     return payload
+
+
+def _command_id(raw: bytes | str) -> Any:
+    """The id of a command refused as a whole, if it can be read."""
+    try:
+        payload = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    command_id = payload.get("id") if isinstance(payload, dict) else None
+    return command_id if isinstance(command_id, int) else None
 
 
 async def dispatch(
@@ -164,7 +177,8 @@ async def dispatch(
         if is_store_outage(exc):
             raise
         log.exception("session_command_failed thread_id=%s method=%s", thread_id, method)
-        return error_reply(command_id, "unknown_error", f"{type(exc).__name__}: {exc}")
+        # The exception's text may hold SQL, a driver's message or a value: the log has it.
+        return error_reply(command_id, "unknown_error", SERVER_ERROR_MESSAGE)
     return success_reply(command_id, result, seq)
 
 

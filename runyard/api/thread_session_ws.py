@@ -23,7 +23,7 @@ from runyard.api.thread_session import (
 from runyard.auth.guards import require_thread
 from runyard.auth.handlers import Caller, authenticate
 from runyard.auth.user import caller_configurable
-from runyard.domain.errors import NotFoundError, RunyardError
+from runyard.domain.errors import InvalidInputError, NotFoundError, RunyardError
 from runyard.runtime import Runtime
 from runyard.services.thread_session import ResumeGap, first_runs, thread_events
 from runyard.streaming.session_events import EventFilter, parse_filter, parse_since
@@ -145,26 +145,36 @@ async def _stop(task: asyncio.Task[None]) -> None:
     await asyncio.gather(task, return_exceptions=True)
 
 
-async def thread_socket(websocket: WebSocket, thread_id: uuid.UUID) -> None:
+# Close codes besides 4000 + an HTTP status: a frame that is not text (RFC 6455's
+# "unsupported data"; the session speaks JSON text frames).
+UNSUPPORTED_DATA = 1003
+
+
+async def thread_socket(websocket: WebSocket, thread_id: str) -> None:
     """Full-duplex session on one thread: commands in, replies and events out."""
     runtime: Runtime = websocket.app.state.runtime
     await websocket.accept()
     # A browser cannot read the status of a refused upgrade: refusals close with 4000+status.
     request = Request({**websocket.scope, "type": "http", "method": "GET"})
     try:
+        thread_id = _thread_id(thread_id)
         caller = await authenticate(runtime.auth, request)
-        await require_thread(
-            runtime, caller, str(thread_id), "read", missing_ok=caller.auth is None
-        )
+        await require_thread(runtime, caller, thread_id, "read", missing_ok=caller.auth is None)
     except RunyardError as exc:
         await websocket.close(code=4000 + exc.status_code, reason=exc.message[:120])
         return
     configurable = {**runtime.http.headers.select(request.headers.items())}
     configurable.update(caller_configurable(caller))
-    session = SocketSession(runtime, websocket, str(thread_id))
+    session = SocketSession(runtime, websocket, thread_id)
     try:
         while True:
-            raw = await websocket.receive_text()
+            message = await websocket.receive()
+            if message["type"] == "websocket.disconnect":
+                break
+            raw = message.get("text")
+            if raw is None:
+                await websocket.close(UNSUPPORTED_DATA, "commands are JSON text frames")
+                break
             reply = await _handle(runtime, caller, configurable, session, raw)
             await session.send(reply)
     except WebSocketDisconnect:
@@ -173,6 +183,16 @@ async def thread_socket(websocket: WebSocket, thread_id: uuid.UUID) -> None:
         await websocket.close(code=4000 + exc.status_code, reason=exc.message[:120])
     finally:
         await session.close()
+
+
+def _thread_id(raw: str) -> str:
+    """The thread id of the path, as a UUID's text; InvalidInputError (4422) if it is none."""
+    try:
+        return str(uuid.UUID(raw))
+    except ValueError:
+        raise InvalidInputError(
+            f"the thread id {raw[:40]!r} is not a UUID; open /threads/<thread id>/stream/events"
+        ) from None
 
 
 async def _handle(

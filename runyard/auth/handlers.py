@@ -172,6 +172,7 @@ def load_auth(project: ProjectConfig) -> Auth | None:
 
 async def authenticate(auth: Auth | None, request: Request) -> Caller:
     """Run the authenticate handler with the arguments it declares; UnauthorizedError if refused."""
+    require_one_authorization(request)
     handler = auth._authenticate_handler if auth is not None else None
     if auth is None or handler is None:
         return Caller(None, auth)
@@ -185,6 +186,14 @@ async def authenticate(auth: Auth | None, request: Request) -> Caller:
     if user is None:
         raise UnauthorizedError("authentication failed: send valid credentials")
     return Caller(user, auth)
+
+
+def require_one_authorization(request: Request) -> None:
+    """Refuse a request with more than one Authorization header: a proxy that reads the first
+    and a handler that reads the last would each check different credentials."""
+    headers = request.scope.get("headers", ())
+    if sum(1 for name, _ in headers if name == b"authorization") > 1:
+        raise RunyardError("the request has more than one Authorization header; send exactly one")
 
 
 def _request_arguments(request: Request) -> dict[str, Any]:

@@ -6,10 +6,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, delete, func, select, update
+from sqlalchemy import Select, delete, false, func, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from runyard.db.dialect import insert_ignoring_conflicts, json_contains, json_filter, rowcount
+from runyard.db.dialect import (
+    dialect_name,
+    insert_ignoring_conflicts,
+    json_contains,
+    json_filter,
+    rowcount,
+)
 from runyard.db.tables import cron_firings, crons
 
 _SORT_COLUMNS = {
@@ -44,6 +50,24 @@ def _filtered(session: AsyncConnection, statement: Select[Any], query: CronQuery
     conditions = json_contains(session, crons.c.metadata, query.metadata or {})
     conditions += json_filter(session, crons.c.metadata, query.auth_filter or {})
     return statement.where(*conditions) if conditions else statement
+
+
+async def lock_user_crons(session: AsyncConnection, user_id: str | None) -> None:
+    """Hold the user's cron lock until the transaction ends, so that two requests cannot both
+    count room for one more cron. SQLite has one write lock: a write that changes nothing
+    takes it (its driver begins a transaction at the first write, not at a read)."""
+    if dialect_name(session) != "postgresql":
+        await session.execute(update(crons).where(false()).values(enabled=crons.c.enabled))
+        return
+    key = f"runyard-crons:{user_id or ''}"
+    await session.execute(text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": key})
+
+
+async def count_enabled_crons(session: AsyncConnection, user_id: str | None) -> int:
+    """How many enabled crons the user (None: crons created with no user) has."""
+    owner = crons.c.user_id.is_(None) if user_id is None else crons.c.user_id == user_id
+    statement = select(func.count()).select_from(crons).where(crons.c.enabled.is_(True), owner)
+    return int((await session.execute(statement)).scalar_one())
 
 
 async def insert_cron(session: AsyncConnection, row: dict[str, Any]) -> dict[str, Any]:

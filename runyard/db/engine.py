@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from runyard.db.driver import STATEMENT_CALLBACK, DeferredConnection, StatementPool
 from runyard.db.faults import missing_database
 from runyard.domain.errors import ConfigError
+from runyard.domain.urls import masked_url
 
 # What `session_factory` returns: each call opens a session (a pooled connection).
 Sessions = Callable[[], AsyncConnection]
@@ -200,7 +201,7 @@ async def require_current_schema(engine: AsyncEngine) -> None:
     found = await schema_revisions(engine)
     if found == {SCHEMA_REVISION}:
         return
-    where = engine.url.render_as_string(hide_password=True)
+    where = masked_url(engine.url.render_as_string(hide_password=False))
     state = f"at migration {', '.join(sorted(found))}" if found else "without Runyard's tables"
     raise ConfigError(
         f"the database {where} is {state}, and this Runyard needs migration {SCHEMA_REVISION}. "

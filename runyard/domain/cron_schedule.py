@@ -42,6 +42,29 @@ def validate_schedule(schedule: str) -> None:
         ) from None
 
 
+# How many upcoming firings the minimum interval is checked over.
+INTERVAL_SAMPLES = 200
+
+
+def require_min_interval(schedule: str, min_seconds: int) -> None:
+    """Raise InvalidInputError when two of the schedule's next firings are closer than
+    `min_seconds` (checked over its next INTERVAL_SAMPLES firings)."""
+    from croniter import croniter
+
+    times = croniter(schedule, datetime(2000, 1, 1, tzinfo=UTC))
+    previous: datetime = times.get_next(datetime)
+    for _ in range(INTERVAL_SAMPLES):
+        following: datetime = times.get_next(datetime)
+        gap = (following - previous).total_seconds()
+        if gap < min_seconds:
+            raise InvalidInputError(
+                f"cron schedule {schedule!r} fires {gap:g} s apart, more often than the "
+                f"minimum interval of {min_seconds} s (RUNYARD_CRON_MIN_INTERVAL_SECONDS); "
+                "choose a sparser schedule, e.g. '* * * * *' for every minute"
+            )
+        previous = following
+
+
 def next_occurrence(schedule: str, zone: tzinfo, after: datetime) -> datetime:
     """The first occurrence strictly after `after`, in UTC."""
     from croniter import croniter

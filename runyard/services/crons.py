@@ -7,12 +7,18 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from runyard.db import crons as crons_db
 from runyard.db import threads as threads_db
 from runyard.db.dialect import database_now
 from runyard.domain.configurable import AUTH_USER_ID_KEY, reserved_only, without_reserved
-from runyard.domain.cron_schedule import first_run_date, parse_timezone, validate_schedule
+from runyard.domain.cron_schedule import (
+    first_run_date,
+    parse_timezone,
+    require_min_interval,
+    validate_schedule,
+)
 from runyard.domain.errors import InvalidInputError, NotFoundError
 from runyard.schemas.crons import (
     RUN_FIELDS,
@@ -92,6 +98,7 @@ async def create_cron(
     """
     zone = parse_timezone(body.timezone)
     validate_schedule(body.schedule)
+    require_min_interval(body.schedule, runtime.settings.cron_min_interval_seconds)
     if body.webhook is not None:
         await runtime.webhook_guard.check(body.webhook)
     assistant = await get_assistant(runtime, body.assistant_id)
@@ -104,6 +111,8 @@ async def create_cron(
         async with runtime.sessions() as session, session.begin():
             if thread_id is not None and await threads_db.get_thread(session, thread_id) is None:
                 raise _thread_not_found(thread_id)
+            if body.enabled:
+                await _require_room(runtime, session, (owner or {}).get(AUTH_USER_ID_KEY))
             now = await database_now(session)
             row = await crons_db.insert_cron(
                 session,
@@ -171,6 +180,7 @@ async def patch_cron(runtime: Runtime, cron_id: str, body: CronPatch) -> dict[st
         )
     if body.schedule is not None:
         validate_schedule(body.schedule)
+        require_min_interval(body.schedule, runtime.settings.cron_min_interval_seconds)
     if body.timezone is not None:
         parse_timezone(body.timezone)
     if body.webhook is not None:
@@ -183,6 +193,8 @@ async def patch_cron(runtime: Runtime, cron_id: str, body: CronPatch) -> dict[st
             raise cron_not_found(cron_id)
         values = _patched_values(current, body, sent)
         enabling = body.enabled is True and not current["enabled"]
+        if enabling:
+            await _require_room(runtime, session, current["user_id"])
         if enabling or any(field in sent for field in _RESCHEDULING):
             merged = {**current, **values}
             zone = parse_timezone(merged["timezone"])
@@ -194,6 +206,17 @@ async def patch_cron(runtime: Runtime, cron_id: str, body: CronPatch) -> dict[st
     _wake_scheduler(runtime)
     log.info("cron_updated cron_id=%s fields=%s", cron_id, ",".join(sorted(sent)))
     return to_wire(row)
+
+
+async def _require_room(runtime: Runtime, session: AsyncConnection, user_id: str | None) -> None:
+    """InvalidInputError when the user has RUNYARD_MAX_CRONS_PER_USER enabled crons already."""
+    cap = runtime.settings.max_crons_per_user
+    await crons_db.lock_user_crons(session, user_id)
+    if await crons_db.count_enabled_crons(session, user_id) >= cap:
+        raise InvalidInputError(
+            f"this user has {cap} enabled crons, the most RUNYARD_MAX_CRONS_PER_USER allows; "
+            "delete or disable one first"
+        )
 
 
 def _patched_values(current: dict[str, Any], body: CronPatch, sent: set[str]) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import text
 
 from runyard.db.engine import schema_is_current
+from runyard.domain.urls import masked_url
 
 if TYPE_CHECKING:
     from runyard.runtime import Runtime
@@ -84,5 +85,6 @@ def is_ready(report: dict[str, str]) -> bool:
 def _unreachable(exc: BaseException) -> str:
     if isinstance(exc, TimeoutError):
         return f"unreachable: no answer within {CHECK_TIMEOUT:g} s"
-    reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+    text = masked_url(str(exc).strip())
+    reason = text.splitlines()[0][:200] if text else ""
     return f"unreachable: {type(exc).__name__}" + (f": {reason}" if reason else "")

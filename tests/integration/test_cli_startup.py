@@ -97,12 +97,22 @@ def test_a_graph_module_raising_at_import_fails_in_one_line(
     assert "serving on" not in output
 
 
-# --- runyard serve on a non-loopback address ----------------------------------------------
+# --- runyard serve and runyard dev on a non-loopback address --------------------------------
+
+# `dev` reloads on code changes unless told not to; these tests start it once.
+SERVER_COMMANDS = {"serve": ["serve", "--sqlite"], "dev": ["dev", "--no-reload"]}
 
 
-def test_serve_refuses_a_non_loopback_host_without_auth(runner: Cli) -> None:
+@pytest.mark.parametrize("command", SERVER_COMMANDS)
+def test_a_non_loopback_host_without_auth_is_refused(runner: Cli, command: str) -> None:
     code, output = runner.run(
-        "serve", "--host", "0.0.0.0", "--port", str(free_port()), "--config", str(TEST_CONFIG)
+        *SERVER_COMMANDS[command],
+        "--host",
+        "0.0.0.0",
+        "--port",
+        str(free_port()),
+        "--config",
+        str(TEST_CONFIG),
     )
     assert code == 2, output
     assert "refusing to serve on 0.0.0.0 with no auth configured" in output
@@ -113,6 +123,7 @@ def test_serve_refuses_a_non_loopback_host_without_auth(runner: Cli) -> None:
     assert "serving on" not in output
 
 
+@pytest.mark.parametrize("command", SERVER_COMMANDS)
 @pytest.mark.parametrize(
     ("extra", "env", "config"),
     [
@@ -122,20 +133,12 @@ def test_serve_refuses_a_non_loopback_host_without_auth(runner: Cli) -> None:
     ],
     ids=["flag", "environment", "auth-configured"],
 )
-def test_serve_on_a_non_loopback_host_when_allowed_or_authenticated(
-    runner: Cli, extra: list[str], env: dict[str, str] | None, config: Path
+def test_a_non_loopback_host_when_allowed_or_authenticated(
+    runner: Cli, command: str, extra: list[str], env: dict[str, str] | None, config: Path
 ) -> None:
     port = free_port()
-    args = ["serve", "--host", "0.0.0.0", "--port", str(port), "--config", str(config), *extra]
-    args.append("--sqlite")
-    output = wait_for_serving(runner, *args, env=env)
-    assert f"serving on http://0.0.0.0:{port}" in output
-
-
-def test_dev_is_unaffected_on_a_non_loopback_host(runner: Cli) -> None:
-    port = free_port()
-    args = ["dev", "--no-reload", "--host", "0.0.0.0", "--port", str(port)]
-    output = wait_for_serving(runner, *args, "--config", str(TEST_CONFIG))
+    args = [*SERVER_COMMANDS[command], "--host", "0.0.0.0", "--port", str(port)]
+    output = wait_for_serving(runner, *args, "--config", str(config), *extra, env=env)
     assert f"serving on http://0.0.0.0:{port}" in output
 
 

@@ -1,4 +1,6 @@
-"""A schemathesis fuzz pass over the OpenAPI spec of real servers: no input gets a 500.
+"""A schemathesis fuzz pass over the OpenAPI spec of real servers: no input gets a 500; and
+the hostile inputs of every operation (lone surrogates, NaN, Infinity, 1e400, deep nesting,
+duplicate Authorization headers) get a JSON 4xx.
 
 Every operation of /openapi.json gets a few generated requests, valid ones (positive) and
 invalid ones (negative), checked with schemathesis' `not_a_server_error`. The servers are
@@ -11,10 +13,12 @@ Inputs are the same on every run unless RUNYARD_FUZZ_RANDOM=1.
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.support.databases import create_database, drop_database, postgres_available
@@ -133,5 +137,93 @@ def test_fuzzing_the_openapi_spec_finds_no_server_error(fuzz_server: ServerProce
     assert not report.failures, (
         f"{len(report.failures)} server error(s):\n"
         + "\n".join(report.failures[:20])
+        + f"\n\nserver tracebacks:\n{last_tracebacks(fuzz_server)}"
+    )
+
+
+# --- Hostile inputs on every operation ----------------------------------------------------
+
+# JSON texts no stored JSON may hold (runyard/domain/json_bounds.py), each a value to put
+# where an operation's body expects anything.
+HOSTILE_VALUES = {
+    "lone surrogate": '"\\ud800"',
+    "lone surrogate key": '{"\\udc00": 1}',
+    "NaN": "NaN",
+    "Infinity": "-Infinity",
+    "overflow": "1e400",
+    "too deep": '{"a":' * 150 + "1" + "}" * 150,
+}
+# Query values: NaN, a percent-encoded lone surrogate (not UTF-8), an overflowing number.
+HOSTILE_QUERIES = ("NaN", "%ED%A0%80", "1e400")
+DEEP_BODY = "[" * 10_000 + "]" * 10_000
+
+
+def concrete_path(path: str) -> str:
+    """The path with every parameter filled: ids with a fresh UUID, the rest with a word."""
+    parts = []
+    for segment in path.split("/"):
+        if segment.startswith("{"):
+            segment = str(uuid.uuid4()) if segment.endswith("id}") else "word"
+        parts.append(segment)
+    return "/".join(parts)
+
+
+def body_properties(operation: Any) -> list[str]:
+    """The top-level properties of the operation's JSON body (at most four), if it has one."""
+    content = (operation.definition.raw.get("requestBody") or {}).get("content", {})
+    schema = (content.get("application/json") or {}).get("schema") or {}
+    if "$ref" in schema:
+        name = schema["$ref"].rsplit("/", 1)[-1]
+        schema = operation.schema.raw_schema["components"]["schemas"].get(name, {})
+    return sorted(schema.get("properties") or {})[:4]
+
+
+def hostile_requests(operation: Any) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    """(label, url path, httpx request arguments) of the hostile inputs for one operation."""
+    method, path = operation.method.upper(), concrete_path(operation.path)
+    twice = [("Authorization", "Bearer a"), ("Authorization", "Bearer b")]
+    yield "two Authorization headers", path, {"headers": twice}
+    for parameter in operation.definition.raw.get("parameters", []):
+        if parameter.get("in") == "query":
+            for value in HOSTILE_QUERIES:
+                yield f"?{parameter['name']}={value}", f"{path}?{parameter['name']}={value}", {}
+    if method not in ("POST", "PUT", "PATCH"):
+        return
+    json_type = {"Content-Type": "application/json"}
+    yield "body 10,000 deep", path, {"content": DEEP_BODY, "headers": json_type}
+    for name in body_properties(operation) or ["value"]:
+        for label, value in HOSTILE_VALUES.items():
+            body = '{"%s": %s}' % (name, value)  # noqa: UP031 (the value is a JSON text)
+            yield f"{name}: {label}", path, {"content": body, "headers": json_type}
+
+
+@pytest.mark.timeout(240)
+async def test_hostile_inputs_on_every_operation_get_a_json_4xx(
+    fuzz_server: ServerProcess,
+) -> None:
+    """Surrogates, NaN, Infinity, 1e400, deep nesting and duplicate Authorization headers, on
+    every operation of the spec: never a 500, never an error body that is not JSON."""
+    schema = schemathesis.openapi.from_url(f"{fuzz_server.url}/openapi.json")
+    operations = [result.ok() for result in schema.get_all_operations()]
+    failures: list[str] = []
+    sent = 0
+    async with httpx.AsyncClient(base_url=fuzz_server.url, timeout=REQUEST_TIMEOUT) as http:
+        for operation in operations:
+            method = operation.method.upper()
+            for label, path, arguments in hostile_requests(operation):
+                sent += 1
+                response = await http.request(method, path, **arguments)
+                kind = response.headers.get("content-type", "")
+                if response.status_code >= 500 or (
+                    response.status_code >= 400 and not kind.startswith("application/json")
+                ):
+                    failures.append(
+                        f"{method} {operation.path} ({label}) -> {response.status_code} "
+                        f"{kind} {response.text[:160]!r}"
+                    )
+    print(f"hostile inputs: {sent} requests over {len(operations)} operations")
+    assert not failures, (
+        f"{len(failures)} bad answer(s):\n"
+        + "\n".join(failures[:30])
         + f"\n\nserver tracebacks:\n{last_tracebacks(fuzz_server)}"
     )

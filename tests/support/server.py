@@ -56,7 +56,15 @@ class ServerProcess:
         args += ["--config", str(self.config)]
         if self.mode == "dev":
             args.append("--no-reload")
-        env = {**os.environ, "RUNYARD_DATA_DIR": str(self.workdir / "data"), **self.env}
+        env = {
+            **os.environ,
+            "RUNYARD_DATA_DIR": str(self.workdir / "data"),
+            # The suite's crons fire every second, and its shared servers make many; the
+            # limits' own tests (test_cron_limits.py) set them back.
+            "RUNYARD_CRON_MIN_INTERVAL_SECONDS": "1",
+            "RUNYARD_MAX_CRONS_PER_USER": "100000",
+            **self.env,
+        }
         self.workdir.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
