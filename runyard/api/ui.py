@@ -17,10 +17,10 @@ from typing import Any
 from urllib.parse import quote
 
 from fastapi import APIRouter, Request
-from fastapi.responses import PlainTextResponse, Response
+from fastapi.responses import Response
 
 from runyard.api.deps import RuntimeDep
-from runyard.domain.errors import InvalidInputError
+from runyard.domain.errors import InvalidInputError, NotFoundError
 
 router = APIRouter(tags=["Generative UI"])
 assets_router = APIRouter(tags=["Generative UI"])
@@ -52,7 +52,7 @@ ASSET_RESPONSES: dict[int | str, dict[str, Any]] = {
         "content": {"text/javascript": TEXT, "text/css": TEXT},
     },
     304: {"description": "Not modified since the ETag in If-None-Match."},
-    404: {"description": "No such asset.", "content": {"text/plain": TEXT}},
+    404: {"description": "No such asset."},
 }
 
 
@@ -63,7 +63,8 @@ async def ui_tags(graph_id: str, request: Request, runtime: RuntimeDep) -> Respo
     """The `<script>`/`<link>` tags that render the component `name` of a graph's UI."""
     assets = runtime.ui.assets.get(graph_id)
     if assets is None:
-        return Response(f"UI not found for graph '{graph_id}'", status_code=404)
+        # As every Runyard error, JSON (LangGraph answers this 404 in plain text).
+        raise NotFoundError(f"UI not found for graph '{graph_id}'")
     name = _component_name(await request.body())
     tags = [_tag(graph_id, os.path.basename(path), name) for path in assets]
     html_text = "\n".join(tag for tag in tags if tag)
@@ -76,7 +77,7 @@ async def ui_asset(graph_id: str, asset: str, request: Request, runtime: Runtime
     """A built asset of a graph's UI (JavaScript, CSS)."""
     found = runtime.ui.files.get((graph_id, asset))
     if found is None:
-        return PlainTextResponse("Not Found", status_code=404)
+        raise NotFoundError(f"graph {graph_id!r} has no UI asset {asset!r}")
     headers = {"ETag": found.etag, "Cache-Control": CACHE_CONTROL}
     if found.etag in request.headers.get("if-none-match", ""):
         return Response(status_code=304, headers=headers)

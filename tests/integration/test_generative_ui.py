@@ -114,14 +114,16 @@ def test_tags_answer_byte_for_byte_as_langgraph(genui_url: str, ui_dir: Path, na
     assert "<b>" not in answer.text and "'s" not in answer.text
 
 
-def test_unknown_graph_and_asset_answer_langgraphs_404s(genui_url: str) -> None:
+def test_unknown_graph_and_asset_answer_404s_in_json(genui_url: str) -> None:
+    """A difference: LangGraph answers these 404s in plain text (`UI not found for graph
+    'nope'` with no Content-Type, and Starlette's `Not Found`); Runyard answers every error
+    as JSON, with the same words where LangGraph has some."""
     missing = httpx.post(f"{genui_url}/ui/nope", json={"name": "weather"}, timeout=10)
-    assert (missing.status_code, missing.text) == (404, "UI not found for graph 'nope'")
-    # LangGraph's answer carries no Content-Type (a bare Starlette Response).
-    assert "content-type" not in missing.headers
+    assert missing.status_code == 404
+    assert missing.json() == {"detail": "UI not found for graph 'nope'"}
     asset = httpx.get(f"{genui_url}/ui/agent/nope.js", timeout=10)
-    assert (asset.status_code, asset.text) == (404, "Not Found")
-    assert asset.headers["content-type"] == "text/plain; charset=utf-8"
+    assert asset.status_code == 404
+    assert "nope.js" in asset.json()["detail"]
     # A difference: LangGraph answers a body without `name` with a 500 (KeyError); Runyard
     # with a 422 that names the field, as it answers every malformed body.
     no_name = httpx.post(f"{genui_url}/ui/agent", json={"component": "weather"}, timeout=10)
