@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 import textwrap
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -16,16 +15,6 @@ from tests.integration.test_cli import Cli, wait_for_exit
 from tests.support.server import ROOT, TEST_CONFIG, free_port
 
 AUTH_CONFIG = ROOT / "tests" / "graphs" / "langgraph_auth.json"
-
-
-@pytest.fixture
-def runner(tmp_path: Path) -> Iterator[Cli]:
-    """A CLI runner whose processes are always stopped after the test."""
-    cli = Cli(tmp_path)
-    try:
-        yield cli
-    finally:
-        cli.stop_all()
 
 
 def wait_for_serving(cli: Cli, *args: str, env: dict[str, str] | None = None) -> str:

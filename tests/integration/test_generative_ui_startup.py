@@ -9,7 +9,6 @@ import shlex
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -22,16 +21,6 @@ from tests.support.server import ROOT, free_port
 
 pytestmark = pytest.mark.timeout(120)
 GENUI = ROOT / "tests" / "projects" / "genui"
-
-
-@pytest.fixture
-def runner(tmp_path: Path) -> Iterator[Cli]:
-    """A CLI runner whose processes are always stopped after the test."""
-    cli = Cli(tmp_path)
-    try:
-        yield cli
-    finally:
-        cli.stop_all()
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -20,16 +19,6 @@ from tests.support.server import TEST_CONFIG, free_port
 REDIS = "redis://127.0.0.1:6379/0"
 
 pytestmark = pytest.mark.timeout(90)
-
-
-@pytest.fixture
-def runner(tmp_path: Path) -> Iterator[Cli]:
-    """A CLI runner whose processes are always stopped after the test."""
-    cli = Cli(tmp_path)
-    try:
-        yield cli
-    finally:
-        cli.stop_all()
 
 
 def test_serve_runs_on_postgres_and_redis_named_as_langgraphs_server_names_them(

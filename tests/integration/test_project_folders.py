@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,27 +14,10 @@ import httpx
 import pytest
 
 from tests.integration.test_cli import SCRUBBED
+from tests.integration.test_startup_hangs import GRAPH
 from tests.support.server import free_port
 
 pytestmark = pytest.mark.timeout(90)
-
-GRAPH = textwrap.dedent(
-    """
-    from typing import TypedDict
-
-    from langgraph.graph import StateGraph
-
-
-    class State(TypedDict):
-        x: int
-
-
-    builder = StateGraph(State)
-    builder.add_node("step", lambda state: state)
-    builder.set_entry_point("step")
-    graph = builder.compile()
-    """
-)
 
 
 def project(root: Path, name: str) -> Path:

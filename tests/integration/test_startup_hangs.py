@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import textwrap
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -32,16 +31,6 @@ GRAPH = textwrap.dedent(
     graph = builder.compile()
     """
 )
-
-
-@pytest.fixture
-def runner(tmp_path: Path) -> Iterator[Cli]:
-    """A CLI runner whose processes are always stopped after the test."""
-    cli = Cli(tmp_path)
-    try:
-        yield cli
-    finally:
-        cli.stop_all()
 
 
 def memory_agent_like(tmp_path: Path) -> Path:
