@@ -214,12 +214,7 @@ def _check_keys(path: Path, raw: dict[str, Any]) -> None:
         value = raw.get(section)
         if not isinstance(value, dict):
             continue
-        unknown = sorted(set(value) - known)
-        if unknown:
-            raise ConfigError(
-                f"{path}: {section}.{unknown[0]} is not supported by Runyard; supported keys "
-                f"of '{section}': " + ", ".join(sorted(known))
-            )
+        _refuse_unknown_keys(path, section, value, known)
         for key in value:
             if (section, key) in REFUSED_SUB_KEYS:
                 raise ConfigError(
@@ -237,14 +232,20 @@ def _check_store_keys(path: Path, store: Any) -> None:
         return
     for part, known in STORE_SUB_KEYS.items():
         value = store.get(part)
-        if not isinstance(value, dict):
-            continue
-        unknown = sorted(set(value) - known)
-        if unknown:
-            raise ConfigError(
-                f"{path}: store.{part}.{unknown[0]} is not supported; supported keys of "
-                f"'store.{part}': " + ", ".join(sorted(known))
-            )
+        if isinstance(value, dict):
+            _refuse_unknown_keys(path, f"store.{part}", value, known)
+
+
+def _refuse_unknown_keys(
+    path: Path, where: str, value: dict[str, Any], known: frozenset[str]
+) -> None:
+    """A key of the object `where` that Runyard would not read is refused, naming it."""
+    unknown = sorted(set(value) - known)
+    if unknown:
+        raise ConfigError(
+            f"{path}: {where}.{unknown[0]} is not supported by Runyard; supported keys of "
+            f"'{where}': " + ", ".join(sorted(known))
+        )
 
 
 def _parse_graph(path: Path, base: Path, graph_id: str, spec: Any) -> GraphSpec:
