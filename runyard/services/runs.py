@@ -207,9 +207,17 @@ async def _insert_run(
         effects.cancel_running.clear()
         created = await threads_db.insert_thread(session, new_thread) if creating else None
         thread = created or await runs_db.lock_thread_for_new_run(session, target_thread)
-        if thread is None and body.if_not_exists == "create":
-            # Deleted since the first statement found it: create it, as the request asks
-            # (or join the one another request created meanwhile).
+        rounds = 0
+        while thread is None and body.if_not_exists == "create":
+            # Deleted since the statement before found it: create it, as the request asks,
+            # or join the one another request created meanwhile. On PostgreSQL other clients
+            # may delete and create it again between any two statements, so go round again.
+            if rounds == _THREAD_CHURN_ROUNDS:
+                raise ConflictError(
+                    f"thread {target_thread} was deleted and created again by other requests "
+                    "while this run was being created; retry the request"
+                )
+            rounds += 1
             created = await threads_db.insert_thread(session, new_thread)
             thread = created or await runs_db.lock_thread_for_new_run(session, target_thread)
         if thread is None:
@@ -247,6 +255,11 @@ async def _insert_run(
     # The creating transaction locks the thread row first (lock_thread_for_new_run).
     row, inserted = await runtime.lifecycle.transaction(create)
     return row, effects, inserted
+
+
+# How often a create that may make its thread finds it deleted, then created by another
+# request, before it answers 409: each round is another client's committed delete and create.
+_THREAD_CHURN_ROUNDS = 8
 
 
 def _graph_metadata(assistant: dict[str, Any]) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from runyard.services import runs as runs_service
 from runyard.services.threads import delete_thread
 from runyard.settings import Settings
 from runyard.worker.finalize import Outcome, ThreadSnapshot, finalize_run
+from tests.support.databases import fresh_database
 from tests.support.rows import run_row, thread_row
 from tests.support.server import TEST_CONFIG
 
@@ -187,3 +188,63 @@ async def test_a_create_that_may_make_its_thread_makes_it_again_when_it_was_just
     assert run["thread_id"] == thread_id
     async with rt.autocommit() as session:
         assert await threads_db.get_thread(session, thread_id) is not None
+
+
+@pytest.fixture
+async def pg_runtime(tmp_path: Path) -> AsyncIterator[Runtime]:
+    """One instance on PostgreSQL (no Redis: the race is in the database alone)."""
+    with fresh_database("runyard_interleave") as url:
+        rt = Runtime(
+            Settings(
+                RUNYARD_CONFIG=TEST_CONFIG,
+                RUNYARD_DATA_DIR=tmp_path / "data",
+                DATABASE_URL=url,
+                WORKER_DRAIN_TIMEOUT=1,
+            )
+        )
+        await rt.start()
+        try:
+            yield rt
+        finally:
+            await rt.stop()
+
+
+async def test_a_create_that_may_make_its_thread_outlasts_deletes_and_re_creates(
+    pg_runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`if_not_exists="create"` while other clients delete the thread and create it again,
+    twice over, between each of the create's statements (PostgreSQL, where those clients
+    need not wait for the create's transaction): the run is made on the thread, never 404."""
+    rt = pg_runtime
+    thread_id = str(uuid.uuid4())
+    async with rt.sessions() as session, session.begin():
+        await threads_db.insert_thread(session, thread_row(thread_id))
+    lock_thread, insert_thread = runs_db.lock_thread_for_new_run, threads_db.insert_thread
+    # Each of the create's reads finds the thread just deleted, and each of its inserts finds
+    # it just created again by another client: two rounds, then the thread is left alone.
+    rounds = {"deletes": 2, "creates": 2}
+
+    async def deleted_just_before(session: Any, thread: str) -> Any:
+        if rounds["deletes"]:
+            rounds["deletes"] -= 1
+            async with rt.autocommit() as other:
+                await threads_db.delete_thread(other, thread)
+        return await lock_thread(session, thread)
+
+    async def created_just_before(session: Any, row: dict[str, Any]) -> Any:
+        if rounds["creates"] and rounds["deletes"] < 2:
+            rounds["creates"] -= 1
+            async with rt.autocommit() as other:
+                await insert_thread(other, thread_row(row["thread_id"]))
+        return await insert_thread(session, row)
+
+    monkeypatch.setattr(runs_db, "lock_thread_for_new_run", deleted_just_before)
+    monkeypatch.setattr(threads_db, "insert_thread", created_just_before)
+    body = RunCreate(assistant_id="slow", input={"seconds": 0}, if_not_exists="create")
+    run = await runs_service.create_run(rt, thread_id, body)
+    monkeypatch.undo()
+    assert run["thread_id"] == thread_id
+    assert rounds == {"deletes": 0, "creates": 0}
+    async with rt.autocommit() as session:
+        assert await threads_db.get_thread(session, thread_id) is not None
+        assert await runs_db.get_run(session, run["run_id"]) is not None
