@@ -37,8 +37,9 @@ ending a run) pushes the thread's next due run: its oldest pending run by start 
 
 Ending a run (after its terminal status is committed) is one path for finalize, the
 reaper and cancel, `end`: last events and the completion signal, the next run's dispatch,
-the webhook, the removal of a stateless run's temporary thread (runyard/run_endings.py,
-which the lifecycle builds and owns).
+the webhook's first attempt, the removal of a stateless run's temporary thread
+(runyard/run_endings.py, which the lifecycle builds and owns). The webhook's delivery itself
+is written by the transaction that ends the run, so it is owed from that commit.
 """
 
 from __future__ import annotations
@@ -72,6 +73,8 @@ T = TypeVar("T")
 # How many times a transition that lost to a concurrent one (deadlock) is run again.
 CONTENTION_RETRIES = 5
 _ACTIVE = {status.value for status in ACTIVE_RUN_STATUSES}
+# What the reaper ends a run as (cancelled while its worker was lost; out of retries).
+_ENDED_BY_REAPER = {RunStatus.INTERRUPTED.value, RunStatus.ERROR.value}
 
 
 @dataclass
@@ -188,6 +191,7 @@ class RunLifecycle:
                 else:
                     gone = await runs_db.interrupt_pending_run(session, run_id)
                 if gone:
+                    await self._endings.owe_webhook(session, dict(run), RunStatus.INTERRUPTED)
                     effects.ended.append(dict(run))
                     continue
             # Running (or claimed since it was read): its executor stops it.
@@ -227,10 +231,18 @@ class RunLifecycle:
         its own end recorded: that is done, and the run is ended (its events published).
         """
         run_id = str(run["run_id"])
-        finished: runs_db.Finished | None = await self.atomic(
-            lambda s: runs_db.finish_run_with_state(
-                s, run_id, attempt, status, output, error, state
+
+        async def work(session: AsyncConnection) -> runs_db.Finished:
+            done = await runs_db.finish_run_with_state(
+                session, run_id, attempt, status, output, error, state
             )
+            if done.held:
+                await self._endings.owe_webhook(session, run, status, error, state.values)
+            return done
+
+        # With a webhook, its delivery is written in the same transaction as the end.
+        finished: runs_db.Finished | None = await (
+            self.transaction(work) if run.get("webhook") else self.atomic(work)
         )
         assert finished is not None
         if not finished.held:
@@ -253,13 +265,16 @@ class RunLifecycle:
                 await threads_db.set_state_fields(
                     session, state, busy_if_pending=True, ending_run=run_id
                 )
-        await self.end(
-            run, status, error=error, attempt=attempt, values=state.values, finished=finished
-        )
+        await self.end(run, status, error=error, attempt=attempt, finished=finished)
         return True
 
     async def finish_rolled_back(
-        self, run: Mapping[str, Any], attempt: int, status: RunStatus, state: threads_db.ThreadState
+        self,
+        run: Mapping[str, Any],
+        attempt: int,
+        status: RunStatus,
+        state: threads_db.ThreadState,
+        error: Any = None,
     ) -> bool:
         """Record a rolled-back run's end: the row goes, the thread gets `state`."""
         run_id = str(run["run_id"])
@@ -271,6 +286,7 @@ class RunLifecycle:
             await threads_db.set_state_fields(
                 session, state, busy_if_pending=True, ending_run=run_id
             )
+            await self._endings.owe_webhook(session, run, status, error, state.values)
             return True
 
         return await self.transaction(work, str(run["thread_id"]))
@@ -302,6 +318,7 @@ class RunLifecycle:
                 gone = await runs_db.interrupt_pending_run(session, run_id)
             if gone:
                 await threads_db.settle_status(session, thread_id, "idle")
+                await self._endings.owe_webhook(session, run, RunStatus.INTERRUPTED)
                 return "ended"
             if await runs_db.request_cancel(session, run_id, action):
                 return "flagged"
@@ -364,9 +381,20 @@ class RunLifecycle:
     ) -> list[dict[str, Any]]:
         """Runs whose lease expired go back to pending (pushed when `push`), or end
         (cancelled, or out of retries); returns them (see `runs_db.requeue_expired`)."""
-        recovered = await self.transaction(
-            lambda s: runs_db.requeue_expired(s, max_attempts, every_lease)
-        )
+
+        async def work(session: AsyncConnection) -> list[dict[str, Any]]:
+            rows = [
+                dict(row)
+                for row in await runs_db.requeue_expired(session, max_attempts, every_lease)
+            ]
+            for row in rows:
+                if row["status"] in _ENDED_BY_REAPER:
+                    error = row["error"] if row["status"] == "error" else None
+                    status = RunStatus(row["status"])
+                    await self._endings.owe_webhook(session, row, status, error)
+            return rows
+
+        recovered = await self.transaction(work)
         for row in recovered:
             log.warning("run_lease_expired run_id=%s now=%s", row["run_id"], row["status"])
             self._metrics.runs_reaped.labels(row["status"]).inc()
@@ -374,11 +402,11 @@ class RunLifecycle:
                 if push:
                     await self._queue.push(row["run_id"])
             elif row["status"] == "interrupted":
-                await self._end_cancelled(dict(row))
+                await self._end_cancelled(row)
             elif row["status"] == "error":
                 # The same reason the run row records, so streams and /join agree.
-                await self.end(dict(row), RunStatus.ERROR, error=row["error"])
-        return [dict(row) for row in recovered]
+                await self.end(row, RunStatus.ERROR, error=row["error"])
+        return recovered
 
     async def _end_cancelled(self, row: dict[str, Any]) -> None:
         if row["cancel_action"] == "rollback":

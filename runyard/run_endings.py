@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from runyard.db import runs as runs_db
 from runyard.db import threads as threads_db
@@ -34,15 +35,19 @@ from runyard.streaming.broker import EventBroker
 
 log = logging.getLogger("runyard.lifecycle")
 
-# `values` not given: the webhook reads the thread's values from its row.
+# `values` not given: the webhook's payload reads the thread's values from its row.
 UNREAD: Any = object()
 
 
 class WebhookSink(Protocol):
     """Where a finished run's webhook goes (runyard/worker/webhooks.py sends it)."""
 
-    async def send(self, url: str, payload: dict[str, Any]) -> None:
-        """Record one POST of `payload` to `url` as owed (delivered in the background)."""
+    async def record(self, session: AsyncConnection, url: str, payload: dict[str, Any]) -> None:
+        """In the run's ending transaction: one POST of `payload` to `url` is owed."""
+        ...
+
+    def start(self, run_id: str) -> None:
+        """Once that transaction committed: deliver what it recorded, in the background."""
         ...
 
 
@@ -75,14 +80,13 @@ class RunEndings:
         *,
         error: dict[str, Any] | None = None,
         attempt: int | None = None,
-        values: Any = UNREAD,
         finished: runs_db.Finished | None = None,
     ) -> None:
         """Everything that follows the committed end of `run` (a run row) with `status`.
 
-        `attempt` fences the last events (the attempt that ended the run itself); `values`
-        is the thread's state for the webhook (read from the thread row when not given);
-        `finished`, when the finish statement already read the thread's next run.
+        `attempt` fences the last events (the attempt that ended the run itself);
+        `finished`, when the finish statement already read the thread's next run. The
+        webhook was recorded by the ending transaction (`owe_webhook`).
         """
         run_id, thread_id = str(run["run_id"]), str(run["thread_id"])
         log.info("run_finished run_id=%s attempt=%s status=%s", run_id, attempt, status)
@@ -101,9 +105,8 @@ class RunEndings:
             dispatch = self.dispatch_next(thread_id, finished)
             await self.quietly(dispatch, "run_dispatch_failed", run_id)
         if run.get("webhook"):
-            await self.quietly(
-                self._send_webhook(run, status, error, values), "webhook_not_sent", run_id
-            )
+            # Recorded with the end itself (`owe_webhook`): its first attempt starts here.
+            self._webhooks.start(run_id)
         if deleting:
             await self.quietly(
                 self.delete_temporary_thread(thread_id), "temporary_thread_not_deleted", run_id
@@ -149,17 +152,25 @@ class RunEndings:
         if upcoming is not None:
             await self._queue.push(upcoming["run_id"], _delay(upcoming["scheduled_at"], now))
 
-    async def _send_webhook(
-        self, run: Mapping[str, Any], status: RunStatus, error: Any, values: Any
+    async def owe_webhook(
+        self,
+        session: AsyncConnection,
+        run: Mapping[str, Any],
+        status: RunStatus,
+        error: Any = None,
+        values: Any = UNREAD,
     ) -> None:
+        """In the transaction that ends `run`: its webhook's delivery is owed from that
+        commit (`values`, the thread's state, read from its row when not given)."""
+        if not run.get("webhook"):
+            return
         if values is UNREAD:
-            async with self._autocommit() as session:
-                thread = await threads_db.get_thread(session, str(run["thread_id"]))
+            thread = await threads_db.get_thread(session, str(run["thread_id"]))
             values = thread["values"] if thread is not None else None
         payload = {**_public(run), "status": status.value, "values": values}
         if error is not None:
             payload["error"] = error
-        await self._webhooks.send(str(run["webhook"]), payload)
+        await self._webhooks.record(session, str(run["webhook"]), payload)
 
     async def quietly(self, step: Awaitable[Any], event: str, run_id: str) -> None:
         """A step after the commit: its failure is logged, never raised."""

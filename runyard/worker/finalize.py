@@ -75,12 +75,13 @@ async def finalize_run(
         if snapshot is None:
             return False
         state = _thread_state(thread_id, outcome, snapshot)
-        if not await runtime.lifecycle.finish_rolled_back(run, attempt, outcome.status, state):
+        ended = await runtime.lifecycle.finish_rolled_back(
+            run, attempt, outcome.status, state, outcome.error
+        )
+        if not ended:
             log.warning("run_finalize_refused run_id=%s attempt=%s", run["run_id"], attempt)
             return False
-        await runtime.lifecycle.end(
-            run, outcome.status, error=outcome.error, attempt=attempt, values=snapshot.values
-        )
+        await runtime.lifecycle.end(run, outcome.status, error=outcome.error, attempt=attempt)
         return True
     snapshot = outcome.snapshot or await read_thread_snapshot(
         runtime, run["kwargs"]["graph_id"], thread_id, outcome.graph

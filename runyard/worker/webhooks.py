@@ -1,8 +1,9 @@
 """Delivers finished runs to their webhook URLs, durably, never blocking a run's end.
 
-A delivery owed is written to the outbox (`webhook_deliveries`) when the run ends, claimed
-for its first attempt by the instance that ended the run; any instance's outbox loop
-claims the others (a retry that is due, or an attempt whose instance died) with a lease.
+A delivery owed is written to the outbox (`webhook_deliveries`) in the transaction that ends
+the run, claimed for its first attempt (made once that commits) by the instance that ended
+it; any instance's outbox loop claims the others (a retry that is due, or an attempt whose
+instance died, even before its first attempt) with a lease.
 Each attempt goes through the URL policy at send time, connected to the checked address
 (runyard/outbound/transport.py); redirects are not followed; static headers from
 `webhooks.headers` are added; with a signing secret each attempt is signed as Standard
@@ -22,6 +23,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import httpx
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from runyard.db import webhooks as webhooks_db
 from runyard.db.engine import Sessions
@@ -40,6 +42,8 @@ CLAIM_BATCH = 50
 # Ended deliveries (their outcome) are kept this long, and looked for this often.
 KEEP_ENDED_SECONDS = 7 * 24 * 3600.0
 PRUNE_INTERVAL_SECONDS = 3600.0
+# How long a recorded delivery waits here for its transaction's commit (then the outbox has it).
+OWED_KEPT = 300.0
 
 
 @dataclass(frozen=True)
@@ -100,25 +104,45 @@ class WebhookSender:
         )
         self._tasks: set[asyncio.Task[Any]] = set()
         self._wake = asyncio.Event()
+        # Deliveries recorded by a run's ending transaction, until `start` after its commit.
+        self._owed: dict[str, tuple[float, dict[str, Any]]] = {}
 
-    async def send(self, url: str, payload: dict[str, Any]) -> None:
-        """Record the delivery owed for a finished run and start its first attempt here
-        (nothing when `http.disable_webhooks` is set)."""
-        run_id = str(payload.get("run_id"))
+    async def record(self, session: AsyncConnection, url: str, payload: dict[str, Any]) -> None:
+        """In the transaction that ends a run: the delivery owed, claimed by this instance for
+        its first attempt, which `start` makes once that transaction committed. An instance
+        that dies in between leaves it to whoever claims it when its lease expires."""
         if not self._options.enabled:
-            log.info("webhook_skipped run_id=%s reason=disabled", run_id)
             return
-        if self._sessions is None:
-            self._spawn(self.deliver(url, payload), run_id)
-            return
+        run_id = str(payload.get("run_id"))
+        now = time.monotonic()
+        # A transaction that recorded and then failed leaves its entry here: let it go.
+        for stale in [key for key, (at, _row) in self._owed.items() if now - at > OWED_KEPT]:
+            del self._owed[stale]
         delivery_id = f"msg_{run_id}"
-        async with self._sessions() as session:
+        row = {"delivery_id": delivery_id, "run_id": run_id, "url": url, "payload": payload}
+        if self._sessions is not None:
             fresh = await webhooks_db.insert_claimed(
                 session, delivery_id, run_id, url, payload, self._owner, self._lease
             )
-        if fresh:
-            row = {"delivery_id": delivery_id, "run_id": run_id, "url": url}
-            self._spawn(self._attempt_claimed({**row, "payload": payload, "attempts": 1}), run_id)
+            if not fresh:  # recorded by an earlier end of the same run
+                self._owed.pop(run_id, None)
+                return
+        self._owed[run_id] = (now, {**row, "attempts": 1})
+
+    def start(self, run_id: str) -> None:
+        """Once the run's end committed: the first attempt of the delivery `record` wrote
+        (nothing when `http.disable_webhooks` is set, or another end recorded it)."""
+        if not self._options.enabled:
+            log.info("webhook_skipped run_id=%s reason=disabled", run_id)
+            return
+        owed = self._owed.pop(run_id, None)
+        if owed is None:
+            return
+        row = owed[1]
+        if self._sessions is None:
+            self._spawn(self.deliver(row["url"], row["payload"]), run_id)
+        else:
+            self._spawn(self._attempt_claimed(row), run_id)
 
     async def run_forever(self, stop: asyncio.Event) -> None:
         """The outbox loop: claim due deliveries (retries, and those of lost instances)."""

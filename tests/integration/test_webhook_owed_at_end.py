@@ -1,0 +1,144 @@
+"""A run's webhook is owed from the moment its end is committed: the delivery is written in
+the transaction that ends the run, so an instance that dies right after that commit (before
+anything that follows it) leaves the delivery in the outbox for another to make.
+
+The hook replaces everything after the commit (`RunEndings.end`: last events, dispatch,
+webhook) with nothing, as a SIGKILL there would; the test then reads the outbox table. For a
+run that finishes, a pending run a strategy interrupts, and a pending run cancelled;
+on SQLite and on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runyard.db import runs as runs_db
+from runyard.db import webhooks as webhooks_db
+from runyard.run_endings import RunEndings
+from runyard.runtime import Runtime
+from runyard.schemas.runs import RunCreate
+from runyard.services import runs as runs_service
+from runyard.settings import Settings
+from runyard.worker.webhooks import WebhookSender
+from tests.support.databases import fresh_database
+from tests.support.server import TEST_CONFIG
+
+pytestmark = pytest.mark.timeout(60)
+
+# Never contacted: this instance's outbox loop is held off too.
+HOOK = "https://93.184.216.34/runyard"
+ENDED = {"success", "error", "interrupted", "timeout"}
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def runtime(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Runtime]:
+    async def died_after_the_commit(self: RunEndings, run: Any, *args: Any, **how: Any) -> None:
+        """The instance is gone: nothing after the end's commit happens."""
+
+    async def no_outbox_loop(self: WebhookSender, stop: asyncio.Event) -> None:
+        """Nor does this instance's outbox loop: another instance's would make the delivery."""
+
+    monkeypatch.setattr(RunEndings, "end", died_after_the_commit)
+    monkeypatch.setattr(WebhookSender, "run_forever", no_outbox_loop)
+    env: dict[str, Any] = {
+        "RUNYARD_CONFIG": TEST_CONFIG,
+        "RUNYARD_DATA_DIR": tmp_path / "data",
+        "WORKER_DRAIN_TIMEOUT": 1,
+    }
+    if request.param == "sqlite":
+        rt = Runtime(Settings(**env))
+        await rt.start()
+        try:
+            yield rt
+        finally:
+            await rt.stop()
+        return
+    with fresh_database("runyard_webhook_owed") as url:
+        rt = Runtime(Settings(**env, DATABASE_URL=url))
+        await rt.start()
+        try:
+            yield rt
+        finally:
+            await rt.stop()
+
+
+async def _owed(rt: Runtime, run_id: str) -> dict[str, Any] | None:
+    async with rt.autocommit() as session:
+        return await webhooks_db.get_delivery(session, f"msg_{run_id}")
+
+
+async def _until_owed(rt: Runtime, run_id: str) -> dict[str, Any]:
+    """The delivery owed for `run_id`, once its run has ended."""
+    for _ in range(400):
+        delivery = await _owed(rt, run_id)
+        if delivery is not None or await _status(rt, run_id) in ENDED:
+            break
+        await asyncio.sleep(0.05)
+    delivery = await _owed(rt, run_id)
+    assert delivery is not None, f"run {run_id} ended {await _status(rt, run_id)}, nothing owed"
+    return delivery
+
+
+async def _status(rt: Runtime, run_id: str) -> str | None:
+    async with rt.autocommit() as session:
+        run = await runs_db.get_run(session, run_id)
+    return None if run is None else str(run["status"])
+
+
+async def test_a_finished_runs_webhook_is_owed_when_its_end_commits(runtime: Runtime) -> None:
+    rt = runtime
+    body = RunCreate(assistant_id="slow", input={"seconds": 0}, webhook=HOOK)
+    run = await runs_service.create_run(rt, None, body)
+    run_id = str(run["run_id"])
+    delivery = await _until_owed(rt, run_id)
+    assert delivery["url"] == HOOK and delivery["status"] == "pending"
+    assert delivery["payload"]["status"] == "success"
+    assert delivery["payload"]["values"]["steps"] == ["first", "second"]
+
+
+async def test_a_cancelled_pending_runs_webhook_is_owed_when_its_end_commits(
+    runtime: Runtime,
+) -> None:
+    rt = runtime
+    thread_id = str(uuid.uuid4())
+    body = RunCreate(
+        assistant_id="slow",
+        input={"seconds": 0},
+        webhook=HOOK,
+        after_seconds=600,
+        if_not_exists="create",
+    )
+    run = await runs_service.create_run(rt, thread_id, body)
+    run_id = str(run["run_id"])
+    assert await _owed(rt, run_id) is None  # pending: nothing owed yet
+    await runs_service.cancel_run(rt, thread_id, run_id, action="interrupt")
+    assert await _status(rt, run_id) == "interrupted"
+    delivery = await _until_owed(rt, run_id)
+    assert delivery["payload"]["status"] == "interrupted"
+
+
+async def test_a_pending_run_a_strategy_interrupts_owes_its_webhook(runtime: Runtime) -> None:
+    rt = runtime
+    thread_id = str(uuid.uuid4())
+    first = RunCreate(
+        assistant_id="slow",
+        input={"seconds": 0},
+        webhook=HOOK,
+        after_seconds=600,
+        if_not_exists="create",
+    )
+    pending = await runs_service.create_run(rt, thread_id, first)
+    second = RunCreate(assistant_id="slow", input={"seconds": 0}, multitask_strategy="interrupt")
+    await runs_service.create_run(rt, thread_id, second)
+    run_id = str(pending["run_id"])
+    assert await _status(rt, run_id) == "interrupted"
+    delivery = await _until_owed(rt, run_id)
+    assert delivery["payload"]["status"] == "interrupted"
