@@ -93,6 +93,22 @@ async def _status(rt: Runtime, run_id: str) -> str | None:
     return None if run is None else str(run["status"])
 
 
+async def _pending_run_with_a_webhook(rt: Runtime) -> tuple[str, str]:
+    """A new thread's run due in ten minutes, with a webhook: its thread and run ids."""
+    thread_id = str(uuid.uuid4())
+    body = RunCreate(
+        assistant_id="slow",
+        input={"seconds": 0},
+        webhook=HOOK,
+        after_seconds=600,
+        if_not_exists="create",
+    )
+    run = await runs_service.create_run(rt, thread_id, body)
+    run_id = str(run["run_id"])
+    assert await _owed(rt, run_id) is None  # pending: nothing owed yet
+    return thread_id, run_id
+
+
 async def test_a_finished_runs_webhook_is_owed_when_its_end_commits(runtime: Runtime) -> None:
     rt = runtime
     body = RunCreate(assistant_id="slow", input={"seconds": 0}, webhook=HOOK)
@@ -108,17 +124,7 @@ async def test_a_cancelled_pending_runs_webhook_is_owed_when_its_end_commits(
     runtime: Runtime,
 ) -> None:
     rt = runtime
-    thread_id = str(uuid.uuid4())
-    body = RunCreate(
-        assistant_id="slow",
-        input={"seconds": 0},
-        webhook=HOOK,
-        after_seconds=600,
-        if_not_exists="create",
-    )
-    run = await runs_service.create_run(rt, thread_id, body)
-    run_id = str(run["run_id"])
-    assert await _owed(rt, run_id) is None  # pending: nothing owed yet
+    thread_id, run_id = await _pending_run_with_a_webhook(rt)
     await runs_service.cancel_run(rt, thread_id, run_id, action="interrupt")
     assert await _status(rt, run_id) == "interrupted"
     delivery = await _until_owed(rt, run_id)
@@ -127,18 +133,9 @@ async def test_a_cancelled_pending_runs_webhook_is_owed_when_its_end_commits(
 
 async def test_a_pending_run_a_strategy_interrupts_owes_its_webhook(runtime: Runtime) -> None:
     rt = runtime
-    thread_id = str(uuid.uuid4())
-    first = RunCreate(
-        assistant_id="slow",
-        input={"seconds": 0},
-        webhook=HOOK,
-        after_seconds=600,
-        if_not_exists="create",
-    )
-    pending = await runs_service.create_run(rt, thread_id, first)
+    thread_id, run_id = await _pending_run_with_a_webhook(rt)
     second = RunCreate(assistant_id="slow", input={"seconds": 0}, multitask_strategy="interrupt")
     await runs_service.create_run(rt, thread_id, second)
-    run_id = str(pending["run_id"])
     assert await _status(rt, run_id) == "interrupted"
     delivery = await _until_owed(rt, run_id)
     assert delivery["payload"]["status"] == "interrupted"
