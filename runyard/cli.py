@@ -1,4 +1,5 @@
-"""The `runyard` command: dev, serve, migrate, build-ui, dockerfile, build, up, down."""
+"""The `runyard` command: dev, serve, migrate, build-ui, dockerfile, build, up, down,
+base-images."""
 
 from __future__ import annotations
 
@@ -110,6 +111,15 @@ def _parser() -> argparse.ArgumentParser:
         "-v", "--volumes", action="store_true", help="also remove the database and Redis data"
     )
     down.set_defaults(handler=_down)
+
+    base_images = _command(
+        sub,
+        "base-images",
+        "build the base, PostgreSQL, Redis and nginx images from Debian packages "
+        "(debootstrap, as root), for `runyard up` with no image registry",
+    )
+    _add_base_images_options(base_images)
+    base_images.set_defaults(handler=_base_images)
     return parser
 
 
@@ -152,6 +162,30 @@ def _add_up_options(up: argparse.ArgumentParser) -> None:
         type=float,
         default=300.0,
         help="seconds to wait for every instance to answer through nginx (300)",
+    )
+
+
+def _add_base_images_options(parser: argparse.ArgumentParser) -> None:
+    from runyard.deploy.debian import DEFAULT_CACHE
+
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        default=DEFAULT_CACHE,
+        help=f"where the base's root filesystem is kept between runs (default {DEFAULT_CACHE})",
+    )
+    parser.add_argument(
+        "--mirror", default=None, help="Debian mirror (default: the one apt uses here)"
+    )
+    parser.add_argument(
+        "--ca-certificates",
+        type=Path,
+        default=None,
+        help="a CA bundle for the images and pip to trust (e.g. this machine's "
+        "/etc/ssl/certs/ca-certificates.crt, behind a TLS-inspecting proxy)",
+    )
+    parser.add_argument(
+        "--base-only", action="store_true", help="only the base image (for `runyard build`)"
     )
 
 
@@ -522,6 +556,19 @@ def _down(args: argparse.Namespace) -> None:
             "the next `runyard up` finds them, `runyard down --volumes` removes them",
             flush=True,
         )
+
+
+def _base_images(args: argparse.Namespace) -> None:
+    from runyard.deploy.debian import build_debian_images
+
+    images = build_debian_images(
+        cache=args.cache.resolve(),
+        mirror=args.mirror,
+        ca_certificates=args.ca_certificates,
+        base_only=args.base_only,
+    )
+    command = "build" if args.base_only else "up"
+    print(f"runyard: built; use them with: runyard {command} {' '.join(images.up_flags())}")
 
 
 def _config_flag(args: argparse.Namespace) -> str:

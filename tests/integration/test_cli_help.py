@@ -9,9 +9,20 @@ import sys
 import pytest
 
 from runyard import __version__
+from runyard.deploy.debian import DebianImages
 from tests.support.server import ROOT
 
-COMMANDS = ("dev", "serve", "migrate", "build-ui", "dockerfile", "build", "up", "down")
+COMMANDS = (
+    "dev",
+    "serve",
+    "migrate",
+    "build-ui",
+    "dockerfile",
+    "build",
+    "up",
+    "down",
+    "base-images",
+)
 CONFIG_COMMANDS = ("dev", "serve", "build-ui", "dockerfile", "build", "up", "down")
 
 
@@ -72,3 +83,13 @@ def test_readme_command_table_lists_every_flag(command: str) -> None:
     row = readme_row(command)
     missing = sorted(flag for flag in flags if flag not in row)
     assert not missing, f"README's row for runyard {command} lacks {missing}"
+
+
+def test_base_images_prints_flags_that_up_and_build_take() -> None:
+    def flags_of(command: str) -> set[str]:
+        return set(re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", help_of(command)))
+
+    every = DebianImages("base", {"postgres": "p", "redis": "r", "nginx": "n"}).up_flags()
+    assert {flag for flag in every if flag.startswith("--")} <= flags_of("up")
+    base_only = DebianImages("base", {}).up_flags()
+    assert {flag for flag in base_only if flag.startswith("--")} <= flags_of("build")

@@ -1,7 +1,8 @@
 """`runyard build` of a user's project, run as two containers behind nginx, driven by the SDK.
 
-Everything is real: a private dockerd (no bridge, host networking only), an image built from
-a debootstrapped Debian base (no registry is reachable), the machine's PostgreSQL (a
+Everything is real: a private dockerd (no bridge, host networking only), an image built on
+the debootstrapped Debian base of `runyard base-images --base-only` (no registry is
+reachable), the machine's PostgreSQL (a
 throwaway database) and Redis (a key prefix of its own), Debian's nginx on loopback.
 """
 
@@ -28,7 +29,7 @@ from tests.support.docker import (
     DockerDaemon,
     DockerUnavailable,
     cached_data_root,
-    import_base_image,
+    debian_images,
 )
 from tests.support.redis_keys import delete_keys
 from tests.support.runs import wait_for_end, wait_for_values
@@ -56,14 +57,11 @@ class Deployment:
 
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DockerDaemon]:
-    """A private dockerd with the base image imported, or a skip that says why not."""
+    """A private dockerd, or a skip that says why not."""
     with cached_data_root() as data_root:
         started = DockerDaemon(tmp_path_factory.mktemp("dockerd"), data_root=data_root)
         try:
             started.start()
-            began = time.monotonic()
-            import_base_image(started)
-            print(f"\nbase image ready in {time.monotonic() - began:.1f}s")
         except DockerUnavailable as exc:
             started.stop()
             print(f"\nSKIPPED the project image test: {exc}")
@@ -75,13 +73,29 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DockerDaemon]:
 
 
 @pytest.fixture(scope="module")
-def image(daemon: DockerDaemon, tmp_path_factory: pytest.TempPathFactory) -> str:
+def base_image_flags(daemon: DockerDaemon) -> list[str]:
+    """The `runyard build` flags of the base image `runyard base-images --base-only` made,
+    as the README's offline recipe says, or a skip that says why it could not."""
+    began = time.monotonic()
+    try:
+        flags = debian_images(daemon, base_only=True)
+    except DockerUnavailable as exc:
+        print(f"\nSKIPPED the project image test: {exc}")
+        pytest.skip(f"the project image test needs a base image: {exc}")
+    print(f"\nbase image ready in {time.monotonic() - began:.1f}s")
+    return flags
+
+
+@pytest.fixture(scope="module")
+def image(
+    daemon: DockerDaemon, base_image_flags: list[str], tmp_path_factory: pytest.TempPathFactory
+) -> str:
     """The project's image, built by `runyard build` as a user runs it."""
     workdir = tmp_path_factory.mktemp("build")
     env = {**os.environ, "DOCKER_HOST": f"unix://{daemon.socket}"}
     env["PATH"] = f"{Path(daemon.client).parent}:{env.get('PATH', '')}"
     command = [sys.executable, "-m", "runyard.cli", "build", "--config", str(PROJECT)]
-    command += ["--base-image", "runyard-test-base:bookworm", "--tag", TAG]
+    command += [*base_image_flags, "--tag", TAG]
     began = time.monotonic()
     result = subprocess.run(
         command, cwd=workdir, env=env, capture_output=True, timeout=900, check=False

@@ -2,9 +2,10 @@
 driven through nginx with the SDK, then `runyard down`.
 
 Everything is real: a private dockerd (no bridge, host networking only), Debian's
-docker-compose, the project's image built by `runyard up` from a debootstrapped base, and
-PostgreSQL, Redis and nginx images built from the same base with Debian's packages (no
-registry is reachable); they stay in the cached daemon data root, so later runs are warm.
+docker-compose, and the images of the README's offline recipe: `runyard base-images` makes
+a debootstrapped base and PostgreSQL, Redis and nginx images from Debian's packages (no
+registry is reachable), and `runyard up` builds the project's image on that base; they stay
+in the cached daemon data root, so later runs are warm.
 """
 
 from __future__ import annotations
@@ -28,9 +29,8 @@ from runyard.deploy.stack import project_name
 from tests.support.docker import (
     DockerDaemon,
     DockerUnavailable,
-    build_service_images,
     cached_data_root,
-    import_base_image,
+    debian_images,
 )
 from tests.support.runs import wait_for_end, wait_for_values
 from tests.support.server import ROOT, free_port
@@ -83,8 +83,10 @@ class Up:
 @pytest.fixture(scope="module")
 def daemon(
     tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[tuple[DockerDaemon, dict[str, str]]]:
-    """A private dockerd with the base and service images, or a skip that says why not."""
+) -> Iterator[tuple[DockerDaemon, list[str]]]:
+    """A private dockerd with the base and service images `runyard base-images` made (the
+    README's offline recipe) and the `runyard up` flags that use them, or a skip that says
+    why not."""
     if shutil.which("docker-compose") is None:
         pytest.skip("docker-compose is not installed (apt-get install docker-compose)")
     # Another test run's daemon may hold the cached data root: wait for it rather than
@@ -94,21 +96,20 @@ def daemon(
         try:
             started.start()
             began = time.monotonic()
-            base = import_base_image(started)
-            images = build_service_images(started, base)
+            images = debian_images(started)
             print(f"\nbase and service images ready in {time.monotonic() - began:.1f}s")
         except DockerUnavailable as exc:
             started.stop()
             pytest.skip(f"`runyard up` needs a container engine: {exc}")
         try:
-            yield started, {**images, "base": base}
+            yield started, images
         finally:
             started.stop()
 
 
 @pytest.fixture(scope="module")
 def up(
-    daemon: tuple[DockerDaemon, dict[str, str]], tmp_path_factory: pytest.TempPathFactory
+    daemon: tuple[DockerDaemon, list[str]], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Up]:
     """`runyard up --network host --instances 3` of a copy of the template project."""
     docker, images = daemon
@@ -129,14 +130,7 @@ def up(
         str(free_port()),
         "--redis-port",
         str(free_port()),
-        "--postgres-image",
-        images["postgres"],
-        "--redis-image",
-        images["redis"],
-        "--nginx-image",
-        images["nginx"],
-        "--base-image",
-        images["base"],
+        *images,
         "--tag",
         TAG,
     ]
