@@ -1,5 +1,6 @@
-"""`runyard up --network host --instances 3` of a project shaped like LangGraph's templates,
-driven through nginx with the SDK, then `runyard down`.
+"""`runyard up --network host --instances 3` of a project shaped like LangGraph's templates
+(no `.env`, though langgraph.json names one), driven through nginx with the SDK, then
+`runyard down`.
 
 Everything is real: a private dockerd (no bridge, host networking only), Debian's
 docker-compose, and the images of the README's offline recipe: `runyard base-images` makes
@@ -111,11 +112,12 @@ def daemon(
 def up(
     daemon: tuple[DockerDaemon, list[str]], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Up]:
-    """`runyard up --network host --instances 3` of a copy of the template project."""
+    """`runyard up --network host --instances 3` of a copy of the template project, with no
+    `.env` (LangGraph's templates ship none, though their langgraph.json names one)."""
     docker, images = daemon
     project = tmp_path_factory.mktemp("projects") / "template"
     shutil.copytree(TEMPLATE, project)
-    shutil.copyfile(project / ".env.example", project / ".env")  # as the template says
+    assert not (project / ".env").exists()
     port = consecutive_free_ports(4)
     env = {**os.environ, "DOCKER_HOST": f"unix://{docker.socket}"}
     env["PATH"] = f"{Path(docker.client).parent}:{env.get('PATH', '')}"
@@ -144,6 +146,9 @@ def up(
     print(f"\nrunyard up took {time.monotonic() - began:.1f}s ({steps[0]} cached build steps):")
     print("".join(line for line in output.splitlines(True) if "] runyard: " in line))
     assert f"3 instance(s) answer through nginx on {deployment.url}" in output
+    # Started without the missing env file, saying so, never with Compose's error.
+    assert f'{(project / ".env").resolve()} ("env" in langgraph.json) does not exist' in output
+    assert "Couldn't find env file" not in output
     try:
         yield deployment
     finally:
@@ -182,7 +187,7 @@ async def client(up: Up) -> AsyncIterator[LangGraphClient]:
 async def test_runyard_up_serves_a_template_project_through_nginx(
     client: LangGraphClient, up: Up
 ) -> None:
-    # A streamed run: every step, then the greeting from the project's .env.
+    # A streamed run: every step, then the greeting, empty: there is no .env yet.
     thread_id = (await client.threads.create())["thread_id"]
     parts = [
         part
@@ -192,7 +197,7 @@ async def test_runyard_up_serves_a_template_project_through_nginx(
     ]
     updates = [part.data for part in parts if part.event == "updates"]
     assert [next(iter(u)) for u in updates] == ["step"] * 3 + ["finish"]
-    assert updates[-1] == {"finish": {"greeting": "hello"}}
+    assert updates[-1] == {"finish": {"greeting": ""}}
 
     # /wait stops at the interrupt; resuming it with a command finishes it.
     thread_id = (await client.threads.create())["thread_id"]
@@ -221,7 +226,10 @@ async def test_runyard_up_serves_a_template_project_through_nginx(
     exited = up.daemon.run("inspect", "-f", "{{.State.ExitCode}}", container)
     assert exited.stdout.decode().strip() == "0"
 
-    # An instance that cannot start: `up` fails naming it, with its last log lines.
+    # The user adds the .env the template names, with a setting an instance cannot start
+    # with: the next `up` hands it to the instances, and fails naming them, with their last
+    # log lines.
+    shutil.copyfile(up.project / ".env.example", up.project / ".env")
     with (up.project / ".env").open("a") as env:
         env.write("LEASE_DURATION_SECONDS=not-a-number\n")
     failed = up.runyard("up", *up.options, "--no-build", "--wait-timeout", "300")
