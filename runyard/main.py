@@ -140,13 +140,9 @@ def _lifespan(
         try:
             if failure is not None:
                 raise failure
-            try:
-                await runtime.start()
-            except BaseException:
-                # What started before the failure (connections, their threads) is stopped,
-                # so the process exits at once instead of waiting on them.
-                await runtime.stop()
-                raise
+            # A failed start unwinds what it started (connections, their threads, loops),
+            # so the process exits at once instead of waiting on them.
+            await runtime.start()
         except ConfigError as exc:
             # The message says what to fix; a traceback of Runyard's own frames would bury it.
             log.error("startup_failed error=%s", exc)

@@ -30,7 +30,6 @@ from runyard.db.engine import (
     session_factory,
 )
 from runyard.domain.retention import ThreadTTLPolicy, parse_checkpointer
-from runyard.domain.urls import masked_url
 from runyard.graphs.checkpointer import open_checkpointer
 from runyard.graphs.config import ProjectConfig, apply_environment, find_config, load_config
 from runyard.graphs.http_config import HttpConfig
@@ -38,15 +37,19 @@ from runyard.graphs.registry import GraphRegistry
 from runyard.graphs.store import StoreOptions, TtlSweeper, open_store, store_options
 from runyard.graphs.ui_bundles import UiBundles, prepare_bundles
 from runyard.lifecycle import RunLifecycle
+from runyard.loops import LoopGroup
 from runyard.observability.langsmith import langsmith_project
 from runyard.observability.metrics import Metrics
 from runyard.observability.tracing import Tracing
 from runyard.outbound.guard import WebhookGuard
 from runyard.outbound.signing import signing_key
-from runyard.queue.cancel_bus import CancelBus, InProcessCancelBus
-from runyard.queue.run_queue import InProcessRunQueue, RunQueue
+from runyard.queue.cancel_bus import CancelBus
+from runyard.queue.run_queue import RunQueue
+from runyard.services.assistants import ensure_default_assistants
+from runyard.services.run_arrivals import RunArrivals
 from runyard.settings import Settings
-from runyard.streaming.broker import EventBroker, InMemoryEventBroker
+from runyard.streaming.broker import EventBroker
+from runyard.transport import in_process_transport, open_redis_transport
 from runyard.worker.cron_scheduler import CronScheduler
 from runyard.worker.execute import RunExecutor
 from runyard.worker.lease import LeaseKeeper, Reaper
@@ -61,31 +64,6 @@ log = logging.getLogger("runyard.runtime")
 GC_YOUNG_THRESHOLD = 7000
 
 
-class LoopGroup:
-    """Background loops stopped together: one stop event, then a grace period, then cancel."""
-
-    def __init__(self) -> None:
-        self._stop = asyncio.Event()
-        self._tasks: list[asyncio.Task[None]] = []
-
-    def start(self, name: str, body: Callable[[asyncio.Event], Coroutine[Any, Any, None]]) -> None:
-        """Start a loop that runs until the group's stop event is set."""
-        self._tasks.append(asyncio.create_task(body(self._stop), name=name))
-
-    def dead(self) -> list[str]:
-        """Names of the loops that ended while they should run."""
-        return [t.get_name() for t in self._tasks if t.done() and not self._stop.is_set()]
-
-    async def stop(self, grace: float = 5) -> None:
-        """Set the stop event, wait up to `grace`, cancel what is left (idempotent)."""
-        self._stop.set()
-        if self._tasks:
-            _done, pending = await asyncio.wait(self._tasks, timeout=grace)
-            for task in pending:
-                task.cancel()
-            await asyncio.gather(*self._tasks, return_exceptions=True)
-
-
 class Runtime:
     """The one root of an instance: parts are started in order and stopped in reverse."""
 
@@ -98,10 +76,8 @@ class Runtime:
         self.langsmith_project = langsmith_project()
         self.draining = False
         self._stack = AsyncExitStack()
-        # The parts the runs in flight need (lease renewal, cancel delivery) stop only after
-        # the worker pool drained; the others stop before it.
-        self._run_support = LoopGroup()
-        self._background = LoopGroup()
+        # Each phase's loops, in the order they started (each stopped by the exit stack).
+        self._loop_groups: list[LoopGroup] = []
         self._spawned: set[asyncio.Task[Any]] = set()
         self._given_project = project
         self.project: ProjectConfig
@@ -153,9 +129,60 @@ class Runtime:
         return self.engine.dialect.name
 
     async def start(self) -> None:
-        """Load graphs, connect storage, migrate, then start the background parts."""
-        settings = self.settings
+        """Load the project, then start each phase in order; a failure unwinds them all.
+
+        The phases are storage (engines, migrations, checkpointer, store), transport (Redis
+        or in-process broker, queue and cancel bus, and the loops that read them), workers
+        (lease renewal and the worker pool) and background (reaper, sweeps, crons, webhook
+        outbox). Each phase pushes the stop of its loops right after the connections they
+        use, so at shutdown, in reverse, every loop stops before its connections close.
+        """
         self._stack.push_async_callback(self.tracing.shutdown)
+        try:
+            await self._load_project()
+            for name, phase in self._phases():
+                await phase()
+                log.debug("runtime_phase_started phase=%s", name)
+            self._settle_heap()
+        except BaseException:
+            # What started before the failure (connections, their threads, loops) stops
+            # now, so a failed start leaves nothing running.
+            await self.stop()
+            raise
+        log.info(
+            "runtime_started instance=%s database=%s queue=%s workers=%s graphs=%s",
+            self.instance_id,
+            self.dialect,
+            self._queue_kind,
+            self.worker_count,
+            ",".join(self.graphs.ids()),
+        )
+
+    def _phases(self) -> list[tuple[str, Callable[[], Coroutine[Any, Any, None]]]]:
+        return [
+            ("storage", self._start_storage),
+            ("transport", self._start_transport),
+            ("workers", self._start_workers),
+            ("background", self._start_background),
+        ]
+
+    @property
+    def _queue_kind(self) -> str:
+        return "redis" if self.settings.redis_url else "in-process"
+
+    @property
+    def worker_count(self) -> int:
+        """Worker loops of this instance.
+
+        An API-only instance (WORKER_COUNT=0) exists only where another one executes, so
+        without Redis there is at least one.
+        """
+        settings = self.settings
+        return settings.worker_count if settings.redis_url else max(settings.worker_count, 1)
+
+    async def _load_project(self) -> None:
+        """Read the project: graphs, auth, policies, UI bundles (nothing to stop)."""
+        settings = self.settings
         if self._given_project is not None:
             self.project = self._given_project
         else:
@@ -170,27 +197,12 @@ class Runtime:
         self.ui = await asyncio.to_thread(
             prepare_bundles, self.project, settings.resolved_ui_dir(), settings.ui_build
         )
-        url = settings.resolved_database_url()
-        self.engine = create_engine(url, settings.db_pool_size)
-        on_each_statement(self.engine, self.metrics.runs_statements.inc)
-        self._stack.push_async_callback(self.engine.dispose)
-        self.sessions = session_factory(self.engine)
-        # Lease renewal has a connection of its own: a pool busy with API traffic must not
-        # make it wait past the lease (SQLite serializes writers anyway).
-        self.lease_sessions = self.sessions
-        if self.dialect == "postgresql":
-            lease_engine = create_engine(url, pool_size=1)
-            on_each_statement(lease_engine, self.metrics.runs_statements.inc)
-            self._stack.push_async_callback(lease_engine.dispose)
-            self.lease_sessions = session_factory(lease_engine)
-        statements = None
-        if self.dialect == "postgresql":
-            statements = StatementPool(self.engine, settings.db_pool_size)
-            await statements.open()
-            self._stack.push_async_callback(statements.close)
-        self.autocommit = session_factory(self.engine, autocommit=True, statements=statements)
-        from runyard.services.run_arrivals import RunArrivals
 
+    async def _start_storage(self) -> None:
+        """Phase 1: engines and pools, the schema, the checkpointer and the store."""
+        settings = self.settings
+        url = settings.resolved_database_url()
+        statements = await self._open_engines(url)
         # The streams that follow a thread's runs share one look for its next run.
         self.run_arrivals = RunArrivals(self.autocommit)
         self._stack.push_async_callback(self.run_arrivals.stop)
@@ -214,17 +226,50 @@ class Runtime:
                 url, settings.data_dir, self.store_options, settings.db_pool_size, statements
             )
         )
-        from runyard.services.assistants import ensure_default_assistants
-
         await ensure_default_assistants(self)
-        # Stopped after the worker pool (pushed before it), so runs keep their leases
-        # and hear cancels through the whole drain.
-        self._stack.push_async_callback(self._run_support.stop)
+
+    async def _open_engines(self, url: str) -> StatementPool | None:
+        """The engine, the lease renewal's own engine and the statement pool (PostgreSQL)."""
+        pool_size = self.settings.db_pool_size
+        self.engine = create_engine(url, pool_size)
+        on_each_statement(self.engine, self.metrics.runs_statements.inc)
+        self._stack.push_async_callback(self.engine.dispose)
+        self.sessions = session_factory(self.engine)
+        # Lease renewal has a connection of its own: a pool busy with API traffic must not
+        # make it wait past the lease (SQLite serializes writers anyway).
+        self.lease_sessions = self.sessions
+        statements = None
+        if self.dialect == "postgresql":
+            lease_engine = create_engine(url, pool_size=1)
+            on_each_statement(lease_engine, self.metrics.runs_statements.inc)
+            self._stack.push_async_callback(lease_engine.dispose)
+            self.lease_sessions = session_factory(lease_engine)
+            statements = StatementPool(self.engine, pool_size)
+            self._stack.push_async_callback(statements.close)
+            await statements.open()
+        self.autocommit = session_factory(self.engine, autocommit=True, statements=statements)
+        return statements
+
+    async def _start_transport(self) -> None:
+        """Phase 2: broker, queue and cancel bus (Redis or in-process), webhooks, lifecycle."""
+        settings = self.settings
         if settings.redis_url:
-            await self._build_redis_engine(settings.redis_url)
+            transport = await open_redis_transport(
+                settings,
+                self._stack,
+                self._loop_group,
+                self.running.stop,
+                self.sessions,
+                self.instance_id,
+            )
         else:
-            self._build_in_process_engine()
-        self.broker = self.metrics.counting_subscribers(self.broker)
+            transport = in_process_transport(settings, self.running.stop)
+        self.broker = self.metrics.counting_subscribers(transport.broker)
+        self.queue, self.cancel_bus, self.redis = (
+            transport.queue,
+            transport.cancel_bus,
+            transport.redis,
+        )
         self.webhooks = WebhookSender(
             self.webhook_guard,
             DeliveryOptions(
@@ -254,44 +299,53 @@ class Runtime:
             self.checkpointer,
         )
         self._stack.push_async_callback(self.queue.close)
-        if not settings.redis_url:
+
+    async def _start_workers(self) -> None:
+        """Phase 3: lease renewal, then the worker pool (drained first at shutdown)."""
+        if not self.settings.redis_url:
             await self._recover_after_restart()
-        # An API-only instance (WORKER_COUNT=0) exists only where another one executes.
-        worker_count = (
-            settings.worker_count if settings.redis_url else max(settings.worker_count, 1)
-        )
-        self.workers = WorkerPool(
-            self.queue, RunExecutor(self), self.running, worker_count, settings.n_jobs_per_worker
-        )
-        self.workers.start()
-        self._stack.push_async_callback(self._stop_workers)
+        # Stopped after the worker pool (pushed before it), so runs keep their leases
+        # through the whole drain.
+        leases = self._loop_group("leases")
         keeper = LeaseKeeper(
-            self.running, self.lease_sessions, self.instance_id, settings, self.metrics
+            self.running, self.lease_sessions, self.instance_id, self.settings, self.metrics
         )
-        self._run_support.start("lease-keeper", keeper.run_forever)
-        self._background.start("reaper", Reaper(self).run_forever)
+        leases.start("lease-keeper", keeper.run_forever)
+        self.workers = WorkerPool(
+            self.queue,
+            RunExecutor(self),
+            self.running,
+            self.worker_count,
+            self.settings.n_jobs_per_worker,
+        )
+        self._stack.push_async_callback(self._stop_workers)
+        self.workers.start()
+
+    async def _start_background(self) -> None:
+        """Phase 4: the loops above services (reaper, sweeps, crons, webhook outbox)."""
+        # The runtime's short jobs are awaited once these loops have stopped.
+        self._stack.push_async_callback(self._wait_spawned)
+        background = self._loop_group("background")
+        background.start("reaper", Reaper(self).run_forever)
         if self.http.enabled("webhooks"):
-            self._background.start("webhook-outbox", self.webhooks.run_forever)
+            background.start("webhook-outbox", self.webhooks.run_forever)
         sweeper = TtlSweeper(self.store, self.store_options.sweep_interval_seconds)
-        self._background.start("store-ttl-sweeper", sweeper.run_forever)
+        background.start("store-ttl-sweeper", sweeper.run_forever)
         threads_sweeper = ThreadTTLSweeper(self, self.thread_ttl)
-        self._background.start("thread-ttl-sweeper", threads_sweeper.run_forever)
-        self.cron_scheduler = CronScheduler(self, settings.cron_interval_seconds)
-        self._background.start("cron-scheduler", self.cron_scheduler.run_forever)
-        self._stack.push_async_callback(self._stop_background_loops)
-        queue_kind = "redis" if settings.redis_url else "in-process"
+        background.start("thread-ttl-sweeper", threads_sweeper.run_forever)
+        self.cron_scheduler = CronScheduler(self, self.settings.cron_interval_seconds)
+        background.start("cron-scheduler", self.cron_scheduler.run_forever)
         self.metrics.describe_instance(
-            instance=self.instance_id, database=self.dialect, queue=queue_kind
+            instance=self.instance_id, database=self.dialect, queue=self._queue_kind
         )
-        self._settle_heap()
-        log.info(
-            "runtime_started instance=%s database=%s queue=%s workers=%s graphs=%s",
-            self.instance_id,
-            self.dialect,
-            "redis" if settings.redis_url else "in-process",
-            worker_count,
-            ",".join(self.graphs.ids()),
-        )
+
+    def _loop_group(self, name: str) -> LoopGroup:
+        """A group of loops whose stop is pushed now: after what was pushed before it (the
+        connections its loops use), before what is pushed after it."""
+        group = LoopGroup(name)
+        self._loop_groups.append(group)
+        self._stack.push_async_callback(group.stop)
+        return group
 
     def _webhook_guard(self) -> WebhookGuard:
         """The webhook URL policy; `runyard dev` allows loopback unless the config says."""
@@ -323,69 +377,6 @@ class Runtime:
 
         self._stack.callback(undo)
 
-    def _build_in_process_engine(self) -> None:
-        self.broker = InMemoryEventBroker(self.settings.event_retention_seconds)
-        self.queue = InProcessRunQueue()
-        self.cancel_bus = InProcessCancelBus(self.running.stop)
-
-    async def _build_redis_engine(self, url: str) -> None:
-        from runyard.db.runs import find_claimable_run
-        from runyard.queue.redis_bus import NotificationListener, RedisCancelBus
-        from runyard.queue.redis_connections import RedisConnections
-        from runyard.queue.redis_queue import DatabaseFallbackQueue, RedisRunQueue
-        from runyard.streaming.redis_broker import CompletionSignals, RedisEventBroker
-        from runyard.streaming.redis_reader import StreamReader
-
-        settings = self.settings
-        prefix = settings.redis_prefix
-        redis = RedisConnections.open(
-            url,
-            prefix,
-            stream_readers=settings.redis_stream_readers,
-            worker_loops=settings.worker_count,
-            worker_connections=settings.redis_worker_connections,
-            request_connections=settings.redis_request_connections,
-        )
-        self._stack.push_async_callback(redis.aclose)
-        self.redis = redis.requests
-        signals = CompletionSignals(redis.worker, f"{prefix}done")
-        reader = StreamReader(
-            redis.blocking,
-            f"{prefix}events",
-            settings.redis_stream_readers,
-            5.0,
-            instance=self.instance_id,
-        )
-        self._run_support.start("stream-reader", reader.run_forever)
-        self.broker = RedisEventBroker(
-            redis.worker,
-            prefix,
-            signals,
-            settings.event_retention_seconds,
-            reader=reader,
-            reads=redis.requests,
-            append_retry_seconds=settings.lease_duration_seconds,
-        )
-
-        async def claimable() -> str | None:
-            async with self.sessions() as session, session.begin():
-                return await find_claimable_run(session)
-
-        self.queue = DatabaseFallbackQueue(
-            RedisRunQueue(redis.requests, prefix, blocking=redis.blocking),
-            claimable,
-            settings.postgres_poll_interval_seconds,
-        )
-        self.cancel_bus = RedisCancelBus(redis.requests, f"{prefix}cancel", self.running.stop)
-        listener = NotificationListener(
-            redis.blocking, f"{prefix}cancel", self.running.stop, signals
-        )
-        self._run_support.start("notifications", listener.run_forever)
-        try:
-            await asyncio.wait_for(listener.connected.wait(), timeout=5)
-        except TimeoutError:
-            log.warning("notifications_not_connected_at_start redis=%s", masked_url(url))
-
     async def _recover_after_restart(self) -> None:
         # One process owns every run in this mode, so anything still `running` belonged to
         # a previous process that died: a lost attempt, back to the queue at once (or failed
@@ -410,7 +401,7 @@ class Runtime:
 
     def dead_parts(self) -> list[str]:
         """Names of the background parts that stopped while they should run (for /livez)."""
-        dead = self._run_support.dead() + self._background.dead()
+        dead = [name for group in self._loop_groups for name in group.dead()]
         if self.workers_started and not self.workers.healthy():
             dead.append("worker-pool")
         return dead
@@ -435,11 +426,14 @@ class Runtime:
         if self._drain is not None:
             await self._drain
 
-    async def _stop_background_loops(self) -> None:
-        await self._background.stop()
+    async def _wait_spawned(self) -> None:
         if self._spawned:
             await asyncio.wait(set(self._spawned), timeout=5)
 
     async def stop(self) -> None:
-        """Stop every part in reverse order of start (idempotent)."""
+        """Stop every part in reverse order of start.
+
+        Idempotent, and safe before `start` or after a failed one: the exit stack holds
+        only what was started, and is empty once closed.
+        """
         await self._stack.aclose()

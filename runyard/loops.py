@@ -1,0 +1,37 @@
+"""Groups of background loops that one owner starts by name and stops together."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+log = logging.getLogger("runyard.runtime")
+
+
+class LoopGroup:
+    """Background loops stopped together: one stop event, then a grace period, then cancel."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._stop = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def start(self, name: str, body: Callable[[asyncio.Event], Coroutine[Any, Any, None]]) -> None:
+        """Start a loop that runs until the group's stop event is set."""
+        self._tasks.append(asyncio.create_task(body(self._stop), name=name))
+
+    def dead(self) -> list[str]:
+        """Names of the loops that ended while they should run."""
+        return [t.get_name() for t in self._tasks if t.done() and not self._stop.is_set()]
+
+    async def stop(self, grace: float = 5) -> None:
+        """Set the stop event, wait up to `grace`, cancel what is left (idempotent)."""
+        self._stop.set()
+        if self._tasks:
+            _done, pending = await asyncio.wait(self._tasks, timeout=grace)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+            log.debug("loops_stopped group=%s", self.name)
