@@ -18,6 +18,9 @@ from langgraph_sdk import Auth
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from runyard.auth.handlers import load_auth
+from runyard.background.cron_scheduler import CronScheduler
+from runyard.background.reaper import Reaper
+from runyard.background.thread_sweeper import ThreadTTLSweeper
 from runyard.db import runs as runs_db
 from runyard.db.driver import StatementPool
 from runyard.db.engine import (
@@ -50,12 +53,10 @@ from runyard.services.run_arrivals import RunArrivals
 from runyard.settings import Settings
 from runyard.streaming.broker import EventBroker
 from runyard.transport import in_process_transport, open_redis_transport
-from runyard.worker.cron_scheduler import CronScheduler
 from runyard.worker.execute import RunExecutor
-from runyard.worker.lease import LeaseKeeper, Reaper
+from runyard.worker.lease import LeaseKeeper
 from runyard.worker.pool import WorkerPool
 from runyard.worker.registry import RunningRuns
-from runyard.worker.thread_sweeper import ThreadTTLSweeper
 from runyard.worker.webhooks import DeliveryOptions, WebhookSender
 
 log = logging.getLogger("runyard.runtime")

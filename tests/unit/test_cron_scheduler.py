@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from runyard.background.cron_scheduler import CronScheduler, occurrence_key
 from runyard.db import crons as crons_db
 from runyard.db import runs as runs_db
 from runyard.runtime import Runtime
@@ -18,7 +19,6 @@ from runyard.schemas.threads import ThreadCreate
 from runyard.services import crons as crons_service
 from runyard.services import threads as threads_service
 from runyard.settings import Settings
-from runyard.worker.cron_scheduler import CronScheduler, occurrence_key
 from tests.support.databases import create_database, drop_database, postgres_available
 from tests.support.server import TEST_CONFIG
 
