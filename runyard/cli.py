@@ -1,5 +1,5 @@
-"""The `runyard` command: dev, serve, migrate, build-ui, dockerfile, build, up, down,
-base-images."""
+"""The `runyard` command: dev, serve, migrate, reencrypt, build-ui, dockerfile, build, up,
+down, base-images."""
 
 from __future__ import annotations
 
@@ -75,6 +75,23 @@ def _parser() -> argparse.ArgumentParser:
         "apply database migrations to DATABASE_URL (or DATABASE_URI), then exit",
     )
     mig.set_defaults(handler=_migrate)
+
+    reencrypt = _command(
+        sub,
+        "reencrypt",
+        "re-encrypt stored data under LANGGRAPH_AES_KEY (after a key rotation), then exit",
+    )
+    reencrypt.add_argument("-c", "--config", default=None, help="the project's langgraph.json")
+    reencrypt.add_argument(
+        "--batch-size", type=int, default=500, help="rows read and rewritten per transaction"
+    )
+    reencrypt.add_argument(
+        "--pause",
+        type=float,
+        default=0.0,
+        help="seconds to wait between batches, to spare a database that is serving",
+    )
+    reencrypt.set_defaults(handler=_reencrypt)
 
     build_ui = _command(
         sub, "build-ui", "build the generative UI (`ui` in langgraph.json) with its output shown"
@@ -419,6 +436,38 @@ def _migrate(_args: argparse.Namespace) -> None:
 
     asyncio.run(run())
     print("runyard: database is at the newest migration", flush=True)
+
+
+def _reencrypt(args: argparse.Namespace) -> None:
+    from runyard.runtime import encryption_at_rest
+    from runyard.settings import Settings
+
+    if args.config:
+        os.environ["RUNYARD_CONFIG"] = str(args.config)
+    settings = _load_settings(Settings)
+    if settings.is_embedded:
+        _keep_data_beside_project(settings)
+        settings = _load_settings(Settings)
+    at_rest = encryption_at_rest(settings)
+    if at_rest is None:
+        raise _CliError("reencrypt needs LANGGRAPH_AES_KEY, the key to encrypt under")
+    if args.batch_size < 1:
+        raise _CliError("--batch-size must be at least 1")
+    from runyard.encryption.rotation import Reencryption
+
+    job = Reencryption(
+        at_rest,
+        settings.resolved_database_url(),
+        settings.data_dir,
+        args.batch_size,
+        args.pause,
+        lambda line: print(line, flush=True),
+    )
+    tally = asyncio.run(job.run())
+    print(
+        f"runyard: {tally.rewritten} rows re-encrypted under key id {at_rest.ring.current_hex}",
+        flush=True,
+    )
 
 
 def _build_ui(args: argparse.Namespace) -> None:

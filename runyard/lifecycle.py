@@ -210,6 +210,26 @@ class RunLifecycle:
         claimable now."""
         return await self.atomic(lambda s: runs_db.claim_run(s, run_id, owner, lease_seconds))
 
+    async def fail_unreadable(self, run_id: str, owner: str, message: str) -> None:
+        """End a run whose stored request cannot be decrypted (`owner`'s claim could not
+        read it back): `error` once, with the reason, instead of a claim failing at every
+        push (or, where the claim committed, at every lease expiry)."""
+        async with self._autocommit() as session:
+            thread_id = await runs_db.thread_of_run(session, run_id)
+        if thread_id is None:
+            return
+        error = {"error": "DecryptionError", "message": message}
+
+        async def work(session: AsyncConnection) -> dict[str, Any] | None:
+            row = await runs_db.fail_unclaimed_run(session, run_id, owner, error)
+            if row is not None:
+                await threads_db.settle_status(session, thread_id, "error")
+            return row
+
+        ended = await self.transaction(work, thread_id)
+        if ended is not None:
+            await self.end(ended, RunStatus.ERROR, error=error)
+
     async def finish(
         self,
         run: Mapping[str, Any],

@@ -10,7 +10,7 @@ import socket
 import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.store.base import BaseStore
@@ -59,6 +59,9 @@ from runyard.worker.pool import WorkerPool
 from runyard.worker.registry import RunningRuns
 from runyard.worker.webhooks import DeliveryOptions, WebhookSender
 
+if TYPE_CHECKING:
+    from runyard.encryption.at_rest import AtRest
+
 log = logging.getLogger("runyard.runtime")
 
 # Young-generation threshold of the cyclic garbage collector once started (Python's: 700).
@@ -96,6 +99,7 @@ class Runtime:
         self.autocommit: Sessions
         self.checkpointer: BaseCheckpointSaver
         self.store: BaseStore
+        self.at_rest: AtRest | None = None
         self.store_options: StoreOptions
         self.thread_ttl = ThreadTTLPolicy()
         self.cron_scheduler: CronScheduler | None = None
@@ -203,6 +207,7 @@ class Runtime:
         """Phase 1: engines and pools, the schema, the checkpointer and the store."""
         settings = self.settings
         url = settings.resolved_database_url()
+        self.at_rest = encryption_at_rest(settings)
         statements = await self._open_engines(url)
         # The streams that follow a thread's runs share one look for its next run.
         self.run_arrivals = RunArrivals(self.autocommit)
@@ -219,12 +224,18 @@ class Runtime:
                 self.metrics.checkpoint_statements.inc,
                 settings.db_pool_size,
                 statements,
+                self.at_rest,
             )
         )
         self.store_options = store_options(self.project)
         self.store = await self._stack.enter_async_context(
             open_store(
-                url, settings.data_dir, self.store_options, settings.db_pool_size, statements
+                url,
+                settings.data_dir,
+                self.store_options,
+                settings.db_pool_size,
+                statements,
+                self.at_rest,
             )
         )
         await ensure_default_assistants(self)
@@ -232,7 +243,8 @@ class Runtime:
     async def _open_engines(self, url: str) -> StatementPool | None:
         """The engine, the lease renewal's own engine and the statement pool (PostgreSQL)."""
         pool_size = self.settings.db_pool_size
-        self.engine = create_engine(url, pool_size)
+        json_codec = self.at_rest.json if self.at_rest else None
+        self.engine = create_engine(url, pool_size, json_codec)
         on_each_statement(self.engine, self.metrics.runs_statements.inc)
         self._stack.push_async_callback(self.engine.dispose)
         self.sessions = session_factory(self.engine)
@@ -241,7 +253,7 @@ class Runtime:
         self.lease_sessions = self.sessions
         statements = None
         if self.dialect == "postgresql":
-            lease_engine = create_engine(url, pool_size=1)
+            lease_engine = create_engine(url, 1, json_codec)
             on_each_statement(lease_engine, self.metrics.runs_statements.inc)
             self._stack.push_async_callback(lease_engine.dispose)
             self.lease_sessions = session_factory(lease_engine)
@@ -438,3 +450,13 @@ class Runtime:
         only what was started, and is empty once closed.
         """
         await self._stack.aclose()
+
+
+def encryption_at_rest(settings: Settings) -> AtRest | None:
+    """What LANGGRAPH_AES_KEY and its companions ask to encrypt; None (and nothing
+    imported) without a key."""
+    if not settings.aes_key:
+        return None
+    from runyard.encryption.at_rest import from_settings
+
+    return from_settings(settings.aes_key, settings.aes_previous_keys, settings.aes_json_key_names)

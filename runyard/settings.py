@@ -126,6 +126,14 @@ class Settings(BaseSettings):
     webhook_secret: str | None = Field(default=None, alias="RUNYARD_WEBHOOK_SECRET", repr=False)
     session_replay_events: int = Field(default=10_000, ge=1, alias="RUNYARD_SESSION_REPLAY_EVENTS")
 
+    # Encryption at rest, LangGraph's settings: the AES key (16, 24 or 32 bytes, used as
+    # the bytes of the text) encrypts checkpoint blobs; the JSON keys (comma-separated)
+    # are encrypted wherever they appear in stored JSON. Runyard's own: more keys,
+    # comma-separated, that only decrypt (the keys a rotation moves away from).
+    aes_key: str | None = Field(default=None, alias="LANGGRAPH_AES_KEY", repr=False)
+    aes_json_keys: str | None = Field(default=None, alias="LANGGRAPH_AES_JSON_KEYS")
+    aes_decrypt_keys: str | None = Field(default=None, alias="RUNYARD_AES_DECRYPT_KEYS", repr=False)
+
     # Crons.
     cron_interval_seconds: float = Field(
         default=1.0, gt=0, le=60, alias="RUNYARD_CRON_INTERVAL_SECONDS"
@@ -185,6 +193,9 @@ class Settings(BaseSettings):
         "allow_private_network",
         "webhook_secret",
         "mount_prefix",
+        "aes_key",
+        "aes_json_keys",
+        "aes_decrypt_keys",
         mode="before",
     )
     @classmethod
@@ -232,7 +243,28 @@ class Settings(BaseSettings):
                 f"LEASE_DURATION_SECONDS ({self.lease_duration_seconds}) so a lease "
                 "is renewed at least twice before it expires"
             )
+        if self.aes_key is None and (self.aes_json_keys or self.aes_decrypt_keys):
+            names = "LANGGRAPH_AES_JSON_KEYS" if self.aes_json_keys else "RUNYARD_AES_DECRYPT_KEYS"
+            raise ValueError(f"{names} needs LANGGRAPH_AES_KEY, the key that encrypts")
+        keys = [("LANGGRAPH_AES_KEY", (self.aes_key or "").encode())] if self.aes_key else []
+        for number, key in enumerate(self.aes_previous_keys, 1):
+            keys.append((f"RUNYARD_AES_DECRYPT_KEYS (key {number})", key))
+        for name, key in keys:
+            if len(key) not in (16, 24, 32):
+                raise ValueError(f"{name} must be 16, 24 or 32 bytes long (got {len(key)})")
         return self
+
+    @property
+    def aes_previous_keys(self) -> list[bytes]:
+        """The keys of RUNYARD_AES_DECRYPT_KEYS, as bytes."""
+        raw = self.aes_decrypt_keys or ""
+        return [key.strip().encode() for key in raw.split(",") if key.strip()]
+
+    @property
+    def aes_json_key_names(self) -> list[str]:
+        """The keys of LANGGRAPH_AES_JSON_KEYS."""
+        raw = self.aes_json_keys or ""
+        return [key.strip() for key in raw.split(",") if key.strip()]
 
     @property
     def is_embedded(self) -> bool:

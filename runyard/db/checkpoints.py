@@ -174,6 +174,11 @@ _SQLITE_IF_HELD = (
     " WHERE run_id = ? AND attempt = ? AND status = 'running')"
 )
 # The library's formats (langgraph-checkpoint-sqlite), with the run id and attempt last.
+# The same, unfenced (writes outside a run: state updates, copies).
+SQLITE_CHECKPOINT = (
+    "INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, "
+    "parent_checkpoint_id, type, checkpoint, metadata) VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
 SQLITE_FENCED_CHECKPOINT = (
     "INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, "
     "parent_checkpoint_id, type, checkpoint, metadata) SELECT ?, ?, ?, ?, ?, ?, ?" + _SQLITE_IF_HELD

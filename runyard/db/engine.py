@@ -6,7 +6,7 @@ import functools
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 from sqlalchemy import event, inspect, text
@@ -27,9 +27,28 @@ MIGRATION_LOCK = 72_797_100
 SCHEMA_REVISION = "0006"
 
 
-def create_engine(url: str, pool_size: int = 10) -> AsyncEngine:
+class JsonCodec(Protocol):
+    """How JSON columns are written and read when some of their keys are encrypted."""
+
+    def dumps(self, document: Any) -> str:
+        """JSON text of a column value."""
+        ...
+
+    def loads(self, text: str | bytes) -> Any:
+        """A column value from its JSON text."""
+        ...
+
+
+def create_engine(
+    url: str, pool_size: int = 10, json_codec: JsonCodec | None = None
+) -> AsyncEngine:
     """An engine tuned for the backend: pooled asyncpg (at most `pool_size` connections),
-    or SQLite in WAL mode."""
+    or SQLite in WAL mode.
+
+    `json_codec` (encryption at rest, runyard/encryption/json_keys.py) writes and reads
+    every JSON column instead of plain orjson; without it nothing is added per value.
+    """
+    dumps, loads = (json_codec.dumps, json_codec.loads) if json_codec else (json_dumps, json_loads)
     if url.startswith("sqlite"):
         db_path = url.split(":///", 1)[1]
         if db_path and db_path != ":memory:":
@@ -37,8 +56,8 @@ def create_engine(url: str, pool_size: int = 10) -> AsyncEngine:
         engine = create_async_engine(
             url,
             connect_args={"timeout": 30},
-            json_serializer=json_dumps,
-            json_deserializer=json_loads,
+            json_serializer=dumps,
+            json_deserializer=loads,
         )
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         return engine
@@ -49,8 +68,8 @@ def create_engine(url: str, pool_size: int = 10) -> AsyncEngine:
         pool_size=pool_size,
         max_overflow=0,
         pool_timeout=30,
-        json_serializer=json_dumps,
-        json_deserializer=json_loads,
+        json_serializer=dumps,
+        json_deserializer=loads,
     )
 
 

@@ -591,6 +591,49 @@ async def interrupt_pending_run(session: AsyncConnection, run_id: str) -> bool:
     return rowcount(result) > 0
 
 
+async def thread_of_run(session: AsyncConnection, run_id: str) -> str | None:
+    """The thread of a run (None: no such run), reading no JSON column."""
+    result = await session.execute(select(runs.c.thread_id).where(runs.c.run_id == run_id))
+    value = result.scalar()
+    return None if value is None else str(value)
+
+
+async def fail_unclaimed_run(
+    session: AsyncConnection, run_id: str, owner: str, error: dict[str, Any]
+) -> dict[str, Any] | None:
+    """End as `error` a run nobody executes: pending, or running for `owner` whose claim
+    committed but could not be read back. The columns its end needs (run id, thread,
+    temporary, on_completion, webhook), none of them JSON; None when neither holds."""
+    now = db_now(session)
+    result = await session.execute(
+        update(runs)
+        .where(
+            runs.c.run_id == run_id,
+            or_(
+                runs.c.status == "pending",
+                and_(runs.c.status == "running", runs.c.owner == owner),
+            ),
+        )
+        .values(
+            status="error",
+            error=error,
+            owner=None,
+            lease_expires_at=None,
+            ended_at=now,
+            updated_at=now,
+        )
+        .returning(
+            runs.c.run_id,
+            runs.c.thread_id,
+            runs.c.temporary,
+            runs.c.on_completion,
+            runs.c.webhook,
+        )
+    )
+    row = result.first()
+    return None if row is None else dict(row._mapping)
+
+
 async def request_cancel(session: AsyncConnection, run_id: str, action: str) -> bool:
     """Durably flag a running run for cancellation (picked up by its executor)."""
     result = await session.execute(

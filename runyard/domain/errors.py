@@ -43,6 +43,13 @@ class StaleAttemptError(RunyardError):
     status_code = 409
 
 
+class DecryptionError(RunyardError):
+    """Stored data cannot be decrypted with the configured keys: a server-side fault (a key
+    missing from the configuration, or data altered at rest), never the caller's."""
+
+    status_code = 500
+
+
 class UnauthorizedError(RunyardError):
     """The request carries no credentials the auth handler accepts."""
 

@@ -7,13 +7,16 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from runyard.db.driver import StatementPool
 from runyard.db.faults import retry_while_store_unavailable
 from runyard.graphs.setup_lock import CHECKPOINTER_SETUP_LOCK, setup_alone
+
+if TYPE_CHECKING:
+    from runyard.encryption.at_rest import AtRest
 
 log = logging.getLogger("runyard.checkpointer")
 
@@ -25,21 +28,25 @@ async def open_checkpointer(
     on_statements: Callable[[int], None] | None = None,
     pool_size: int = 10,
     statements: StatementPool | None = None,
+    at_rest: AtRest | None = None,
 ) -> AsyncIterator[BaseCheckpointSaver]:
     """The saver matching the database: PostgreSQL or a SQLite file.
 
     The PostgreSQL saver (runyard/graphs/pg_saver.py) sends a run's statements through
     Runyard's statement pool, `statements`, and opens the library's saver, with a psycopg
     pool of at most `pool_size` connections, only when something else is asked of it.
-    `on_statements(n)` is told of the statements it sends.
+    `on_statements(n)` is told of the statements it sends. `at_rest`: checkpoints,
+    writes and the configured keys of their metadata are encrypted.
     """
+    serde = at_rest.serde() if at_rest else None
+    json_codec = at_rest.json if at_rest else None
     if database_url.startswith("postgresql"):
         from runyard.graphs.pg_saver import PostgresSaver
 
         if statements is None:
             raise ValueError("the PostgreSQL checkpointer needs Runyard's statement pool")
         conninfo = "postgresql://" + database_url.split("://", 1)[1]
-        saver = PostgresSaver(statements, conninfo, pool_size, on_statements)
+        saver = PostgresSaver(statements, conninfo, pool_size, on_statements, serde, json_codec)
         try:
             await setup_alone(conninfo, CHECKPOINTER_SETUP_LOCK, saver.setup)
             yield saver
@@ -55,7 +62,8 @@ async def open_checkpointer(
         try:
             await conn.execute("PRAGMA journal_mode=WAL")
             await conn.execute("PRAGMA busy_timeout=30000")
-            sqlite_saver = SqliteSaver(conn)
+            sqlite_saver = SqliteSaver(conn, serde=serde)
+            sqlite_saver.json_codec = json_codec
             # The runs' database: a run's checkpoint writes are fenced by its row there.
             await sqlite_saver.attach_runs(Path(database_url.split(":///", 1)[1]))
             await sqlite_saver.setup()

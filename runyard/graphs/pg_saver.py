@@ -51,6 +51,7 @@ from langgraph.checkpoint.base import (
 
 from runyard.db import checkpoints as sql
 from runyard.domain.errors import ConfigError, StaleAttemptError
+from runyard.graphs.encrypted_checkpoints import naming_checkpoint
 from runyard.graphs.pg_errors import client_data_errors
 from runyard.graphs.psycopg_pools import open_psycopg_pool
 
@@ -175,8 +176,14 @@ class PostgresSaver(BaseCheckpointSaver[str]):
         pool_size: int = 10,
         on_statements: Callable[[int], None] | None = None,
         serde: Any = None,
+        json_codec: Any = None,
     ) -> None:
         super().__init__(serde=serde)
+        # Encryption at rest: every channel value is a blob (the serializer encrypts
+        # those), none inline in the checkpoint's JSON, and the metadata goes through the
+        # engine's JSON codec (runyard/encryption/json_keys.py).
+        self.inline: tuple[type, ...] = () if json_codec is not None else _INLINE
+        self.metadata_json: Callable[[Any], str] = json_codec.dumps if json_codec else _json
         self.statements = statements
         self.on_statements = on_statements
         self.loop = asyncio.get_running_loop()
@@ -239,14 +246,14 @@ class PostgresSaver(BaseCheckpointSaver[str]):
             return await self._cold(library.aput(config, checkpoint, metadata, new_versions))
         conf = config["configurable"]
         thread_id, checkpoint_ns = conf["thread_id"], conf["checkpoint_ns"]
-        inline = {k: v for k, v in values.items() if v is None or isinstance(v, _INLINE)}
+        inline = {k: v for k, v in values.items() if v is None or isinstance(v, self.inline)}
         params: tuple[Any, ...] = (
             thread_id,
             checkpoint_ns,
             checkpoint["id"],
             conf.get("checkpoint_id"),
             _json({**checkpoint, "channel_values": inline}),
-            _json(get_serializable_checkpoint_metadata(config, metadata)),
+            self.metadata_json(get_serializable_checkpoint_metadata(config, metadata)),
         )
         # A blob for each value that is not inline and has a new version.
         blobs = [(k, v) for k, v in new_versions.items() if k in values and k not in inline]
@@ -450,6 +457,10 @@ class PostgresSaver(BaseCheckpointSaver[str]):
         """A checkpoint row of `SELECT` (runyard/db/checkpoints.py) as LangGraph's tuple:
         values, metadata, parent and pending writes (in the order the library returns
         them)."""
+        with naming_checkpoint(row["thread_id"], row["checkpoint_ns"], row["checkpoint_id"]):
+            return self._read_tuple(row)
+
+    def _read_tuple(self, row: Any) -> CheckpointTuple:
         checkpoint = row["checkpoint"]
         values = dict(checkpoint.get("channel_values") or {})
         loads = self.serde.loads_typed

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from langgraph.checkpoint.base import (
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
+    CheckpointTuple,
     get_checkpoint_metadata,
 )
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
@@ -31,6 +32,7 @@ from runyard.db.sqlite_checkpoints import (
     thread_storage,
 )
 from runyard.domain.errors import StaleAttemptError
+from runyard.graphs.encrypted_checkpoints import naming_checkpoint
 
 
 class SqliteSaver(AsyncSqliteSaver):
@@ -38,6 +40,37 @@ class SqliteSaver(AsyncSqliteSaver):
 
     # (run id, attempt) whose hold every write is conditional on (`fenced_to`).
     fence: tuple[str, int] | None = None
+    # Encryption at rest: the metadata's configured JSON keys (the serializer encrypts
+    # the checkpoint and writes themselves).
+    json_codec: Any = None
+
+    async def aget_tuple(self, config: Any) -> Any:
+        """The library's read; metadata decrypted, a decryption error naming the checkpoint."""
+        if self.json_codec is None:
+            return await super().aget_tuple(config)
+        conf = config["configurable"]
+        with naming_checkpoint(
+            str(conf["thread_id"]),
+            conf.get("checkpoint_ns", ""),
+            conf.get("checkpoint_id") or "(latest)",
+        ):
+            found = await super().aget_tuple(config)
+            return None if found is None else self._decrypted(found)
+
+    async def alist(self, config: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        """The library's listing; metadata decrypted, a decryption error naming the thread."""
+        listing = super().alist(config, **kwargs)
+        if self.json_codec is None:
+            async for item in listing:
+                yield item
+            return
+        thread_id = str(((config or {}).get("configurable") or {}).get("thread_id", "(any)"))
+        with naming_checkpoint(thread_id, "", "(listing)"):
+            async for item in listing:
+                yield self._decrypted(item)
+
+    def _decrypted(self, item: CheckpointTuple) -> CheckpointTuple:
+        return item._replace(metadata=self.json_codec.decrypt(item.metadata))
 
     async def attach_runs(self, database: Path) -> None:
         """Attach Runyard's database (where the runs are) for fenced writes to read."""
@@ -72,14 +105,15 @@ class SqliteSaver(AsyncSqliteSaver):
         new_versions: ChannelVersions,
     ) -> Any:
         """Save a checkpoint (in the library's format), fenced when the copy is."""
-        if self.fence is None:
+        if self.fence is None and self.json_codec is None:
             return await super().aput(config, checkpoint, metadata, new_versions)
         conf = config["configurable"]
         thread_id, checkpoint_ns = str(conf["thread_id"]), conf["checkpoint_ns"]
         kind, blob = self.serde.dumps_typed(checkpoint)
-        saved_metadata = json.dumps(
-            get_checkpoint_metadata(config, metadata), ensure_ascii=False
-        ).encode("utf-8", "ignore")
+        saved = get_checkpoint_metadata(config, metadata)
+        if self.json_codec is not None:
+            saved = self.json_codec.encrypt(saved)
+        saved_metadata = json.dumps(saved, ensure_ascii=False).encode("utf-8", "ignore")
         row = (
             thread_id,
             checkpoint_ns,
@@ -89,7 +123,10 @@ class SqliteSaver(AsyncSqliteSaver):
             blob,
             saved_metadata,
         )
-        await self._write(sql.SQLITE_FENCED_CHECKPOINT, [row])
+        if self.fence is None:
+            await self._write_unfenced(sql.SQLITE_CHECKPOINT, row)
+        else:
+            await self._write(sql.SQLITE_FENCED_CHECKPOINT, [row])
         return {
             "configurable": {
                 "thread_id": thread_id,
@@ -145,6 +182,16 @@ class SqliteSaver(AsyncSqliteSaver):
             raise StaleAttemptError(
                 f"attempt {attempt} of run {run_id} is no longer current; checkpoint write refused"
             )
+
+    async def _write_unfenced(self, query: str, row: tuple[Any, ...]) -> None:
+        await self.setup()
+        async with self.lock:
+            try:
+                await self.conn.execute(query, row)
+                await self.conn.commit()
+            except BaseException:
+                await self.conn.rollback()
+                raise
 
     async def _holds(self) -> bool:
         assert self.fence is not None

@@ -19,6 +19,7 @@ from runyard.graphs.pg_store import DeferredPostgresStore
 
 if TYPE_CHECKING:
     from runyard.db.driver import StatementPool
+    from runyard.encryption.at_rest import AtRest
 
 log = logging.getLogger("runyard.store")
 
@@ -115,14 +116,33 @@ async def open_store(
     options: StoreOptions,
     pool_size: int = 10,
     statements: StatementPool | None = None,
+    at_rest: AtRest | None = None,
 ) -> AsyncIterator[BaseStore]:
-    """The store matching the database, ready for use.
+    """The store matching the database, ready for use (values' configured JSON keys
+    encrypted when `at_rest` says so).
 
     On PostgreSQL its pool (at most `pool_size` connections) and tables are made on the first
     store operation, or at once when a semantic index is configured, so that a server lacking
     pgvector stops at start-up. Given Runyard's statement pool, TTL sweeps go through it.
     On SQLite the store is opened and set up at once.
     """
+    async with _plain_store(database_url, data_dir, options, pool_size, statements) as store:
+        if at_rest is None:
+            yield store
+        else:
+            from runyard.graphs.encrypted_store import EncryptedStore
+
+            yield EncryptedStore(store, at_rest.json)
+
+
+@asynccontextmanager
+async def _plain_store(
+    database_url: str,
+    data_dir: Path,
+    options: StoreOptions,
+    pool_size: int,
+    statements: StatementPool | None,
+) -> AsyncIterator[BaseStore]:
     if database_url.startswith("postgresql"):
         conninfo = "postgresql://" + database_url.split("://", 1)[1]
         pg_store = DeferredPostgresStore(

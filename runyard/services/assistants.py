@@ -23,6 +23,7 @@ from runyard.schemas.assistants import (
     AssistantVersionsSearch,
 )
 from runyard.services import threads as threads_service
+from runyard.services.encrypted_filters import refuse_encrypted_keys
 
 if TYPE_CHECKING:
     from runyard.runtime import Runtime
@@ -197,6 +198,7 @@ async def search_assistants(
     runtime: Runtime, body: AssistantSearch, auth_filter: dict[str, Any] | None = None
 ) -> tuple[list[dict[str, Any]], int]:
     """One page of matching assistants (only the selected fields) and the total match count."""
+    refuse_encrypted_keys(runtime.at_rest, metadata=body.metadata)
     if body.graph_id:
         _require_graph(runtime, body.graph_id)
     columns = list(dict.fromkeys(body.select)) if body.select else None

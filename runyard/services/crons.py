@@ -29,6 +29,7 @@ from runyard.schemas.crons import (
     ThreadCronCreate,
 )
 from runyard.services.assistants import get_assistant, resolve_assistant_id
+from runyard.services.encrypted_filters import refuse_encrypted_keys
 from runyard.services.runs import new_id
 
 if TYPE_CHECKING:
@@ -272,6 +273,7 @@ def _query(
             raise InvalidInputError(
                 f"assistant_id {assistant_id!r} is neither a UUID nor a graph id"
             ) from None
+    refuse_encrypted_keys(runtime.at_rest, metadata=body.metadata)
     return crons_db.CronQuery(
         assistant_id=assistant_id,
         thread_id=body.thread_id,

@@ -21,6 +21,7 @@ from runyard.schemas.threads import (
     ThreadSearch,
     ThreadTTL,
 )
+from runyard.services.encrypted_filters import refuse_encrypted_keys
 from runyard.services.thread_state import (
     apply_supersteps,
     bound_graph,
@@ -218,6 +219,7 @@ async def search_threads(
     runtime: Runtime, body: ThreadSearch, auth_filter: dict[str, Any] | None = None
 ) -> tuple[list[dict[str, Any]], int | None]:
     """One page of matching threads, and the offset of the next page (None on the last)."""
+    refuse_encrypted_keys(runtime.at_rest, metadata=body.metadata, values=body.values)
     extract = _validated_extract(body.extract)
     ids = [str(thread_id) for thread_id in body.ids] if body.ids else None
     async with runtime.autocommit() as session:
@@ -248,6 +250,7 @@ async def count_threads(
     runtime: Runtime, body: ThreadFilter, auth_filter: dict[str, Any] | None = None
 ) -> int:
     """How many threads match the filters (and the caller's auth filter)."""
+    refuse_encrypted_keys(runtime.at_rest, metadata=body.metadata, values=body.values)
     async with runtime.autocommit() as session:
         return await threads_db.count_threads(session, _query(body, None, auth_filter))
 

@@ -17,7 +17,7 @@ from runyard.auth.user import user_from_config
 from runyard.db import runs as runs_db
 from runyard.db.faults import retry_while_store_unavailable, store_fault, store_unavailable
 from runyard.domain.configurable import AUTH_USER_KEY
-from runyard.domain.errors import StaleAttemptError
+from runyard.domain.errors import DecryptionError, StaleAttemptError
 from runyard.domain.status import RunStatus
 from runyard.graphs.checkpointer import fenced, riding_out_store_faults
 from runyard.graphs.factories import GraphAccess
@@ -44,10 +44,16 @@ class RunExecutor:
     async def execute(self, run_id: str) -> None:
         """Claim the run and, if this instance won it, execute and finalize it."""
         rt = self._rt
-        with rt.metrics.claim_seconds.time():
-            run = await rt.lifecycle.claim(
-                run_id, rt.instance_id, rt.settings.lease_duration_seconds
-            )
+        try:
+            with rt.metrics.claim_seconds.time():
+                run = await rt.lifecycle.claim(
+                    run_id, rt.instance_id, rt.settings.lease_duration_seconds
+                )
+        except DecryptionError as exc:
+            # Claimed again it would fail again: at every push, or every lease expiry.
+            log.warning("run_unreadable run_id=%s error=%s", run_id, exc.message)
+            await rt.lifecycle.fail_unreadable(run_id, rt.instance_id, exc.message)
+            return
         if run is None:
             return
         attempt = int(run["attempt"])
@@ -249,6 +255,10 @@ class RunExecutor:
             if fault is not None:
                 return await self._store_fault(run, entry, fault, graph)
             log.warning("run_failed run_id=%s error=%s", run_id, type(exc).__name__, exc_info=True)
+            if isinstance(exc, DecryptionError):
+                # The thread's state cannot be read back with these keys: the run ends
+                # without it, once, rather than failing again while its end is written.
+                return _ended_without_state(RunStatus.ERROR, "DecryptionError", str(exc))
             return Outcome(
                 RunStatus.ERROR,
                 error={"error": type(exc).__name__, "message": str(exc)},
