@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from runyard.domain.config_keys import refuse_unknown_keys
 from runyard.domain.errors import ConfigError
 
 # Headers the SDKs read from a cross-origin answer: pagination, and the run a stream
@@ -64,11 +65,7 @@ def _read_cors(http: dict[str, Any] | None, source: Path | None) -> dict[str, An
         return {}
     if not isinstance(cors, dict):
         raise ConfigError(f"{where}http.cors must be an object of CORS options")
-    unknown = sorted(set(cors) - set(_KNOWN_KEYS))
-    if unknown:
-        raise ConfigError(
-            f"{where}http.cors has unknown keys {unknown}; known keys: {', '.join(_KNOWN_KEYS)}"
-        )
+    refuse_unknown_keys(source, "http.cors", cors, _KNOWN_KEYS)
     for key in _LIST_KEYS:
         value = cors.get(key)
         if value is not None and (

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from runyard.domain.config_keys import refuse_unknown_keys
 from runyard.domain.errors import ConfigError
 from runyard.graphs.http_config import HttpConfig, parse_http
 from runyard.graphs.webhooks_config import WebhooksConfig, parse_webhooks
@@ -214,7 +215,7 @@ def _check_keys(path: Path, raw: dict[str, Any]) -> None:
         value = raw.get(section)
         if not isinstance(value, dict):
             continue
-        _refuse_unknown_keys(path, section, value, known)
+        refuse_unknown_keys(path, section, value, known)
         for key in value:
             if (section, key) in REFUSED_SUB_KEYS:
                 raise ConfigError(
@@ -233,19 +234,7 @@ def _check_store_keys(path: Path, store: Any) -> None:
     for part, known in STORE_SUB_KEYS.items():
         value = store.get(part)
         if isinstance(value, dict):
-            _refuse_unknown_keys(path, f"store.{part}", value, known)
-
-
-def _refuse_unknown_keys(
-    path: Path, where: str, value: dict[str, Any], known: frozenset[str]
-) -> None:
-    """A key of the object `where` that Runyard would not read is refused, naming it."""
-    unknown = sorted(set(value) - known)
-    if unknown:
-        raise ConfigError(
-            f"{path}: {where}.{unknown[0]} is not supported by Runyard; supported keys of "
-            f"'{where}': " + ", ".join(sorted(known))
-        )
+            refuse_unknown_keys(path, f"store.{part}", value, known)
 
 
 def _parse_graph(path: Path, base: Path, graph_id: str, spec: Any) -> GraphSpec:

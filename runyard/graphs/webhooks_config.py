@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from runyard.domain.config_keys import refuse_unknown_keys
 from runyard.domain.errors import ConfigError
 from runyard.domain.webhook_policy import WebhookPolicy
 
@@ -86,12 +87,7 @@ def parse_webhooks(
         return WebhooksConfig()
     if not isinstance(raw, dict):
         raise ConfigError(f"{source}: 'webhooks' must be an object")
-    unknown = sorted(set(raw) - KNOWN_KEYS)
-    if unknown:
-        raise ConfigError(
-            f"{source}: unknown key(s) in 'webhooks': {', '.join(unknown)} "
-            f"(known: {', '.join(sorted(KNOWN_KEYS))})"
-        )
+    refuse_unknown_keys(source, "webhooks", raw, KNOWN_KEYS)
     return WebhooksConfig(
         url=_parse_url(source, raw.get("url")),
         headers=_render_headers(source, raw, os.environ if environ is None else environ),
@@ -104,12 +100,7 @@ def _parse_url(source: str, url: Any) -> dict[str, Any]:
         return {}
     if not isinstance(url, dict):
         raise ConfigError(f"{source}: 'webhooks.url' must be an object")
-    unknown = sorted(set(url) - URL_KEYS)
-    if unknown:
-        raise ConfigError(
-            f"{source}: unknown key(s) in 'webhooks.url': {', '.join(unknown)} "
-            f"(known: {', '.join(sorted(URL_KEYS))})"
-        )
+    refuse_unknown_keys(source, "webhooks.url", url, URL_KEYS)
     domains = url.get("allowed_domains", [])
     if not isinstance(domains, list) or not all(isinstance(d, str) and d for d in domains):
         raise ConfigError(

@@ -164,4 +164,4 @@ def test_a_bad_http_cors_section_stops_start_up_with_the_key_named(tmp_path: Pat
     server = ServerProcess("dev", tmp_path, config=project_config(tmp_path, http))
     with pytest.raises(RuntimeError) as failed:
         server.start()
-    assert "http.cors has unknown keys ['allow_origin']" in str(failed.value)
+    assert "http.cors.allow_origin is not supported by Runyard" in str(failed.value)
