@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 log = logging.getLogger("runyard.runtime")
@@ -35,3 +35,24 @@ class LoopGroup:
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
             log.debug("loops_stopped group=%s", self.name)
+
+
+async def every(
+    interval: float,
+    stop: asyncio.Event,
+    step: Callable[[], Awaitable[object]],
+    logger: logging.Logger,
+    failed: str,
+) -> None:
+    """Run `step` every `interval` seconds, the first time one interval from now, until
+    `stop` is set; a step that fails is logged as `failed` and run again next time."""
+    while not stop.is_set():
+        try:
+            await asyncio.wait_for(stop.wait(), timeout=interval)
+            return
+        except TimeoutError:
+            pass
+        try:
+            await step()
+        except Exception:
+            logger.exception(failed)

@@ -7,6 +7,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from runyard.domain.retention import ThreadTTLPolicy
+from runyard.loops import every
 from runyard.services.retention import sweep_expired_threads
 
 if TYPE_CHECKING:
@@ -25,13 +26,10 @@ class ThreadTTLSweeper:
 
     async def run_forever(self, stop: asyncio.Event) -> None:
         """Sweep until `stop` is set; a failed sweep is logged and retried next time."""
-        while not stop.is_set():
-            try:
-                await asyncio.wait_for(stop.wait(), timeout=self._interval)
-                return
-            except TimeoutError:
-                pass
-            try:
-                await sweep_expired_threads(self._runtime, self._policy)
-            except Exception:
-                log.exception("thread_sweep_failed")
+        await every(
+            self._interval,
+            stop,
+            lambda: sweep_expired_threads(self._runtime, self._policy),
+            log,
+            "thread_sweep_failed",
+        )

@@ -16,6 +16,7 @@ from runyard.domain.errors import ConfigError
 from runyard.graphs.config import ProjectConfig
 from runyard.graphs.modules import import_attribute
 from runyard.graphs.pg_store import DeferredPostgresStore
+from runyard.loops import every
 
 if TYPE_CHECKING:
     from runyard.db.driver import StatementPool
@@ -221,15 +222,10 @@ class TtlSweeper:
         """Sweep until `stop` is set; a failed sweep is logged and retried next time."""
         # Both LangGraph stores built here have sweep_ttl; BaseStore does not declare it.
         sweep: Any = getattr(self._store, "sweep_ttl")  # noqa: B009
-        while not stop.is_set():
-            try:
-                await asyncio.wait_for(stop.wait(), timeout=self._interval)
-                return
-            except TimeoutError:
-                pass
-            try:
-                swept = await sweep()
-                if swept:
-                    log.info("store_items_expired count=%s", swept)
-            except Exception:
-                log.exception("store_sweep_failed")
+
+        async def step() -> None:
+            swept = await sweep()
+            if swept:
+                log.info("store_items_expired count=%s", swept)
+
+        await every(self._interval, stop, step, log, "store_sweep_failed")
