@@ -29,13 +29,11 @@ from runyard.services import runs as runs_service
 from runyard.services import threads as threads_service
 from runyard.services.run_waits import wait_until_done, wait_until_done_or_gone
 from runyard.settings import Settings
-from tests.support.databases import create_database, drop_database, postgres_available
-from tests.support.redis_keys import delete_keys
+from tests.support.redis_keys import postgres_and_redis
 from tests.support.server import TEST_CONFIG
 
 pytestmark = pytest.mark.timeout(60)
 
-REDIS_URL = "redis://127.0.0.1:6379/0"
 # Two quick steps of the `slow` graph: the run's state is steps == [first, second].
 ONE_RUN = ["first", "second"]
 
@@ -68,22 +66,16 @@ async def instances(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIter
         finally:
             await rt.stop()
         return
-    if not postgres_available():
-        pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (see README)")
-    url = create_database("runyard_cancel_finish")
-    prefix = f"runyard-test-{uuid.uuid4().hex[:8]}:"
-    shared = {"DATABASE_URL": url, "REDIS_URL": REDIS_URL, "RUNYARD_REDIS_PREFIX": prefix}
-    worker = Runtime(_settings(tmp_path, **shared))
-    api = Runtime(_settings(tmp_path, **shared, WORKER_COUNT=0))
-    try:
-        await worker.start()
-        await api.start()
-        yield Instances(worker, api)
-    finally:
-        await api.stop()
-        await worker.stop()
-        drop_database(url)
-        delete_keys(REDIS_URL, prefix)
+    with postgres_and_redis("runyard_cancel_finish") as shared:
+        worker = Runtime(_settings(tmp_path, **shared))
+        api = Runtime(_settings(tmp_path, **shared, WORKER_COUNT=0))
+        try:
+            await worker.start()
+            await api.start()
+            yield Instances(worker, api)
+        finally:
+            await api.stop()
+            await worker.stop()
 
 
 class HeldFinish:

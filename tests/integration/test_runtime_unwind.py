@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,13 +25,11 @@ import redis
 from runyard.runtime import Runtime
 from runyard.settings import Settings
 from runyard.worker.pool import WorkerPool
-from tests.support.databases import ADMIN_URL, create_database, drop_database, postgres_available
-from tests.support.redis_keys import delete_keys
+from tests.support.databases import ADMIN_URL
+from tests.support.redis_keys import REDIS_URL, postgres_and_redis
 from tests.support.server import TEST_CONFIG
 
 pytestmark = pytest.mark.timeout(60)
-
-REDIS_URL = "redis://127.0.0.1:6379/0"
 
 
 class InjectedFailure(Exception):
@@ -61,16 +58,8 @@ def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
     if request.param == "sqlite":
         yield Backend({})
         return
-    if not postgres_available():
-        pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (see README)")
-    url = create_database("runyard_unwind")
-    prefix = f"runyard-test-{uuid.uuid4().hex[:8]}:"
-    env = {"DATABASE_URL": url, "REDIS_URL": REDIS_URL, "RUNYARD_REDIS_PREFIX": prefix}
-    try:
-        yield Backend(env, url, prefix)
-    finally:
-        drop_database(url)
-        delete_keys(REDIS_URL, prefix)
+    with postgres_and_redis("runyard_unwind") as env:
+        yield Backend(env, env["DATABASE_URL"], env["RUNYARD_REDIS_PREFIX"])
 
 
 def _database_connections(url: str) -> int:
