@@ -191,6 +191,12 @@ SQLITE_FENCED_KEEP_WRITES = "INSERT OR IGNORE" + _SQLITE_WRITES
 SQLITE_FENCED_REPLACE_WRITES = "INSERT OR REPLACE" + _SQLITE_WRITES
 
 
+# --- the library's schema migrations, as its setup() records them --------------------------
+
+MIGRATIONS_DONE = "SELECT max(v) AS v FROM checkpoint_migrations"
+MIGRATION_RECORD = "INSERT INTO checkpoint_migrations (v) VALUES ($1)"
+
+
 # --- storage of a thread (GET /threads/{thread_id}/storage) -----------------------------------
 
 STORAGE_CHECKPOINTS = """

@@ -210,6 +210,12 @@ async def schema_revisions(engine: AsyncEngine) -> set[str]:
         return {row[0] for row in rows}
 
 
+async def ping(engine: AsyncEngine) -> None:
+    """One round trip to the database (raises when it does not answer)."""
+    async with engine.connect() as conn:
+        await conn.execute(text("SELECT 1"))
+
+
 async def schema_is_current(engine: AsyncEngine) -> bool:
     """True when the database is at the newest migration (no Alembic import needed)."""
     return await schema_revisions(engine) == {SCHEMA_REVISION}

@@ -1,7 +1,8 @@
 """Statements on LangGraph's PostgreSQL store table that Runyard sends itself, on asyncpg.
 
 The table belongs to langgraph-checkpoint-postgres (`AsyncPostgresStore.setup` creates it);
-Runyard only sweeps its expired items, which needs neither psycopg nor the store's pool.
+Runyard only sweeps its expired items, which needs neither psycopg nor the store's pool, and
+asks whether the server has pgvector.
 """
 
 from __future__ import annotations
@@ -10,6 +11,9 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from runyard.db.driver import StatementPool
+
+# Whether the PostgreSQL server can give the store semantic search (run with psycopg).
+PGVECTOR_AVAILABLE = "SELECT 1 FROM pg_available_extensions WHERE name = 'vector'"
 
 # The table and its TTL column exist once the store's setup has run on this database
 # (the column came with a later migration of the library's than the table).

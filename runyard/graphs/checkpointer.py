@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -13,7 +13,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from runyard.db.driver import StatementPool
 from runyard.db.faults import retry_while_store_unavailable
-from runyard.graphs.setup_lock import CHECKPOINTER_SETUP_LOCK, setup_alone
+from runyard.db.setup_lock import CHECKPOINTER_SETUP_LOCK, setup_alone
 
 if TYPE_CHECKING:
     from runyard.encryption.at_rest import AtRest
@@ -53,15 +53,12 @@ async def open_checkpointer(
         finally:
             await saver.close()
     else:
-        import aiosqlite
-
+        from runyard.db.sqlite_checkpoints import open_sqlite
         from runyard.graphs.sqlite_saver import SqliteSaver
 
         data_dir.mkdir(parents=True, exist_ok=True)
-        conn = await aiosqlite.connect(str(data_dir / "checkpoints.sqlite"))
+        conn = await open_sqlite(data_dir / "checkpoints.sqlite")
         try:
-            await conn.execute("PRAGMA journal_mode=WAL")
-            await conn.execute("PRAGMA busy_timeout=30000")
             sqlite_saver = SqliteSaver(conn, serde=serde)
             sqlite_saver.json_codec = json_codec
             # The runs' database: a run's checkpoint writes are fenced by its row there.
@@ -110,21 +107,19 @@ async def delete_run_checkpoints(saver: BaseCheckpointSaver, thread_id: str, run
     ]
     if not ids:
         return 0
-    delete_checkpoints = getattr(saver, "adelete_checkpoints", None)
-    if delete_checkpoints is not None:  # the PostgreSQL saver
-        await delete_checkpoints(thread_id, ids)
-        return len(ids)
-    conn: Any = getattr(saver, "conn", None)
-    lock: Any = getattr(saver, "lock", None)
-    marks = ",".join("?" for _ in ids)
-    async with lock:
-        for table in ("writes", "checkpoints"):
-            await conn.execute(
-                f"DELETE FROM {table} WHERE thread_id = ? AND checkpoint_id IN ({marks})",
-                (thread_id, *ids),
-            )
-        await conn.commit()
+    if not isinstance(saver, CheckpointDeleting):
+        raise TypeError(f"{type(saver).__name__} cannot delete single checkpoints")
+    await saver.adelete_checkpoints(thread_id, ids)
     return len(ids)
+
+
+@runtime_checkable
+class CheckpointDeleting(Protocol):
+    """A saver that deletes single checkpoints of a thread (both of Runyard's do)."""
+
+    async def adelete_checkpoints(self, thread_id: str, checkpoint_ids: Sequence[str]) -> None:
+        """Delete these checkpoints of the thread and their writes."""
+        ...
 
 
 @runtime_checkable

@@ -204,11 +204,11 @@ class PostgresSaver(BaseCheckpointSaver[str]):
         """Create or migrate the tables, as the library's `setup()` does."""
         migrations = library_migrations()
         await self._execute(migrations[0], ())
-        rows = await self._fetch("SELECT max(v) AS v FROM checkpoint_migrations", ())
+        rows = await self._fetch(sql.MIGRATIONS_DONE, ())
         done = rows[0]["v"] if rows and rows[0]["v"] is not None else -1
         for version in range(done + 1, len(migrations)):
             await self._execute(migrations[version], ())
-            await self._execute("INSERT INTO checkpoint_migrations (v) VALUES ($1)", (version,))
+            await self._execute(sql.MIGRATION_RECORD, (version,))
 
     # --- what a run does: one statement each ------------------------------------------------
 

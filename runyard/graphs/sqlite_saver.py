@@ -27,7 +27,9 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from runyard.db import checkpoints as sql
 from runyard.db.sqlite_checkpoints import (
+    attach_runs,
     delete_checkpoints,
+    delete_checkpoints_by_id,
     keep_latest_checkpoints,
     thread_storage,
 )
@@ -74,7 +76,12 @@ class SqliteSaver(AsyncSqliteSaver):
 
     async def attach_runs(self, database: Path) -> None:
         """Attach Runyard's database (where the runs are) for fenced writes to read."""
-        await self.conn.execute(f"ATTACH DATABASE ? AS {sql.SQLITE_ATTACHED}", (str(database),))
+        await attach_runs(self.conn, database)
+
+    async def adelete_checkpoints(self, thread_id: str, checkpoint_ids: Sequence[str]) -> None:
+        """Delete these checkpoints of a thread and their writes (as the PostgreSQL saver)."""
+        async with self.lock:
+            await delete_checkpoints_by_id(self.conn, thread_id, checkpoint_ids)
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Keep only each namespace's newest checkpoint, or (`delete`) none: the library's

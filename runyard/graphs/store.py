@@ -162,18 +162,16 @@ async def _plain_store(
 
 @asynccontextmanager
 async def _sqlite_store(data_dir: Path, options: StoreOptions) -> AsyncIterator[BaseStore]:
-    import aiosqlite
     from langgraph.store.sqlite.aio import AsyncSqliteStore
 
+    from runyard.db.sqlite_checkpoints import open_sqlite
     from runyard.graphs.cosine_store import CosineSqliteStore
 
     reason = vector_extension_missing() if options.index is not None else None
     data_dir.mkdir(parents=True, exist_ok=True)
     # A file of its own: the store's connection serializes its writes behind one lock.
-    conn = await aiosqlite.connect(str(data_dir / "store.sqlite"), isolation_level=None)
+    conn = await open_sqlite(data_dir / "store.sqlite", isolation_level=None)
     try:
-        await conn.execute("PRAGMA journal_mode=WAL")
-        await conn.execute("PRAGMA busy_timeout=30000")
         store: AsyncSqliteStore | CosineSqliteStore
         if reason is not None and options.index is not None:
             # Same results as LangGraph's in-memory store, computed over the stored vectors.

@@ -5,9 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import text
-
-from runyard.db.engine import schema_is_current
+from runyard.db.engine import ping, schema_is_current
 from runyard.domain.urls import masked_url
 
 if TYPE_CHECKING:
@@ -60,8 +58,7 @@ async def dependency_health(runtime: Runtime) -> dict[str, str]:
 async def _database_state(runtime: Runtime) -> str:
     try:
         async with asyncio.timeout(CHECK_TIMEOUT):
-            async with runtime.engine.connect() as conn:
-                await conn.execute(text("SELECT 1"))
+            await ping(runtime.engine)
         return OK
     except Exception as exc:
         return _unreachable(exc)

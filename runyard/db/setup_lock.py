@@ -12,6 +12,8 @@ from collections.abc import Awaitable, Callable
 CHECKPOINTER_SETUP_LOCK = 72_797_102
 STORE_SETUP_LOCK = 72_797_101
 RETRY_SECONDS = 0.05
+# Taken or not at once: a waiting instance polls (see `setup_alone`).
+_TRY_LOCK = "SELECT pg_try_advisory_lock($1)"
 
 
 async def setup_alone(conninfo: str, key: int, setup: Callable[[], Awaitable[None]]) -> None:
@@ -28,7 +30,7 @@ async def setup_alone(conninfo: str, key: int, setup: Callable[[], Awaitable[Non
     conn = await asyncpg.connect(conninfo)
     try:
         while True:
-            if await conn.fetchval("SELECT pg_try_advisory_lock($1)", key):
+            if await conn.fetchval(_TRY_LOCK, key):
                 break
             await asyncio.sleep(RETRY_SECONDS)
         await setup()
