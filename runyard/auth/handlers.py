@@ -6,7 +6,7 @@ import copy
 import inspect
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -16,6 +16,7 @@ from starlette.requests import Request
 
 from runyard.domain.auth_filters import AuthFilterError, check_filter
 from runyard.domain.errors import ConfigError, ForbiddenError, RunyardError, UnauthorizedError
+from runyard.domain.user import AuthUser
 from runyard.graphs.config import ProjectConfig
 from runyard.graphs.modules import import_attribute
 
@@ -23,33 +24,6 @@ log = logging.getLogger("runyard.auth")
 
 Filter = dict[str, Any]
 BodyT = TypeVar("BodyT", bound=BaseModel)
-
-
-@dataclass(frozen=True)
-class AuthUser:
-    """The authenticated user, shaped like LangGraph's BaseUser for handlers to read."""
-
-    identity: str
-    display_name: str
-    permissions: Sequence[str] = ()
-    is_authenticated: bool = True
-    extra: Mapping[str, Any] = field(default_factory=dict)
-
-    def __getitem__(self, key: str) -> Any:
-        return self.as_dict()[key]
-
-    def __contains__(self, key: object) -> bool:
-        return key in self.as_dict()
-
-    def as_dict(self) -> dict[str, Any]:
-        """The user as the dict a handler returned (plus the normalised fields)."""
-        return {
-            **self.extra,
-            "identity": self.identity,
-            "display_name": self.display_name,
-            "permissions": list(self.permissions),
-            "is_authenticated": self.is_authenticated,
-        }
 
 
 class AuthError(RunyardError):

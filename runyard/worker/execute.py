@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from langgraph.pregel import Pregel
 from langgraph.types import Command, Send
 
-from runyard.auth.user import user_from_config
 from runyard.db import runs as runs_db
 from runyard.db.faults import retry_while_store_unavailable, store_fault, store_unavailable
 from runyard.domain.configurable import AUTH_USER_KEY
 from runyard.domain.errors import DecryptionError, StaleAttemptError
 from runyard.domain.status import RunStatus
+from runyard.domain.user import user_from_config
 from runyard.graphs.checkpointer import fenced, riding_out_store_faults
 from runyard.graphs.factories import GraphAccess
 from runyard.graphs.serialize import dumps, to_jsonable

@@ -1,0 +1,92 @@
+"""Imports point one way: from the entry layers (api, worker, background) through services and
+the lifecycle to storage, transport and graphs, and down to domain; the composition root
+(runtime) and the entry points above everything. The test reads every module's imports,
+type-only ones included, and fails on one that points up.
+
+One debt is written down, not hidden: services and the entry layers still take the whole
+`Runtime` (a service locator), so they import `runyard.runtime`. `RUNTIME_USERS` lists them;
+the list may only shrink."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "runyard"
+
+# Each part of the package (a subpackage, or a top-level module) and its layer: a part may
+# import only parts of lower layers.
+LAYERS: dict[str, int] = {
+    "__version__": 0,
+    "domain": 0,
+    "settings": 0,
+    "loops": 0,
+    "db": 1,
+    "streaming": 1,
+    "outbound": 1,
+    "schemas": 1,
+    "queue": 2,
+    "encryption": 2,
+    "migrations": 2,
+    "graphs": 3,
+    "observability": 3,
+    "transport": 4,
+    "deploy": 4,
+    "run_endings": 4,
+    "lifecycle": 5,
+    "services": 6,
+    "auth": 7,
+    "worker": 7,
+    "background": 7,
+    "api": 8,
+    "runtime": 9,
+    "main": 10,
+    "server": 10,
+    "cli": 11,
+}
+# Parts that import the runtime against the direction (they take the whole `Runtime`).
+RUNTIME_USERS = {"services", "auth", "worker", "background", "api"}
+
+
+def part_of(module: str) -> str:
+    """`runyard.db.runs` → `db`; `runyard.lifecycle` → `lifecycle`."""
+    return module.split(".")[1]
+
+
+def imports_against_the_direction() -> list[str]:
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        relative = path.relative_to(PACKAGE.parent).with_suffix("").as_posix()
+        if relative == "runyard/__init__":
+            continue
+        source = part_of(relative.replace("/", "."))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets: list[str] = []
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                if node.module == "runyard":
+                    targets = [f"runyard.{alias.name}" for alias in node.names]
+                elif node.module.startswith("runyard."):
+                    targets = [node.module]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names if a.name.startswith("runyard.")]
+            for target in targets:
+                part = part_of(target)
+                if part == source:
+                    continue
+                if part == "runtime" and source in RUNTIME_USERS:
+                    continue
+                if part not in LAYERS or source not in LAYERS:
+                    found.append(f"{relative}:{node.lineno}: {target} (a part with no layer)")
+                elif LAYERS[part] >= LAYERS[source]:
+                    found.append(f"{relative}:{node.lineno}: {source} imports {target}")
+    return found
+
+
+def test_imports_point_down_the_layers() -> None:
+    assert imports_against_the_direction() == []
+
+
+def test_every_part_has_a_layer() -> None:
+    parts = {p.stem for p in PACKAGE.iterdir() if p.suffix == ".py" and p.stem != "__init__"}
+    parts |= {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+    assert parts - set(LAYERS) == set()
