@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -298,7 +298,7 @@ async def thread_event_stream(
     return sse_response(runtime, _frames(runtime, str(thread_id), wanted, since, first))
 
 
-async def _authorize_stream(runtime: Runtime, caller: Caller, thread_id: str) -> Sequence[Any]:
+async def _authorize_stream(runtime: Runtime, caller: Caller, thread_id: str) -> list[Any]:
     """The thread's first runs, once the caller may read it. A client opens its streams as
     it sends `run.start`, which creates the thread: a thread that does not exist yet is
     waited for a moment, then answered 404 (the SDK opens the stream again once its run
@@ -309,7 +309,7 @@ async def _authorize_stream(runtime: Runtime, caller: Caller, thread_id: str) ->
 
 
 async def _frames(
-    runtime: Runtime, thread_id: str, wanted: EventFilter, since: int | None, first: Sequence[Any]
+    runtime: Runtime, thread_id: str, wanted: EventFilter, since: int | None, first: list[Any]
 ) -> AsyncIterator[StreamEvent]:
     try:
         async for event in thread_events(runtime, thread_id, since, first):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from runyard.db import runs as runs_db
@@ -70,10 +70,11 @@ def _ms(value: Any) -> int:
 
 
 async def thread_events(
-    runtime: Runtime, thread_id: str, since: int | None, first: Sequence[Any] | None = None
+    runtime: Runtime, thread_id: str, since: int | None, first: list[Any] | None = None
 ) -> AsyncIterator[dict[str, Any]]:
     """The thread's protocol events with their seq, those after `since` (all when None),
-    following live until the thread is deleted or the client leaves.
+    following live until the thread is deleted or the client leaves. `first` (the
+    thread's first page of runs, from `first_runs`) is emptied as it is taken.
 
     With `since`, the stored events after it are gathered first: more than the settings'
     `session_replay_events` of them raise ResumeGap, before anything is yielded.
@@ -112,34 +113,47 @@ def _tail(event: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _run_events(
-    runtime: Runtime, thread_id: str, first: Sequence[Any], boundary: bool
+    runtime: Runtime, thread_id: str, first: list[Any], boundary: bool
 ) -> AsyncIterator[dict[str, Any] | None]:
     """Each session run of the thread in turn (from `first`, its first page of runs),
     translated, waiting for the next one; None marks where the stored events end and live
-    ones begin. Ends when the thread is deleted."""
-    upcoming: Sequence[Any] | None = first
+    ones begin. Ends when the thread is deleted.
+
+    Rows are let go as they are read (`first` is emptied at once): a stream that waits, or
+    whose client does not read, holds no page of runs (a few kilobytes a row)."""
+    pending: deque[Any] = deque(first)
+    first.clear()
+    full = len(pending) == _PAGE
     anchor: tuple[Any, str] | None = None
     async with runtime.run_arrivals.watch(thread_id) as arrivals:
-        while upcoming is not None:
-            for row in upcoming:
-                if is_session_run(row):
-                    events = run_protocol_events(runtime, dict(row), boundary=boundary)
-                    async for event in events:
+        while True:
+            while pending:
+                row = pending.popleft()
+                anchor = anchor_of(row)
+                run = dict(row) if is_session_run(row) else None
+                del row
+                if run is not None:
+                    async for event in run_protocol_events(runtime, run, boundary=boundary):
                         yield event
-            if upcoming:
-                anchor = anchor_of(upcoming[-1])
-            if len(upcoming) == _PAGE:
+            if full:
                 # More stored runs: read on, without a pause (nor a live mark).
                 async with runtime.autocommit() as session:
-                    upcoming = await runs_db.runs_created_after(session, thread_id, anchor, _PAGE)
+                    page = await runs_db.runs_created_after(session, thread_id, anchor, _PAGE)
+                pending.extend(page)
+                full = len(page) == _PAGE
                 continue
             # A reader that got its run's end leaves now: look for the next run only later.
             yield None
             # Shared with every stream of the thread here; None once the thread is deleted.
             upcoming = await arrivals.after(anchor, _PAGE)
+            if upcoming is None:
+                return
+            pending.extend(upcoming)
+            full = len(upcoming) == _PAGE
+            del upcoming
 
 
-async def first_runs(runtime: Runtime, thread_id: str, wait: float) -> Sequence[Any]:
+async def first_runs(runtime: Runtime, thread_id: str, wait: float) -> list[Any]:
     """The thread's first page of runs, once the thread exists (waited for up to `wait`
     seconds: a client opens its stream as it sends the `run.start` that creates the
     thread); NotFoundError if it never appears."""
@@ -149,7 +163,7 @@ async def first_runs(runtime: Runtime, thread_id: str, wait: float) -> Sequence[
         async with runtime.autocommit() as session:
             rows = await runs_db.runs_created_after(session, thread_id, None, _PAGE)
             if rows or await threads_db.get_thread(session, thread_id) is not None:
-                return rows
+                return list(rows)
     raise thread_not_found(thread_id)
 
 
