@@ -52,6 +52,7 @@ from runyard.services.assistants import ensure_default_assistants
 from runyard.services.run_arrivals import RunArrivals
 from runyard.settings import Settings
 from runyard.streaming.broker import EventBroker
+from runyard.streaming.fanout import Fanouts
 from runyard.transport import in_process_transport, open_redis_transport
 from runyard.worker.execute import RunExecutor
 from runyard.worker.lease import LeaseKeeper
@@ -278,6 +279,10 @@ class Runtime:
         else:
             transport = in_process_transport(settings, self.running.stop)
         self.broker = self.metrics.counting_subscribers(transport.broker)
+        # A thread's live streams share one reader of its runs' events: stopped before the
+        # broker it reads from.
+        self.thread_fanouts: Fanouts[Any] = Fanouts()
+        self._stack.push_async_callback(self.thread_fanouts.stop)
         self.queue, self.cancel_bus, self.redis = (
             transport.queue,
             transport.cancel_bus,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from sse_starlette.sse import SendTimeoutError
@@ -11,6 +11,7 @@ from starlette.types import Receive, Scope, Send
 
 from runyard.runtime import Runtime
 from runyard.streaming.broker import StreamEvent
+from runyard.streaming.sse_frames import sse_frame
 
 log = logging.getLogger("runyard.api")
 
@@ -31,16 +32,26 @@ class _EventStream(EventSourceResponse):
 
 
 def sse_response(
-    runtime: Runtime, events: AsyncIterator[StreamEvent], headers: Mapping[str, str] | None = None
+    runtime: Runtime,
+    events: AsyncIterator[StreamEvent] | AsyncIterator[Sequence[StreamEvent]],
+    headers: Mapping[str, str] | None = None,
 ) -> EventSourceResponse:
-    """Stream `events` as SSE with their ids (for Last-Event-ID), heartbeats, and no caching."""
+    """Stream `events` as SSE with their ids (for Last-Event-ID), heartbeats, and no caching.
 
-    async def frames() -> AsyncIterator[ServerSentEvent]:
+    `events` may yield batches: a batch goes out in one write. A stream with many
+    subscribers (a thread's) wakes each of them once per batch, and one write per
+    subscriber costs far less than one per event (every write crosses the middleware).
+    """
+
+    async def frames() -> AsyncIterator[ServerSentEvent | bytes]:
         # Closed with the response, not left to the garbage collector: a client that left
         # releases its subscriptions at once.
         try:
             async for item in events:
-                yield ServerSentEvent(data=item.data, event=item.event, id=item.id or None)
+                if isinstance(item, StreamEvent):
+                    yield _frame(item)
+                else:
+                    yield "".join(map(sse_frame, item)).encode()
         finally:
             aclose = getattr(events, "aclose", None)
             if aclose is not None:
@@ -53,3 +64,7 @@ def sse_response(
         ping_message_factory=lambda: ServerSentEvent(comment="heartbeat"),
         headers={**(headers or {}), "Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )
+
+
+def _frame(event: StreamEvent) -> ServerSentEvent:
+    return ServerSentEvent(data=event.data, event=event.event, id=event.id or None)

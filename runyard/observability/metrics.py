@@ -116,6 +116,11 @@ class Metrics:
             "Clients following a run's events here (SSE streams, /wait).",
             registry=registry,
         )
+        self.stream_subscriptions = Counter(
+            "runyard_stream_subscriptions",
+            "Reads of a run's events opened here (a thread's live streams share one per run).",
+            registry=registry,
+        )
         self.db_statements = Counter(
             "runyard_db_statements",
             "SQL statements sent to the database: `runs` by Runyard's own queries, "
@@ -177,8 +182,9 @@ class Metrics:
         return counts
 
     def counting_subscribers(self, broker: EventBroker) -> EventBroker:
-        """The broker, with its live subscriptions counted in `runyard_stream_subscribers`."""
-        return SubscriberCountingBroker(broker, self.stream_subscribers)
+        """The broker, with its live subscriptions counted in `runyard_stream_subscribers`
+        and every one opened in `runyard_stream_subscriptions_total`."""
+        return SubscriberCountingBroker(broker, self.stream_subscribers, self.stream_subscriptions)
 
 
 def peak_rss_bytes() -> float:
@@ -190,9 +196,10 @@ def peak_rss_bytes() -> float:
 class SubscriberCountingBroker:
     """An EventBroker that delegates everything and counts open subscriptions."""
 
-    def __init__(self, inner: EventBroker, gauge: Gauge) -> None:
+    def __init__(self, inner: EventBroker, gauge: Gauge, opened: Counter) -> None:
         self.inner = inner
         self._gauge = gauge
+        self._opened = opened
 
     async def begin_attempt(
         self, run_id: str, attempt: int, events: Sequence[tuple[str, str]] = ()
@@ -228,6 +235,7 @@ class SubscriberCountingBroker:
         ended: Ended | None = None,
     ) -> AsyncIterator[StreamEvent]:
         """Delegate, counting the subscription while it is open."""
+        self._opened.inc()
         self._gauge.inc()
         try:
             async for event in self.inner.subscribe(run_id, after, follow, ended):

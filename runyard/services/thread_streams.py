@@ -26,6 +26,8 @@ from runyard.domain.stream_modes import STREAM_MODES, event_in_modes
 from runyard.services.run_waits import LIVE_ONLY, run_events
 from runyard.services.thread_state import thread_not_found
 from runyard.streaming.broker import StreamEvent
+from runyard.streaming.fanout import BUSY, Fanout
+from runyard.streaming.sse_frames import FramedEvent, framed
 from runyard.streaming.thread_log import state_log
 
 if TYPE_CHECKING:
@@ -36,10 +38,13 @@ log = logging.getLogger("runyard.threads")
 THREAD_STREAM_MODES = ("run_modes", "lifecycle", "state_update")
 # Run stream modes a thread stream also takes: only their run events are sent.
 RUN_EVENT_MODES = tuple(mode for mode in STREAM_MODES if mode not in THREAD_STREAM_MODES)
-# Events a thread stream holds between its producers and its client.
+# Events (or batches of a shared follower's events) a thread stream holds between its
+# producers and its client.
 STREAM_QUEUE_EVENTS = 16
 _DONE = "done"
 _NONE = "-"
+# What a thread stream's producers queue: one event, a batch, or None (the stream ends).
+_Queued = StreamEvent | list[StreamEvent] | None
 
 
 @dataclass
@@ -113,7 +118,7 @@ def parse_thread_stream_modes(raw: list[str] | None) -> ThreadStreamModes:
 
 async def open_thread_events(
     runtime: Runtime, thread_id: str, last_event_id: str | None, modes: ThreadStreamModes
-) -> AsyncIterator[StreamEvent]:
+) -> AsyncIterator[list[StreamEvent]]:
     """The thread's events until it is deleted (or the client leaves); a bad Last-Event-ID
     or a missing thread raise here, before anything is streamed."""
     cursor = Cursor.parse(last_event_id) if last_event_id else None
@@ -131,11 +136,12 @@ async def _thread_events(
     cursor: Cursor | None,
     start: _Start,
     modes: ThreadStreamModes,
-) -> AsyncIterator[StreamEvent]:
+) -> AsyncIterator[list[StreamEvent]]:
+    """Batches of events: whatever the producers queued since the client last took some."""
     position = cursor or Cursor()
     # Small: it only joins the two producers. A client that stops reading stops them soon
     # after its socket fills, so it holds a few events and follows no further run.
-    queue: asyncio.Queue[StreamEvent | None] = asyncio.Queue(maxsize=STREAM_QUEUE_EVENTS)
+    queue: asyncio.Queue[_Queued] = asyncio.Queue(maxsize=STREAM_QUEUE_EVENTS)
     producers: list[tuple[str, Coroutine[Any, Any, None]]] = []
     if modes.runs:
         producers.append(("runs", _follow_runs(runtime, thread_id, start, position, queue, modes)))
@@ -149,10 +155,20 @@ async def _thread_events(
     ]
     try:
         while True:
+            events: list[StreamEvent] = []
             item = await queue.get()
+            while True:
+                if isinstance(item, list):
+                    events.extend(item)
+                elif item is not None:
+                    events.append(item)
+                if item is None or queue.empty():
+                    break
+                item = queue.get_nowait()
+            if events:
+                yield events
             if item is None:
                 return  # the thread is gone, or a producer failed (the client resumes)
-            yield item
     finally:
         for task in tasks:
             task.cancel()
@@ -160,7 +176,7 @@ async def _thread_events(
 
 
 async def _guarded(
-    producer: Coroutine[Any, Any, None], thread_id: str, queue: asyncio.Queue[StreamEvent | None]
+    producer: Coroutine[Any, Any, None], thread_id: str, queue: asyncio.Queue[_Queued]
 ) -> None:
     """Run a producer; if it fails, end the stream instead of leaving the client waiting."""
     try:
@@ -175,7 +191,7 @@ async def _follow_state(
     thread_id: str,
     after: str | None,
     position: Cursor,
-    queue: asyncio.Queue[StreamEvent | None],
+    queue: asyncio.Queue[_Queued],
 ) -> None:
     async def never_ends() -> bool:
         return False
@@ -190,10 +206,92 @@ async def _follow_runs(
     thread_id: str,
     start: _Start,
     position: Cursor,
-    queue: asyncio.Queue[StreamEvent | None],
+    queue: asyncio.Queue[_Queued],
     modes: ThreadStreamModes,
 ) -> None:
-    """Each run of the thread in turn, then a run_done marker; None once the thread is gone."""
+    """Each run of the thread in turn, then a run_done marker; None once the thread is gone.
+
+    A stream that starts where the thread's shared follower is (see `_shared_runs`) takes
+    its runs from it; once it falls behind or the follower ends, it goes on alone from
+    where it is."""
+    anchor, first = start
+    mark = (anchor, first[0]["run_id"], first[1]) if first is not None else (anchor, None, None)
+    joined = runtime.thread_fanouts.join(
+        thread_id, mark, lambda fanout: _shared_runs(runtime, thread_id, start, fanout)
+    )
+    if joined is not None:
+        async with joined as member:
+            while (items := await member.take()) is not None:
+                batch: list[StreamEvent] = []
+                for run_id, event_id, event in items:
+                    position.run_id, position.event_id = run_id, event_id
+                    if not modes.delivers(event.event):
+                        continue
+                    if position.state_id is None:
+                        batch.append(event)  # its id is this stream's position
+                    else:
+                        batch.append(StreamEvent(position.encode(), event.event, event.data))
+                if batch:
+                    await queue.put(batch)
+        if position.run_id is not None:
+            resumed = Cursor(position.run_id, position.event_id)
+            start = await _starting_point(runtime, thread_id, resumed)
+    await _follow_runs_alone(runtime, thread_id, start, position, queue, modes)
+
+
+# What a thread's shared follower hands out: a run's id, the id of one of its events (`done`
+# for its run_done marker, last), and the event as a stream with no state position sends it
+# (its SSE text made once for every stream).
+SharedItem = tuple[str, str, FramedEvent]
+
+
+async def _shared_runs(
+    runtime: Runtime, thread_id: str, start: _Start, fanout: Fanout[SharedItem]
+) -> None:
+    """The thread's runs from `start`, read once for every stream of the thread here that
+    starts at the same place (live joins of an idle thread, mostly). Its position is where
+    it waits for the next run, so a stream joining later shares it only from there."""
+    anchor, first = start
+    async with runtime.run_arrivals.watch(thread_id) as arrivals:
+        if first is not None:
+            fanout.position = BUSY
+            run, after = first
+            anchor = await _share_run(runtime, run, after, fanout)
+        while True:
+            fanout.position = (anchor, None, None)
+            upcoming = await arrivals.after(anchor, 1)
+            fanout.position = BUSY
+            if upcoming is None:
+                return  # the thread was deleted: each stream finds out alone
+            anchor = await _share_run(runtime, dict(upcoming[0]), None, fanout)
+
+
+async def _share_run(
+    runtime: Runtime, run: dict[str, Any], after: str | None, fanout: Fanout[SharedItem]
+) -> tuple[Any, str]:
+    """Hand out one run's events after `after`, then its run_done; returns its anchor."""
+    run_id = run["run_id"]
+    async for event in run_events(runtime, run, after, None, cancel_on_disconnect=False):
+        fanout.publish([_shared(run_id, event.id, event.event, event.data)])
+    done = json.dumps({"status": "run_done", "run_id": run_id})
+    fanout.publish([_shared(run_id, _DONE, "metadata", done)])
+    return run["created_at"], run_id
+
+
+def _shared(run_id: str, event_id: str, event: str, data: str) -> SharedItem:
+    sent_as = StreamEvent(Cursor(run_id, event_id).encode(), event, data)
+    return run_id, event_id, framed(sent_as)
+
+
+async def _follow_runs_alone(
+    runtime: Runtime,
+    thread_id: str,
+    start: _Start,
+    position: Cursor,
+    queue: asyncio.Queue[_Queued],
+    modes: ThreadStreamModes,
+) -> None:
+    """Each run of the thread in turn, read by this stream alone."""
     anchor, first = start
     async with runtime.run_arrivals.watch(thread_id) as arrivals:
         if first is not None:
@@ -241,7 +339,7 @@ async def _stream_run(
     run: dict[str, Any],
     after: str | None,
     position: Cursor,
-    queue: asyncio.Queue[StreamEvent | None],
+    queue: asyncio.Queue[_Queued],
     modes: ThreadStreamModes,
 ) -> tuple[Any, str]:
     """Deliver one run's events after `after`, then its run_done; returns its anchor."""

@@ -1,6 +1,7 @@
 """Subscribers of a thread that never read cost only themselves: while they sit on the
-thread, its ordinary runs complete, the server's work does not grow with their number, and
-once their sockets close every one of them is released.
+thread, its ordinary runs complete, the server's work does not grow with their number (one
+look for the thread's next run, one read of each run's events, for all of them), and once
+their sockets close every one of them is released.
 
 Raw sockets send `GET /threads/{id}/stream` and `POST /threads/{id}/stream/events` and never
 read, against `runyard dev` and `runyard serve` with PostgreSQL and Redis. No timing is
@@ -29,6 +30,11 @@ pytestmark = pytest.mark.timeout(120)
 REDIS_URL = "redis://127.0.0.1:6379/0"
 IDLE_PER_KIND = 20
 WINDOW_SECONDS = 2.0
+# Ordinary runs in the shared-read test, and the reads of their events each may open: its
+# /wait's own and the one the thread's streams share. (Each stream reading alone, 20 idle
+# thread streams opened twenty a run.)
+SHARED_RUNS = 3
+MAX_READS_PER_RUN = 3
 # One shared look for the thread's next run, four a second, plus a thread check: about ten
 # statements in the window, whatever the number of idle subscribers. (Each polling alone,
 # 40 subscribers sent about 320.)
@@ -146,3 +152,26 @@ async def test_idle_subscribers_neither_hold_runs_nor_outlive_their_sockets(
         await asyncio.sleep(0.1)
     assert ended_streams(after) - ended_streams(before) == len(sockets)
     assert value(after, "runyard_stream_subscribers") == value(before, "runyard_stream_subscribers")
+
+
+async def test_a_threads_idle_streams_share_one_read_of_each_run(
+    deployment: ServerProcess, http: httpx.AsyncClient
+) -> None:
+    thread_id = (await http.post("/threads", json={})).json()["thread_id"]
+    await ordinary_run(http, thread_id)
+    thread_stream = requests_for(thread_id)[0]
+    sockets = [idle_subscriber(deployment, thread_stream) for _ in range(IDLE_PER_KIND)]
+    try:
+        await asyncio.sleep(1.0)  # every stream is in and waiting for the thread's next run
+        before = value(await scrape(http), "runyard_stream_subscriptions_total")
+        for _ in range(SHARED_RUNS):
+            await ordinary_run(http, thread_id)
+        await asyncio.sleep(1.0)  # the streams have found the runs and read them
+        opened = value(await scrape(http), "runyard_stream_subscriptions_total") - before
+    finally:
+        for sock in sockets:
+            sock.close()
+    assert 0 < opened <= SHARED_RUNS * MAX_READS_PER_RUN, (
+        f"{opened:g} reads of run events for {SHARED_RUNS} runs with {len(sockets)} idle "
+        "thread streams"
+    )
