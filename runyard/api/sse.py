@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import AsyncIterator, Mapping, Sequence
 
 from sse_starlette import EventSourceResponse, ServerSentEvent
@@ -19,6 +20,10 @@ log = logging.getLogger("runyard.api")
 # is bounded (the subscription's buffer, then the socket's), and it resumes with
 # Last-Event-ID, on any instance, whenever it reads again.
 SLOW_CLIENT_SECONDS = 60.0
+# Each stream's keep-alive period is the setting less up to this share of it, drawn at random:
+# streams opened together (hundreds of clients joining one thread) would otherwise send their
+# heartbeats at the same moments, a burst every period that delays everything else.
+KEEPALIVE_SPREAD = 0.2
 
 
 class _EventStream(EventSourceResponse):
@@ -60,7 +65,7 @@ def sse_response(
     return _EventStream(
         frames(),
         send_timeout=SLOW_CLIENT_SECONDS,
-        ping=runtime.settings.stream_keepalive_seconds,
+        ping=runtime.settings.stream_keepalive_seconds * (1 - KEEPALIVE_SPREAD * random.random()),
         ping_message_factory=lambda: ServerSentEvent(comment="heartbeat"),
         headers={**(headers or {}), "Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )
