@@ -41,9 +41,12 @@ RUN_EVENT_MODES = tuple(mode for mode in STREAM_MODES if mode not in THREAD_STRE
 # Events (or batches of a shared follower's events) a thread stream holds between its
 # producers and its client.
 STREAM_QUEUE_EVENTS = 16
-# A stream that shares its thread's follower writes at most this often, every event since
-# its last write together.
-SHARED_WRITE_SECONDS = 0.05
+# The streams that share a thread's follower write about this many times a second together
+# (each waits `members / SHARED_WRITES_PER_SECOND` after a write, at most
+# MAX_WRITE_PAUSE_SECONDS, and sends every event since in its next write): a few streams write
+# each event at once, hundreds batch them.
+SHARED_WRITES_PER_SECOND = 1000
+MAX_WRITE_PAUSE_SECONDS = 0.25
 _DONE = "done"
 _NONE = "-"
 # What a thread stream's producers queue: one event, a batch, or None (the stream ends).
@@ -236,9 +239,11 @@ async def _follow_runs(
                         batch.append(StreamEvent(position.encode(), event.event, event.data))
                 if batch:
                     await queue.put(batch)
-                    # What comes meanwhile goes out with the next write: a thread's runs
-                    # handed out one after another cost each stream one write, not one a run.
-                    await asyncio.sleep(SHARED_WRITE_SECONDS)
+                    # What comes meanwhile goes out with the next write: the thread's streams
+                    # here write about SHARED_WRITES_PER_SECOND times a second together, however
+                    # many they are and however fast its runs come.
+                    pause = member.sharing() / SHARED_WRITES_PER_SECOND
+                    await asyncio.sleep(min(pause, MAX_WRITE_PAUSE_SECONDS))
         if position.run_id is not None:
             resumed = Cursor(position.run_id, position.event_id)
             start = await _starting_point(runtime, thread_id, resumed)

@@ -31,8 +31,9 @@ BUSY = object()
 class Member(Generic[T]):
     """A subscriber's share of a fan-out: a bounded buffer of items."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, fanout: Fanout[T] | None = None) -> None:
         self._limit = limit
+        self._fanout = fanout
         self._items: list[T] = []
         self._ready = asyncio.Event()
         self.detached = False
@@ -48,6 +49,10 @@ class Member(Generic[T]):
         self._items.extend(items)
         self._ready.set()
         return True
+
+    def sharing(self) -> int:
+        """How many members the fan-out has now (this one included)."""
+        return len(self._fanout.members) if self._fanout is not None else 1
 
     def end(self) -> None:
         """The source ended: the member takes what is buffered, then goes on alone."""
@@ -112,7 +117,7 @@ class Fanouts(Generic[T]):
             fanout.task = asyncio.create_task(self._read(key, fanout, source), name="fanout")
         elif fanout.position != position:
             return None
-        member: Member[T] = Member(self._limit)
+        member: Member[T] = Member(self._limit, fanout)
         fanout.members.add(member)
         return self._membership(key, fanout, member)
 
