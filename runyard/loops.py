@@ -13,8 +13,10 @@ log = logging.getLogger("runyard.runtime")
 class LoopGroup:
     """Background loops stopped together: one stop event, then a grace period, then cancel."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, grace: float = 5.0) -> None:
         self.name = name
+        # How long `stop` lets the loops end by themselves before it cancels them.
+        self.grace = grace
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -26,11 +28,11 @@ class LoopGroup:
         """Names of the loops that ended while they should run."""
         return [t.get_name() for t in self._tasks if t.done() and not self._stop.is_set()]
 
-    async def stop(self, grace: float = 5) -> None:
-        """Set the stop event, wait up to `grace`, cancel what is left (idempotent)."""
+    async def stop(self) -> None:
+        """Set the stop event, wait up to the group's grace, cancel what is left (idempotent)."""
         self._stop.set()
         if self._tasks:
-            _done, pending = await asyncio.wait(self._tasks, timeout=grace)
+            _done, pending = await asyncio.wait(self._tasks, timeout=self.grace)
             for task in pending:
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -357,10 +357,10 @@ class Runtime:
             instance=self.instance_id, database=self.dialect, queue=self._queue_kind
         )
 
-    def _loop_group(self, name: str) -> LoopGroup:
+    def _loop_group(self, name: str, grace: float = 5.0) -> LoopGroup:
         """A group of loops whose stop is pushed now: after what was pushed before it (the
         connections its loops use), before what is pushed after it."""
-        group = LoopGroup(name)
+        group = LoopGroup(name, grace)
         self._loop_groups.append(group)
         self._stack.push_async_callback(group.stop)
         return group

@@ -51,7 +51,7 @@ def in_process_transport(settings: Settings, stop_run: CancelHandler) -> Transpo
 async def open_redis_transport(
     settings: Settings,
     stack: AsyncExitStack,
-    loop_group: Callable[[str], LoopGroup],
+    loop_group: Callable[[str, float], LoopGroup],
     stop_run: CancelHandler,
     sessions: Sessions,
     instance_id: str,
@@ -77,7 +77,9 @@ async def open_redis_transport(
         request_connections=settings.redis_request_connections,
     )
     stack.push_async_callback(redis.aclose)
-    listeners = loop_group("redis-listeners")
+    # Readers only, stopped once the workers have drained: nothing to finish, so they are
+    # cancelled at once rather than left to notice the stop at their next read timeout (1 s).
+    listeners = loop_group("redis-listeners", 0.0)
     signals = CompletionSignals(redis.worker, f"{prefix}done")
     reader = StreamReader(
         redis.blocking, f"{prefix}events", settings.redis_stream_readers, 5.0, instance=instance_id
