@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -181,6 +182,34 @@ def fenced(
 
     view.aget_tuple = aget_tuple  # type: ignore[method-assign]
     view.aput = aput  # type: ignore[method-assign]
+    view.aput_writes = aput_writes  # type: ignore[method-assign]
+    return view
+
+
+# LangGraph's pending-write channel for a task's error (its checkpoint format).
+ERROR_CHANNEL = "__error__"
+
+
+def storing_no_stopped_tasks(saver: BaseCheckpointSaver) -> BaseCheckpointSaver:
+    """A view of `saver` that stores nothing of a task the attempt's stop cancelled.
+
+    LangGraph stores a cancelled task's writes with the cancellation as the task's error.
+    When the cancel lands after the node returned but before its edges were taken, those
+    writes hold the node's output and that error, and a resume from them finds nothing to
+    run: the run would end `success` with its work undone. Without them the task simply
+    has not run, and the attempt that resumes the run runs it again.
+    """
+    view = copy.copy(saver)
+    put_writes = saver.aput_writes
+
+    async def aput_writes(config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
+        if any(
+            channel == ERROR_CHANNEL and isinstance(value, asyncio.CancelledError)
+            for channel, value in writes
+        ):
+            return
+        await put_writes(config, writes, task_id, task_path)
+
     view.aput_writes = aput_writes  # type: ignore[method-assign]
     return view
 

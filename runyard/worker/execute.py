@@ -19,7 +19,11 @@ from runyard.domain.configurable import AUTH_USER_KEY
 from runyard.domain.errors import DecryptionError, StaleAttemptError
 from runyard.domain.status import RunStatus
 from runyard.domain.user import user_from_config
-from runyard.graphs.checkpointer import fenced, riding_out_store_faults
+from runyard.graphs.checkpointer import (
+    fenced,
+    riding_out_store_faults,
+    storing_no_stopped_tasks,
+)
 from runyard.graphs.factories import GraphAccess
 from runyard.graphs.serialize import dumps, to_jsonable
 from runyard.graphs.streaming import FinalState, stream_graph
@@ -409,6 +413,7 @@ class RunExecutor:
 
         saver = fenced(rt.checkpointer, run_id, attempt, empty=entry.thread_empty)
         saver = riding_out_store_faults(saver, rt.settings.lease_duration_seconds)
+        saver = storing_no_stopped_tasks(saver)
         return graph.copy(update={"checkpointer": saver, "store": rt.store})
 
     def _config(self, run: Mapping[str, Any]) -> dict[str, Any]:
