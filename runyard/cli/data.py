@@ -1,0 +1,117 @@
+"""`runyard migrate`, `reencrypt` and `build-ui`: work on a project's data, then exit."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+from pathlib import Path
+from typing import Any
+
+from runyard.cli.common import (
+    CliError,
+    add_project_options,
+    command,
+    keep_data_beside_project,
+    load_settings,
+)
+
+
+def add_commands(sub: Any) -> None:
+    """migrate, reencrypt, build-ui."""
+    mig = command(
+        sub,
+        "migrate",
+        "apply database migrations to DATABASE_URL (or DATABASE_URI), then exit",
+    )
+    mig.set_defaults(handler=_migrate)
+
+    reencrypt = command(
+        sub,
+        "reencrypt",
+        "re-encrypt stored data under LANGGRAPH_AES_KEY (after a key rotation), then exit",
+    )
+    reencrypt.add_argument("-c", "--config", default=None, help="the project's langgraph.json")
+    reencrypt.add_argument(
+        "--batch-size", type=int, default=500, help="rows read and rewritten per transaction"
+    )
+    reencrypt.add_argument(
+        "--pause",
+        type=float,
+        default=0.0,
+        help="seconds to wait between batches, to spare a database that is serving",
+    )
+    reencrypt.set_defaults(handler=_reencrypt)
+
+    build_ui = command(
+        sub, "build-ui", "build the generative UI (`ui` in langgraph.json) with its output shown"
+    )
+    add_project_options(build_ui)
+    build_ui.add_argument(
+        "-o", "--output", type=Path, default=None, help="folder (RUNYARD_UI_DIR, else .runyard/ui)"
+    )
+    build_ui.set_defaults(handler=_build_ui)
+
+
+def _migrate(_args: argparse.Namespace) -> None:
+    from runyard.db.engine import create_engine, migrate, require_database
+    from runyard.settings import Settings
+
+    settings = load_settings(Settings)
+
+    async def run() -> None:
+        engine = create_engine(settings.resolved_database_url())
+        try:
+            await require_database(engine)
+            await migrate(engine)
+        finally:
+            await engine.dispose()
+
+    asyncio.run(run())
+    print("runyard: database is at the newest migration", flush=True)
+
+
+def _reencrypt(args: argparse.Namespace) -> None:
+    from runyard.runtime import encryption_at_rest
+    from runyard.settings import Settings
+
+    if args.config:
+        os.environ["RUNYARD_CONFIG"] = str(args.config)
+    settings = load_settings(Settings)
+    if settings.is_embedded:
+        keep_data_beside_project(settings)
+        settings = load_settings(Settings)
+    at_rest = encryption_at_rest(settings)
+    if at_rest is None:
+        raise CliError("reencrypt needs LANGGRAPH_AES_KEY, the key to encrypt under")
+    if args.batch_size < 1:
+        raise CliError("--batch-size must be at least 1")
+    from runyard.encryption.rotation import Reencryption
+
+    job = Reencryption(
+        at_rest,
+        settings.resolved_database_url(),
+        settings.data_dir,
+        args.batch_size,
+        args.pause,
+        lambda line: print(line, flush=True),
+    )
+    tally = asyncio.run(job.run())
+    print(
+        f"runyard: {tally.rewritten} rows re-encrypted under key id {at_rest.ring.current_hex}",
+        flush=True,
+    )
+
+
+def _build_ui(args: argparse.Namespace) -> None:
+    from runyard.graphs.config import find_config, load_config
+    from runyard.graphs.ui_bundles import prepare_bundles
+    from runyard.settings import Settings
+
+    settings = load_settings(Settings)
+    project = load_config(find_config(args.config or settings.config_path))
+    if not project.ui:
+        raise CliError(f"{project.path} has no 'ui' key: there is no UI to build")
+    folder = (args.output or settings.resolved_ui_dir()).resolve()
+    bundles = prepare_bundles(project, folder, build=True, show_output=True)
+    print(f"runyard: built the UI of {', '.join(bundles.assets)} into {folder}", flush=True)
