@@ -3,22 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-import copy
 import logging
-import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from langgraph.pregel import Pregel
-from langgraph.types import Command, Send
 
 from runyard.db import runs as runs_db
 from runyard.db.faults import retry_while_store_unavailable, store_fault, store_unavailable
 from runyard.domain.configurable import AUTH_USER_KEY
 from runyard.domain.errors import DecryptionError, StaleAttemptError
 from runyard.domain.status import RunStatus
-from runyard.domain.user import user_from_config
 from runyard.graphs.checkpointer import (
     fenced,
     riding_out_store_faults,
@@ -29,8 +25,9 @@ from runyard.graphs.serialize import dumps, to_jsonable
 from runyard.graphs.streaming import FinalState, stream_graph
 from runyard.observability.logs import run_log_context
 from runyard.streaming.publisher import EventPublisher
+from runyard.worker.attempt_input import attempt_config, attempt_input
 from runyard.worker.finalize import Outcome, ThreadSnapshot, cancelled, finalize_run
-from runyard.worker.registry import RunningRun, carry_through_stops
+from runyard.worker.registry import RunningRun, absorb_stop, carry_through_stops
 
 if TYPE_CHECKING:
     from runyard.runtime import Runtime
@@ -198,7 +195,7 @@ class RunExecutor:
             except asyncio.CancelledError:
                 # Until its end is written the attempt can be stopped: a stop landing here
                 # ends it as one a moment earlier would have, then the events are stored.
-                reason = _absorb_stop(entry)
+                reason = absorb_stop(entry)
                 if reason is None:
                     raise
                 log.info(
@@ -228,12 +225,12 @@ class RunExecutor:
             # run, torn down after it.
             async with limit, AsyncExitStack() as resources:
                 await self._begin_attempt(run_id, attempt)
-                config = self._config(run)
+                config = attempt_config(run)
                 graph = await self._graph(kwargs, config, entry, resources)
-                graph_input = await self._input(graph, run, config)
+                graph_input = await attempt_input(self._rt.checkpointer, run, config)
                 await self._stream(graph, graph_input, config, kwargs, final, events)
         except asyncio.CancelledError:
-            reason = _absorb_stop(entry)
+            reason = absorb_stop(entry)
             if reason is None:
                 raise
             return await self._stopped(run, entry, reason, graph)
@@ -416,65 +413,6 @@ class RunExecutor:
         saver = storing_no_stopped_tasks(saver)
         return graph.copy(update={"checkpointer": saver, "store": rt.store})
 
-    def _config(self, run: Mapping[str, Any]) -> dict[str, Any]:
-        kwargs = run["kwargs"]
-        config: dict[str, Any] = copy.deepcopy(kwargs.get("config") or {})
-        configurable = config.setdefault("configurable", {})
-        user = user_from_config(configurable)
-        if user is not None:
-            configurable[AUTH_USER_KEY] = user
-        configurable.update(
-            thread_id=run["thread_id"],
-            run_id=run["run_id"],
-            assistant_id=run["assistant_id"],
-            graph_id=kwargs["graph_id"],
-        )
-        checkpoint = kwargs.get("checkpoint") or {}
-        checkpoint_id = kwargs.get("checkpoint_id") or checkpoint.get("checkpoint_id")
-        if checkpoint_id:
-            configurable["checkpoint_id"] = checkpoint_id
-        if checkpoint.get("checkpoint_ns"):
-            configurable["checkpoint_ns"] = checkpoint["checkpoint_ns"]
-        config["metadata"] = {
-            **(config.get("metadata") or {}),
-            **(run["metadata"] or {}),
-            "run_id": run["run_id"],
-            "thread_id": run["thread_id"],
-            "assistant_id": run["assistant_id"],
-            "graph_id": kwargs["graph_id"],
-            "run_attempt": run["attempt"],
-        }
-        if run["attempt"] == 1:
-            config["run_id"] = uuid.UUID(run["run_id"])
-        return config
-
-    async def _input(self, graph: Pregel, run: Mapping[str, Any], config: dict[str, Any]) -> Any:
-        """The graph input; a retried run resumes from its own last checkpoint instead."""
-        kwargs = run["kwargs"]
-        if run["attempt"] > 1:
-            latest = await self._rt.checkpointer.aget_tuple(
-                {"configurable": {"thread_id": run["thread_id"], "checkpoint_ns": ""}}
-            )
-            if latest is not None and (latest.metadata or {}).get("run_id") == run["run_id"]:
-                config["configurable"].pop("checkpoint_id", None)
-                log.info("run_resumed run_id=%s attempt=%s", run["run_id"], run["attempt"])
-                return None
-        command = kwargs.get("command")
-        if command:
-            return _command(command)
-        return kwargs.get("input")
-
-
-def _absorb_stop(entry: RunningRun) -> str | None:
-    """Why this instance stopped the attempt, its cancellation of the current task withdrawn;
-    None for a cancellation from elsewhere (shutdown, say), which the caller re-raises."""
-    reason = entry.stop_reason
-    task = asyncio.current_task()
-    if reason is None or task is None:
-        return None
-    task.uncancel()
-    return reason
-
 
 def _ended_without_state(status: RunStatus, error: str, message: str) -> Outcome:
     """An outcome recorded without reading the thread's state (that read is what failed)."""
@@ -494,20 +432,3 @@ def _clean_end(final: FinalState) -> ThreadSnapshot | None:
     if not final.seen or final.interrupted:
         return None
     return ThreadSnapshot(to_jsonable(final.values), {}, False)
-
-
-def _command(raw: Mapping[str, Any]) -> Command[Any]:
-    goto = raw.get("goto")
-    if isinstance(goto, dict):
-        goto = Send(goto["node"], goto.get("input"))
-    elif isinstance(goto, list):
-        goto = [Send(g["node"], g.get("input")) if isinstance(g, dict) else g for g in goto]
-    args: dict[str, Any] = {}
-    if "resume" in raw:
-        args["resume"] = raw["resume"]
-    if raw.get("update") is not None:
-        update = raw["update"]
-        args["update"] = [tuple(u) for u in update] if isinstance(update, list) else update
-    if goto is not None:
-        args["goto"] = goto
-    return Command(**args)

@@ -90,3 +90,14 @@ async def carry_through_stops(entry: RunningRun, work: Awaitable[T]) -> T:
                 inner.cancel()
                 raise
             task.uncancel()
+
+
+def absorb_stop(entry: RunningRun) -> str | None:
+    """Why this instance stopped the attempt, its cancellation of the current task withdrawn;
+    None for a cancellation from elsewhere (shutdown, say), which the caller re-raises."""
+    reason = entry.stop_reason
+    task = asyncio.current_task()
+    if reason is None or task is None:
+        return None
+    task.uncancel()
+    return reason
