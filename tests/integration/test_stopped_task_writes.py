@@ -29,8 +29,7 @@ from runyard.runtime import Runtime
 from runyard.schemas.runs import RunCreate
 from runyard.services import runs as runs_service
 from runyard.services import thread_state
-from runyard.settings import Settings
-from tests.support.databases import fresh_database
+from tests.support.backends import backend_runtime
 
 STEPS = 3
 
@@ -73,26 +72,8 @@ graph = _builder.compile()
 async def runtime(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Runtime]:
     config = tmp_path / "langgraph.json"
     config.write_text(json.dumps({"graphs": {"held": f"{Path(__file__).resolve()}:graph"}}))
-    settings: dict[str, Any] = {
-        "RUNYARD_CONFIG": config,
-        "RUNYARD_DATA_DIR": tmp_path / "data",
-        "WORKER_DRAIN_TIMEOUT": 1,
-    }
-    if request.param == "sqlite":
-        rt = Runtime(Settings(**settings))
-        await rt.start()
-        try:
-            yield rt
-        finally:
-            await rt.stop()
-        return
-    with fresh_database("runyard_stopped_task") as url:
-        rt = Runtime(Settings(**settings, DATABASE_URL=url))
-        await rt.start()
-        try:
-            yield rt
-        finally:
-            await rt.stop()
+    async with backend_runtime(request.param, tmp_path, config) as rt:
+        yield rt
 
 
 async def _ended(rt: Runtime, thread_id: str, run_id: str) -> dict[str, Any]:

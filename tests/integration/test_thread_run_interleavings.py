@@ -24,25 +24,15 @@ from runyard.runtime import Runtime
 from runyard.schemas.runs import RunCreate
 from runyard.services import runs as runs_service
 from runyard.services.threads import delete_thread
-from runyard.settings import Settings
 from runyard.worker.finalize import Outcome, ThreadSnapshot, finalize_run
-from tests.support.databases import fresh_database
+from tests.support.backends import backend_runtime
 from tests.support.rows import run_row, thread_row
-from tests.support.server import TEST_CONFIG
 
 
 @pytest.fixture
 async def runtime(tmp_path: Path) -> AsyncIterator[Runtime]:
-    rt = Runtime(
-        Settings(
-            RUNYARD_CONFIG=TEST_CONFIG, RUNYARD_DATA_DIR=tmp_path / "data", WORKER_DRAIN_TIMEOUT=1
-        )
-    )
-    await rt.start()
-    try:
+    async with backend_runtime("sqlite", tmp_path) as rt:
         yield rt
-    finally:
-        await rt.stop()
 
 
 async def _events(rt: Runtime, run_id: str) -> list[str]:
@@ -193,20 +183,8 @@ async def test_a_create_that_may_make_its_thread_makes_it_again_when_it_was_just
 @pytest.fixture
 async def pg_runtime(tmp_path: Path) -> AsyncIterator[Runtime]:
     """One instance on PostgreSQL (no Redis: the race is in the database alone)."""
-    with fresh_database("runyard_interleave") as url:
-        rt = Runtime(
-            Settings(
-                RUNYARD_CONFIG=TEST_CONFIG,
-                RUNYARD_DATA_DIR=tmp_path / "data",
-                DATABASE_URL=url,
-                WORKER_DRAIN_TIMEOUT=1,
-            )
-        )
-        await rt.start()
-        try:
-            yield rt
-        finally:
-            await rt.stop()
+    async with backend_runtime("postgres", tmp_path) as rt:
+        yield rt
 
 
 async def test_a_create_that_may_make_its_thread_outlasts_deletes_and_re_creates(

@@ -24,10 +24,8 @@ from runyard.run_endings import RunEndings
 from runyard.runtime import Runtime
 from runyard.schemas.runs import RunCreate
 from runyard.services import runs as runs_service
-from runyard.settings import Settings
 from runyard.worker.webhooks import WebhookSender
-from tests.support.databases import fresh_database
-from tests.support.server import TEST_CONFIG
+from tests.support.backends import backend_runtime
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -48,26 +46,8 @@ async def runtime(
 
     monkeypatch.setattr(RunEndings, "end", died_after_the_commit)
     monkeypatch.setattr(WebhookSender, "run_forever", no_outbox_loop)
-    env: dict[str, Any] = {
-        "RUNYARD_CONFIG": TEST_CONFIG,
-        "RUNYARD_DATA_DIR": tmp_path / "data",
-        "WORKER_DRAIN_TIMEOUT": 1,
-    }
-    if request.param == "sqlite":
-        rt = Runtime(Settings(**env))
-        await rt.start()
-        try:
-            yield rt
-        finally:
-            await rt.stop()
-        return
-    with fresh_database("runyard_webhook_owed") as url:
-        rt = Runtime(Settings(**env, DATABASE_URL=url))
-        await rt.start()
-        try:
-            yield rt
-        finally:
-            await rt.stop()
+    async with backend_runtime(request.param, tmp_path) as rt:
+        yield rt
 
 
 async def _owed(rt: Runtime, run_id: str) -> dict[str, Any] | None:

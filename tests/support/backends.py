@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.support.databases import create_database, drop_database, postgres_available
+from runyard.runtime import Runtime
+from runyard.settings import Settings
+from tests.support.databases import (
+    create_database,
+    drop_database,
+    fresh_database,
+    postgres_available,
+)
 from tests.support.server import TEST_CONFIG, ServerProcess
 
 
@@ -37,3 +45,33 @@ def backend_server(
     finally:
         proc.stop()
         drop_database(url)
+
+
+@asynccontextmanager
+async def backend_runtime(
+    backend: str, workdir: Path, config: Path = TEST_CONFIG, **env: Any
+) -> AsyncIterator[Runtime]:
+    """A started in-process instance: the embedded SQLite store for "sqlite", a fresh
+    PostgreSQL database (no Redis) for "postgres"; stopped, and its database dropped, on
+    exit. `env`: more settings, by their variable names."""
+    settings: dict[str, Any] = {
+        "RUNYARD_CONFIG": config,
+        "RUNYARD_DATA_DIR": workdir / "data",
+        "WORKER_DRAIN_TIMEOUT": 1,
+        **env,
+    }
+    if backend == "sqlite":
+        rt = Runtime(Settings(**settings))
+        await rt.start()
+        try:
+            yield rt
+        finally:
+            await rt.stop()
+        return
+    with fresh_database("runyard_runtime") as url:
+        rt = Runtime(Settings(**settings, DATABASE_URL=url))
+        await rt.start()
+        try:
+            yield rt
+        finally:
+            await rt.stop()
