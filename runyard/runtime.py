@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import logging
 import os
@@ -19,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from runyard.auth.handlers import load_auth
 from runyard.background.cron_scheduler import CronScheduler
-from runyard.background.reaper import Reaper
+from runyard.background.reaper import Reaper, ReaperSettings
 from runyard.background.thread_sweeper import ThreadTTLSweeper
 from runyard.db import runs as runs_db
 from runyard.db.driver import StatementPool
@@ -49,7 +50,9 @@ from runyard.outbound.signing import signing_key
 from runyard.queue.cancel_bus import CancelBus
 from runyard.queue.run_queue import RunQueue
 from runyard.services.assistants import ensure_default_assistants
+from runyard.services.retention import sweep_expired_threads
 from runyard.services.run_arrivals import RunArrivals
+from runyard.services.runs import create_run
 from runyard.settings import Settings
 from runyard.streaming.broker import EventBroker
 from runyard.streaming.fanout import Fanouts
@@ -344,17 +347,38 @@ class Runtime:
         # The runtime's short jobs are awaited once these loops have stopped.
         self._stack.push_async_callback(self._wait_spawned)
         background = self._loop_group("background")
-        background.start("reaper", Reaper(self).run_forever)
+        background.start("reaper", self._reaper().run_forever)
         if self.http.enabled("webhooks"):
             background.start("webhook-outbox", self.webhooks.run_forever)
         sweeper = TtlSweeper(self.store, self.store_options.sweep_interval_seconds)
         background.start("store-ttl-sweeper", sweeper.run_forever)
-        threads_sweeper = ThreadTTLSweeper(self, self.thread_ttl)
+        threads_sweeper = ThreadTTLSweeper(
+            self.thread_ttl, functools.partial(sweep_expired_threads, self)
+        )
         background.start("thread-ttl-sweeper", threads_sweeper.run_forever)
-        self.cron_scheduler = CronScheduler(self, self.settings.cron_interval_seconds)
+        self.cron_scheduler = CronScheduler(
+            self.sessions,
+            self.autocommit,
+            functools.partial(create_run, self),
+            self.instance_id,
+            self.settings.cron_interval_seconds,
+        )
         background.start("cron-scheduler", self.cron_scheduler.run_forever)
         self.metrics.describe_instance(
             instance=self.instance_id, database=self.dialect, queue=self._queue_kind
+        )
+
+    def _reaper(self) -> Reaper:
+        settings = self.settings
+        return Reaper(
+            self.lifecycle,
+            self.queue,
+            self.autocommit,
+            ReaperSettings(
+                interval_seconds=settings.reaper_interval_seconds,
+                max_retries=settings.bg_job_max_retries,
+                stuck_pending_seconds=settings.stuck_pending_threshold_seconds,
+            ),
         )
 
     def _loop_group(self, name: str, grace: float = 5.0) -> LoopGroup:
@@ -399,7 +423,7 @@ class Runtime:
         # One process owns every run in this mode, so anything still `running` belonged to
         # a previous process that died: a lost attempt, back to the queue at once (or failed
         # once BG_JOB_MAX_RETRIES attempts were lost).
-        recovered = len(await Reaper(self).recover_lost_attempts())
+        recovered = len(await self._reaper().recover_lost_attempts())
         async with self.autocommit() as session:
             pending = await runs_db.pending_run_ids(session, limit=10_000)
         for row in pending:

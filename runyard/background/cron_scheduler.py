@@ -5,22 +5,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 
 from runyard.db import crons as crons_db
 from runyard.db import runs as runs_db
 from runyard.db.dialect import database_now
+from runyard.db.engine import Sessions
 from runyard.domain.cron_schedule import parse_timezone, plan_firing
 from runyard.domain.errors import RunyardError
 from runyard.schemas.runs import RunCreate
 from runyard.services.crons import owner_configurable
-from runyard.services.runs import create_run
-
-if TYPE_CHECKING:
-    from runyard.runtime import Runtime
 
 log = logging.getLogger("runyard.crons")
 
@@ -30,6 +28,20 @@ UNFINISHED_AFTER = timedelta(seconds=30)
 # Claims are only needed while their occurrence could still be fired again.
 CLAIM_RETENTION = timedelta(days=1)
 HOUSEKEEPING_EVERY_SECONDS = 60.0
+
+
+class CreateRun(Protocol):
+    """Creates one ordinary run as a client's request would (services/runs.py create_run,
+    bound to the instance's parts)."""
+
+    def __call__(
+        self,
+        thread_id: str | None,
+        body: RunCreate,
+        *,
+        idempotency_key: str,
+        configurable: dict[str, Any],
+    ) -> Awaitable[dict[str, Any]]: ...
 
 
 def occurrence_key(cron_id: str, scheduled_for: datetime) -> str:
@@ -46,8 +58,18 @@ class CronScheduler:
     the occurrence, so even a retried claim yields one run.
     """
 
-    def __init__(self, runtime: Runtime, interval_seconds: float) -> None:
-        self._rt = runtime
+    def __init__(
+        self,
+        sessions: Sessions,
+        autocommit: Sessions,
+        create_run: CreateRun,
+        instance_id: str,
+        interval_seconds: float,
+    ) -> None:
+        self._sessions = sessions
+        self._autocommit = autocommit
+        self._create_run = create_run
+        self._instance_id = instance_id
         self._interval = interval_seconds
         self._wake = asyncio.Event()
         self._housekeeping_at = 0.0
@@ -77,8 +99,7 @@ class CronScheduler:
 
     async def tick(self) -> float:
         """Fire every due cron once; the seconds to sleep before the next tick."""
-        rt = self._rt
-        async with rt.autocommit() as session:
+        async with self._autocommit() as session:
             now = await database_now(session)
             due = await crons_db.due_crons(session, now, BATCH_SIZE)
         for cron in due:
@@ -91,7 +112,7 @@ class CronScheduler:
             await self.housekeeping(now)
         if len(due) >= BATCH_SIZE:
             return 0.0
-        async with rt.autocommit() as session:
+        async with self._autocommit() as session:
             upcoming = await crons_db.earliest_run_date(session)
             now = await database_now(session)
         if upcoming is None:
@@ -105,14 +126,14 @@ class CronScheduler:
         if plan is None:
             return None
         cron_id = cron["cron_id"]
-        async with self._rt.sessions() as session, session.begin():
+        async with self._sessions() as session, session.begin():
             moved = await crons_db.advance_cron(
                 session, cron_id, cron["next_run_date"], plan.next_run_date
             )
             if not moved:
                 return None  # another instance fired it, or the cron changed meanwhile
             claimed = plan.scheduled_for is not None and await crons_db.claim_firing(
-                session, cron_id, plan.scheduled_for, self._rt.instance_id
+                session, cron_id, plan.scheduled_for, self._instance_id
             )
         if plan.scheduled_for is None or not claimed:
             return None
@@ -122,15 +143,13 @@ class CronScheduler:
         self, cron: dict[str, Any], scheduled_for: datetime
     ) -> str | None:
         """Create the ordinary run of one claimed occurrence and record it on the claim."""
-        rt = self._rt
         cron_id = cron["cron_id"]
         key = occurrence_key(cron_id, scheduled_for)
         run_id: str | None = None
         error: str | None = None
         try:
             body = _run_body(cron, scheduled_for)
-            run = await create_run(
-                rt,
+            run = await self._create_run(
                 cron["thread_id"],
                 body,
                 idempotency_key=key,
@@ -139,7 +158,7 @@ class CronScheduler:
             run_id = run["run_id"]
         except (RunyardError, ValidationError) as exc:
             error = exc.message if isinstance(exc, RunyardError) else str(exc)
-        async with rt.sessions() as session, session.begin():
+        async with self._sessions() as session, session.begin():
             if run_id is None:
                 # A retried occurrence whose cron changed since: its run may exist already.
                 existing = await runs_db.get_run_by_idempotency_key(session, key)
@@ -164,7 +183,7 @@ class CronScheduler:
 
     async def housekeeping(self, now: datetime) -> None:
         """Finish claims whose instance died before creating the run; forget old claims."""
-        async with self._rt.autocommit() as session:
+        async with self._autocommit() as session:
             stranded = await crons_db.unfinished_firings(
                 session, now - UNFINISHED_AFTER, BATCH_SIZE
             )
@@ -175,7 +194,7 @@ class CronScheduler:
                 row["scheduled_for"].isoformat(),
             )
             await self.create_occurrence_run(row, row["scheduled_for"])
-        async with self._rt.sessions() as session, session.begin():
+        async with self._sessions() as session, session.begin():
             await crons_db.prune_firings(session, now - CLAIM_RETENTION)
 
 

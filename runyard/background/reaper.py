@@ -5,25 +5,47 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from runyard.db import runs as runs_db
+from runyard.db.engine import Sessions
 
 if TYPE_CHECKING:
-    from runyard.runtime import Runtime
+    from runyard.lifecycle import RunLifecycle
+    from runyard.queue.run_queue import RunQueue
 
 log = logging.getLogger("runyard.lease")
+
+
+@dataclass(frozen=True)
+class ReaperSettings:
+    """How often the reaper looks, how many lost attempts a run may have, and how long a
+    pending run waits before it counts as stranded."""
+
+    interval_seconds: float
+    max_retries: int
+    stuck_pending_seconds: float
 
 
 class Reaper:
     """Recovers runs whose lease expired and re-pushes pending runs nobody queued."""
 
-    def __init__(self, runtime: Runtime) -> None:
-        self._rt = runtime
+    def __init__(
+        self,
+        lifecycle: RunLifecycle,
+        queue: RunQueue,
+        autocommit: Sessions,
+        settings: ReaperSettings,
+    ) -> None:
+        self._lifecycle = lifecycle
+        self._queue = queue
+        self._autocommit = autocommit
+        self._settings = settings
 
     async def run_forever(self, stop: asyncio.Event) -> None:
         """Loop until `stop` is set."""
-        interval = self._rt.settings.reaper_interval_seconds
+        interval = self._settings.interval_seconds
         while not stop.is_set():
             await self.reap_once()
             try:
@@ -34,23 +56,22 @@ class Reaper:
 
     async def reap_once(self) -> None:
         """One round: expired leases back to pending (or failed), stranded runs re-pushed."""
-        rt = self._rt
         try:
-            await rt.lifecycle.requeue_expired(rt.settings.bg_job_max_retries)
-            async with rt.autocommit() as session:
-                stale_after = rt.settings.stuck_pending_threshold_seconds
+            await self._lifecycle.requeue_expired(self._settings.max_retries)
+            async with self._autocommit() as session:
+                stale_after = self._settings.stuck_pending_seconds
                 pending = await runs_db.stranded_pending_runs(session, stale_after, limit=1000)
             ids = [row["run_id"] for row in pending]
-            queued = await rt.queue.queued(ids)
+            queued = await self._queue.queued(ids)
             missing = [run_id for run_id in ids if run_id not in queued]
             if missing:
                 # A run popped and claimed between the select and the queue check is not
                 # stranded: re-read, or a busy backlog re-pushes every run it just started.
-                async with rt.autocommit() as session:
+                async with self._autocommit() as session:
                     still = await runs_db.pending_among(session, missing)
                 for run_id in missing:
                     if run_id in still:
-                        await rt.queue.push(run_id)
+                        await self._queue.push(run_id)
         except Exception:
             log.exception("reaper_round_failed")
 
@@ -59,6 +80,6 @@ class Reaper:
         process is gone). Each goes back to pending or fails, as the reaper decides.
         Returns the recovered runs; none is queued here (the caller queues every pending
         run)."""
-        return await self._rt.lifecycle.requeue_expired(
-            self._rt.settings.bg_job_max_retries, every_lease=True, push=False
+        return await self._lifecycle.requeue_expired(
+            self._settings.max_retries, every_lease=True, push=False
         )

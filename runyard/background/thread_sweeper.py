@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from runyard.domain.retention import ThreadTTLPolicy
 from runyard.loops import every
-from runyard.services.retention import sweep_expired_threads
-
-if TYPE_CHECKING:
-    from runyard.runtime import Runtime
 
 log = logging.getLogger("runyard.retention")
 
@@ -19,9 +16,11 @@ log = logging.getLogger("runyard.retention")
 class ThreadTTLSweeper:
     """Every `checkpointer.ttl.sweep_interval_minutes`, deletes or prunes expired threads."""
 
-    def __init__(self, runtime: Runtime, policy: ThreadTTLPolicy) -> None:
-        self._runtime = runtime
+    def __init__(
+        self, policy: ThreadTTLPolicy, sweep: Callable[[ThreadTTLPolicy], Awaitable[Any]]
+    ) -> None:
         self._policy = policy
+        self._sweep = sweep
         self._interval = policy.sweep_interval_minutes * 60.0
 
     async def run_forever(self, stop: asyncio.Event) -> None:
@@ -29,7 +28,7 @@ class ThreadTTLSweeper:
         await every(
             self._interval,
             stop,
-            lambda: sweep_expired_threads(self._runtime, self._policy),
+            lambda: self._sweep(self._policy),
             log,
             "thread_sweep_failed",
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -18,6 +19,7 @@ from runyard.schemas.crons import ThreadCronCreate
 from runyard.schemas.threads import ThreadCreate
 from runyard.services import crons as crons_service
 from runyard.services import threads as threads_service
+from runyard.services.runs import create_run
 from runyard.settings import Settings
 from tests.support.databases import create_database, drop_database, postgres_available
 from tests.support.server import TEST_CONFIG
@@ -60,6 +62,13 @@ async def runtime(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
             drop_database(url)
 
 
+def new_scheduler(rt: Runtime) -> CronScheduler:
+    """A scheduler of this instance's, as the runtime builds one."""
+    return CronScheduler(
+        rt.sessions, rt.autocommit, functools.partial(create_run, rt), rt.instance_id, 60
+    )
+
+
 async def overdue_cron(rt: Runtime, since: datetime) -> dict[str, Any]:
     """A yearly cron on a new thread whose next run date is `since`, as a scheduler reads it."""
     thread = await threads_service.create_thread(rt, ThreadCreate())
@@ -81,7 +90,7 @@ async def runs_of(rt: Runtime, thread_id: str) -> list[dict[str, Any]]:
 
 async def test_overdue_cron_fires_once_for_the_latest_occurrence(runtime: Runtime) -> None:
     cron = await overdue_cron(runtime, new_year(2))  # two occurrences missed
-    run_id = await CronScheduler(runtime, 60).fire(cron, NOW)
+    run_id = await new_scheduler(runtime).fire(cron, NOW)
 
     runs = await runs_of(runtime, cron["thread_id"])
     assert [r["run_id"] for r in runs] == [run_id]
@@ -95,7 +104,7 @@ async def test_overdue_cron_fires_once_for_the_latest_occurrence(runtime: Runtim
 
 async def test_two_schedulers_firing_the_same_row_make_one_run(runtime: Runtime) -> None:
     cron = await overdue_cron(runtime, new_year(3))
-    schedulers = [CronScheduler(runtime, 60) for _ in range(4)]
+    schedulers = [new_scheduler(runtime) for _ in range(4)]
     results = await asyncio.gather(*(s.fire(dict(cron), NOW) for s in schedulers))
     assert len([r for r in results if r is not None]) == 1, results
     assert len(await runs_of(runtime, cron["thread_id"])) == 1
@@ -108,7 +117,7 @@ async def test_a_claim_left_without_a_run_is_finished_once(runtime: Runtime) -> 
         # An instance claimed the occurrence, then died before creating the run.
         assert await crons_db.claim_firing(session, cron["cron_id"], scheduled_for, "dead")
         assert not await crons_db.claim_firing(session, cron["cron_id"], scheduled_for, "me")
-    scheduler = CronScheduler(runtime, 60)
+    scheduler = new_scheduler(runtime)
 
     await scheduler.housekeeping(datetime.now(UTC))  # too recent to be called stranded
     assert await runs_of(runtime, cron["thread_id"]) == []
@@ -142,7 +151,7 @@ async def test_a_rejected_occurrence_records_why(runtime: Runtime) -> None:
             {"payload": {**cron["payload"], "assistant_id": "not-an-assistant"}},
         )
         cron = await crons_db.get_cron(session, cron["cron_id"]) or {}
-    assert await CronScheduler(runtime, 60).fire(cron, NOW) is None
+    assert await new_scheduler(runtime).fire(cron, NOW) is None
     async with runtime.sessions() as session:
         firings = await crons_db.list_firings(session, cron["cron_id"])
     assert len(firings) == 1

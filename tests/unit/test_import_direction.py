@@ -45,7 +45,7 @@ LAYERS: dict[str, int] = {
     "cli": 11,
 }
 # Parts that import the runtime against the direction (they take the whole `Runtime`).
-RUNTIME_USERS = {"services", "auth", "worker", "background", "api"}
+RUNTIME_USERS = {"services", "auth", "worker", "api"}
 
 
 def part_of(module: str) -> str:
