@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
-from runyard.queue.redis_queue import RedisRunQueue
+from runyard.queue.redis_queue import DatabaseFallbackQueue, RedisRunQueue
 from runyard.queue.run_queue import InProcessRunQueue
 from runyard.streaming.broker import InMemoryEventBroker
 from runyard.streaming.redis_broker import CompletionSignals, RedisEventBroker
@@ -67,16 +67,26 @@ async def broker(request: pytest.FixtureRequest, redis: Redis) -> AsyncIterator[
         await _drop_prefix(redis, prefix)
 
 
-@pytest.fixture(params=["memory", "redis"])
+async def _database_not_asked() -> str | None:
+    raise AssertionError("the fallback polled the database while Redis answered")
+
+
+@pytest.fixture(params=["memory", "redis", "fallback"])
 async def run_queue(request: pytest.FixtureRequest, redis: Redis) -> AsyncIterator[Any]:
-    """A run queue of each kind."""
+    """A run queue of each kind: in-process, Redis, and Redis behind the database fallback
+    (Redis reachable: the fallback must keep the Redis queue's contract and never poll)."""
     if request.param == "memory":
         queue = InProcessRunQueue()
         yield queue
         await queue.close()
         return
     prefix = f"contract-{uuid.uuid4().hex[:8]}:"
+    inner = RedisRunQueue(redis, prefix)
     try:
-        yield RedisRunQueue(redis, prefix)
+        if request.param == "redis":
+            yield inner
+        else:
+            yield DatabaseFallbackQueue(inner, _database_not_asked, poll_interval=0.05)
     finally:
         await _drop_prefix(redis, prefix)
+

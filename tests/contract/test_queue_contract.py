@@ -35,3 +35,53 @@ async def test_queued_reports_only_waiting_ids(run_queue: Any) -> None:
     assert await run_queue.queued(["a", "b", "c"]) == {"a", "b"}
     assert await run_queue.pop(timeout=1) == "a"
     assert await run_queue.queued(["a", "b"]) == {"b"}
+
+
+async def test_concurrent_poppers_get_every_id_exactly_once(run_queue: Any) -> None:
+    pushed = [f"run-{n}" for n in range(40)]
+    for run_id in pushed:
+        await run_queue.push(run_id)
+    taken: list[str] = []
+
+    async def worker_loop() -> None:
+        while (run_id := await run_queue.pop(timeout=0.1)) is not None:
+            taken.append(run_id)
+
+    await asyncio.wait_for(asyncio.gather(*(worker_loop() for _ in range(4))), 20)
+    assert sorted(taken) == sorted(pushed)
+
+
+async def test_a_popped_id_is_gone_there_is_no_acknowledgement(run_queue: Any) -> None:
+    """Popping removes the id: nothing redelivers it (the database and the sweeper do)."""
+    await run_queue.push("once")
+    assert await run_queue.pop(timeout=1) == "once"
+    assert await run_queue.queued(["once"]) == set()
+    assert await run_queue.depth() == 0
+    assert await run_queue.pop(timeout=0.1) is None
+
+
+async def test_depth_counts_ready_ids_not_delayed_ones(run_queue: Any) -> None:
+    await run_queue.push("now-1")
+    await run_queue.push("now-2")
+    await run_queue.push("later", delay=30)
+    assert await run_queue.depth() == 2
+    assert await run_queue.queued(["now-1", "later", "other"]) == {"now-1", "later"}
+
+
+async def test_delayed_ids_come_out_in_the_order_they_fall_due(run_queue: Any) -> None:
+    await run_queue.push("second", delay=0.4)
+    await run_queue.push("first", delay=0.2)
+    await run_queue.push("ready")
+    got: list[str] = []
+    for _ in range(40):
+        run_id = await run_queue.pop(timeout=0.1)
+        if run_id is not None:
+            got.append(run_id)
+        if len(got) == 3:
+            break
+    assert got == ["ready", "first", "second"]
+
+
+async def test_queued_of_nothing_is_empty(run_queue: Any) -> None:
+    await run_queue.push("a")
+    assert await run_queue.queued([]) == set()

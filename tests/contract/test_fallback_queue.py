@@ -1,0 +1,94 @@
+"""What the database fallback promises while Redis is unreachable, on SQLite and PostgreSQL.
+
+With Redis reachable it keeps the run queue contract (test_queue_contract.py runs it there).
+Unreachable, it differs from a queue in a documented way: `pop` polls the database for the
+oldest claimable run and does not remove it, so the same id comes again until a worker
+claims it; the claim, not the queue, makes delivery exclusive.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from runyard.db import runs as runs_db
+from runyard.db import threads as threads_db
+from runyard.queue.redis_queue import DatabaseFallbackQueue, RedisRunQueue
+from tests.support.databases import migrated_engine
+from tests.support.rows import run_row, thread_row
+
+pytestmark = pytest.mark.timeout(60)
+
+# Nothing listens on port 1: every command fails at once with a refused connection.
+UNREACHABLE_REDIS = "redis://127.0.0.1:1/0"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def engine(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[AsyncEngine]:
+    """A migrated database of each kind."""
+    async with migrated_engine(request.param, tmp_path) as engine:
+        yield engine
+
+
+@pytest.fixture
+async def queue(engine: AsyncEngine) -> AsyncIterator[DatabaseFallbackQueue]:
+    """The fallback queue over a Redis that refuses connections and a real database."""
+    redis = Redis.from_url(UNREACHABLE_REDIS, socket_connect_timeout=1)
+
+    async def claimable() -> str | None:
+        async with engine.begin() as session:
+            return await runs_db.find_claimable_run(session)
+
+    try:
+        yield DatabaseFallbackQueue(RedisRunQueue(redis, "unreachable:"), claimable, 0.05)
+    finally:
+        await redis.aclose()
+
+
+async def _pending_run(engine: AsyncEngine) -> str:
+    thread_id, run_id = str(uuid.uuid4()), str(uuid.uuid4())
+    async with engine.begin() as session:
+        await threads_db.insert_thread(session, thread_row(thread_id))
+        await runs_db.insert_run(session, run_row(run_id, thread_id))
+    return run_id
+
+
+async def test_a_push_redis_refuses_is_not_an_error(queue: DatabaseFallbackQueue) -> None:
+    await queue.push("run-1")
+    await queue.push("run-2", delay=5)
+    assert queue.redis_down_since is not None
+
+
+async def test_pop_finds_pending_runs_in_the_database_oldest_first_until_claimed(
+    queue: DatabaseFallbackQueue, engine: AsyncEngine
+) -> None:
+    older = await _pending_run(engine)
+    newer = await _pending_run(engine)
+    await queue.push(older)  # lost: Redis refuses it
+    assert await queue.pop(timeout=0.1) == older
+    assert await queue.pop(timeout=0.1) == older  # not removed: only a claim takes it
+    async with engine.begin() as session:
+        assert await runs_db.claim_run(session, older, "instance-a", 30) is not None
+    assert await queue.pop(timeout=0.1) == newer
+
+
+async def test_pop_with_nothing_claimable_returns_none(queue: DatabaseFallbackQueue) -> None:
+    assert await queue.pop(timeout=0.1) is None
+    assert queue.redis_down_since is not None
+
+
+async def test_nothing_counts_as_queued_and_depth_is_unknown(
+    queue: DatabaseFallbackQueue, engine: AsyncEngine
+) -> None:
+    run_id = await _pending_run(engine)
+    await queue.push(run_id)
+    # The sweeper re-pushes what is not queued: with Redis away that is every pending run.
+    assert await queue.queued([run_id]) == set()
+    with pytest.raises(RedisError):
+        await queue.depth()
