@@ -168,3 +168,55 @@ async def test_forget_removes_the_log(broker: Any) -> None:
     await broker.publish("r9", "values", "x")
     await broker.forget("r9")
     assert await _collect(broker, "r9", follow=False) == []
+
+
+async def test_a_batch_is_stored_in_order_and_answers_its_last_id(broker: Any) -> None:
+    first = await broker.publish("r15", "values", "0")
+    last = await broker.publish_batch("r15", [("updates", str(n)) for n in range(1, 5)])
+    later = await broker.publish("r15", "values", "5")
+    await broker.finish("r15")
+    events = await asyncio.wait_for(_collect(broker, "r15"), 10)
+    assert [(e.event, e.data) for e in events] == [("values", "0")] + [
+        ("updates", str(n)) for n in range(1, 5)
+    ] + [("values", "5")]
+    ids = [e.id for e in events]
+    assert (ids[0], ids[-2], ids[-1]) == (first, last, later)
+    assert [e.data for e in await _collect(broker, "r15", after=last)] == ["5"]
+
+
+async def test_a_stale_attempt_batch_is_refused_whole(broker: Any) -> None:
+    await broker.begin_attempt("r16", 1)
+    await broker.begin_attempt("r16", 2, [("metadata", "m2")])
+    with pytest.raises(StaleAttemptError):
+        await broker.publish_batch("r16", [("values", "a"), ("values", "b")], 1)
+    await broker.finish("r16", 2)
+    assert [e.data for e in await asyncio.wait_for(_collect(broker, "r16"), 10)] == ["m2"]
+
+
+async def test_resuming_mid_stream_while_live_has_no_gap_and_no_duplicate(broker: Any) -> None:
+    ids = [await broker.publish("r17", "custom", str(n)) for n in range(3)]
+    received: list[str] = []
+
+    async def listen() -> None:
+        async for event in broker.subscribe("r17", ids[0]):
+            received.append(event.data)
+
+    task = asyncio.create_task(listen())
+    await asyncio.sleep(0.05)
+    for n in range(3, 6):
+        await broker.publish("r17", "custom", str(n))
+    await broker.finish("r17")
+    await asyncio.wait_for(task, 10)
+    assert received == ["1", "2", "3", "4", "5"]
+
+
+async def test_every_follower_receives_every_event(broker: Any) -> None:
+    async def listen() -> list[str]:
+        return [event.data async for event in broker.subscribe("r18")]
+
+    followers = [asyncio.create_task(listen()) for _ in range(3)]
+    await asyncio.sleep(0.05)
+    await broker.publish_batch("r18", [("custom", str(n)) for n in range(4)])
+    await broker.finish("r18", None, [("end", "null")])
+    got = await asyncio.wait_for(asyncio.gather(*followers), 10)
+    assert got == [["0", "1", "2", "3", "null"]] * 3
