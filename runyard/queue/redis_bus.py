@@ -14,25 +14,57 @@ from runyard.streaming.redis_broker import CompletionSignals
 log = logging.getLogger("runyard.bus")
 
 
-class RedisCancelBus:
-    """PUBLISH a cancel to every instance; the executing one stops the run."""
+# How long a cancel's sender waits for the executing instance to say it stopped the run.
+# The listener acts as soon as the message arrives, so an acknowledgement takes
+# milliseconds; waiting it out means no instance executes the run (its instance died).
+CANCEL_ACK_SECONDS = 1.0
+# The acknowledgement outlives any wait for it, then goes.
+_ACK_TTL_SECONDS = 10
 
-    def __init__(self, redis: Redis, channel: str, local: CancelHandler) -> None:
+
+def cancel_ack_key(channel: str, run_id: str) -> str:
+    """The list the executing instance pushes to once it stopped the run."""
+    return f"{channel}:ack:{run_id}"
+
+
+class RedisCancelBus:
+    """PUBLISH a cancel to every instance; the executing one stops the run and says so."""
+
+    def __init__(
+        self,
+        redis: Redis,
+        channel: str,
+        local: CancelHandler,
+        ack_seconds: float = CANCEL_ACK_SECONDS,
+    ) -> None:
         self._redis = redis
         self.channel = channel
         self._local = local
+        self._ack_seconds = ack_seconds
 
     async def publish(self, run_id: str, action: str) -> bool:
-        """Stop the run here if it executes here, else tell every instance."""
+        """Stop the run here if it executes here, else tell every instance and wait for the
+        one that executes it to acknowledge; True only when an executor stopped it.
+
+        Counting the instances subscribed is no answer: the sender's own listener is one of
+        them, and every instance listens whether or not it executes the run.
+        """
         if self._local(run_id, action):
             return True
+        ack = cancel_ack_key(self.channel, run_id)
         try:
-            receivers = await self._redis.publish(self.channel, f"{run_id} {action}")
+            pipe = self._redis.pipeline(transaction=False)
+            pipe.delete(ack)
+            pipe.publish(self.channel, f"{run_id} {action}")
+            _, receivers = await pipe.execute()
+            if not receivers:
+                return False
+            acknowledged = await self._redis.blpop([ack], timeout=self._ack_seconds)
         except (RedisError, OSError) as exc:
             # The cancel flag is already in the database: the lease renewal applies it.
             log.warning("cancel_publish_failed run_id=%s error=%s", run_id, exc)
             return False
-        return bool(receivers)
+        return acknowledged is not None
 
     async def close(self) -> None:
         """Nothing owned here."""
@@ -85,7 +117,8 @@ class NotificationListener:
                 data = _text(message["data"])
                 if channel == self._cancel_channel:
                     run_id, _, action = data.partition(" ")
-                    self._local_cancel(run_id, action or "interrupt")
+                    if self._local_cancel(run_id, action or "interrupt"):
+                        await self._acknowledge(run_id)
                 else:
                     self._signals.resolve(data)
         finally:
@@ -94,6 +127,18 @@ class NotificationListener:
                 await pubsub.aclose()
             except (RedisError, OSError):
                 pass
+
+    async def _acknowledge(self, run_id: str) -> None:
+        """Tell the cancel's sender that the run stopped here."""
+        ack = cancel_ack_key(self._cancel_channel, run_id)
+        try:
+            pipe = self._redis.pipeline(transaction=True)
+            pipe.rpush(ack, "stopped")
+            pipe.expire(ack, _ACK_TTL_SECONDS)
+            await pipe.execute()
+        except (RedisError, OSError) as exc:
+            # The run is stopped all the same; its sender reports the cancel as recorded.
+            log.warning("cancel_ack_failed run_id=%s error=%s", run_id, exc)
 
 
 def _text(value: object) -> str:

@@ -26,6 +26,8 @@ async def test_cancel_through_another_instance_interrupts_the_run(cluster: Clust
     started = time.monotonic()
     response = await other.http.post(f"/threads/{thread_id}/runs/{run_id}/cancel")
     assert response.status_code == 202, response.text
+    # The executing instance acknowledged it: the answer says so, not "recorded" only.
+    assert response.json()["delivered"] is True, response.text
     status = ""
     while time.monotonic() - started < CANCEL_BOUND:
         status = (await other.client.runs.get(thread_id, run_id))["status"]
