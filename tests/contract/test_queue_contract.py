@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from runyard.queue.run_queue import InProcessRunQueue
+
 
 async def test_fifo_order(run_queue: Any) -> None:
     for n in range(3):
@@ -85,3 +87,25 @@ async def test_delayed_ids_come_out_in_the_order_they_fall_due(run_queue: Any) -
 async def test_queued_of_nothing_is_empty(run_queue: Any) -> None:
     await run_queue.push("a")
     assert await run_queue.queued([]) == set()
+
+
+async def test_close_drops_delayed_pushes_in_process_and_keeps_them_in_redis(
+    run_queue: Any,
+) -> None:
+    """A documented difference: the in-process queue dies with its process, so closing it
+    drops what it still delays (the database keeps the run pending for the restart);
+    Redis keeps a delayed id for whichever instance pops after it falls due."""
+    await run_queue.push("later", delay=0.2)
+    await run_queue.close()
+    await asyncio.sleep(0.3)
+    if isinstance(run_queue, InProcessRunQueue):
+        assert await run_queue.queued(["later"]) == set()
+        assert await run_queue.pop(timeout=0.1) is None
+        return
+    assert await run_queue.queued(["later"]) == {"later"}
+    got = None
+    for _ in range(10):
+        got = await run_queue.pop(timeout=0.1)
+        if got:
+            break
+    assert got == "later"
