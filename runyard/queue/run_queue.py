@@ -35,7 +35,8 @@ class InProcessRunQueue:
 
     def __init__(self) -> None:
         self._queue: asyncio.Queue[str] = asyncio.Queue()
-        self._timers: set[asyncio.TimerHandle] = set()
+        # Each delayed push not yet due, with its run id.
+        self._timers: dict[asyncio.TimerHandle, str] = {}
         self._waiting: dict[str, int] = {}
 
     async def push(self, run_id: str, delay: float = 0.0) -> None:
@@ -47,16 +48,23 @@ class InProcessRunQueue:
         handle: asyncio.TimerHandle
 
         def fire() -> None:
-            self._timers.discard(handle)
+            self._timers.pop(handle, None)
             self._queue.put_nowait(run_id)
 
         self._waiting[run_id] = self._waiting.get(run_id, 0) + 1
         handle = loop.call_later(delay, fire)
-        self._timers.add(handle)
+        self._timers[handle] = run_id
 
     def _put(self, run_id: str) -> None:
         self._waiting[run_id] = self._waiting.get(run_id, 0) + 1
         self._queue.put_nowait(run_id)
+
+    def _unwait(self, run_id: str) -> None:
+        left = self._waiting.get(run_id, 1) - 1
+        if left <= 0:
+            self._waiting.pop(run_id, None)
+        else:
+            self._waiting[run_id] = left
 
     async def pop(self, timeout: float) -> str | None:
         """Wait up to `timeout` for a run id."""
@@ -64,11 +72,7 @@ class InProcessRunQueue:
             run_id = await asyncio.wait_for(self._queue.get(), timeout)
         except TimeoutError:
             return None
-        left = self._waiting.get(run_id, 1) - 1
-        if left <= 0:
-            self._waiting.pop(run_id, None)
-        else:
-            self._waiting[run_id] = left
+        self._unwait(run_id)
         return run_id
 
     async def queued(self, run_ids: list[str]) -> set[str]:
@@ -80,7 +84,8 @@ class InProcessRunQueue:
         return self._queue.qsize()
 
     async def close(self) -> None:
-        """Cancel pending delayed pushes."""
-        for handle in self._timers:
+        """Cancel pending delayed pushes: their ids no longer count as queued."""
+        for handle, run_id in self._timers.items():
             handle.cancel()
+            self._unwait(run_id)
         self._timers.clear()
