@@ -3,7 +3,8 @@
 With Redis reachable it keeps the run queue contract (test_queue_contract.py runs it there).
 Unreachable, it differs from a queue in a documented way: `pop` polls the database for the
 oldest claimable run and does not remove it, so the same id comes again until a worker
-claims it; the claim, not the queue, makes delivery exclusive.
+claims it; the claim, not the queue, makes delivery exclusive. Once Redis answers again,
+and nothing in the database is claimable, it is a Redis queue again.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from runyard.db import threads as threads_db
 from runyard.queue.redis_queue import DatabaseFallbackQueue, RedisRunQueue
 from tests.support.databases import migrated_engine
 from tests.support.rows import run_row, thread_row
+from tests.support.throwaway import ThrowawayRedis
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -92,3 +94,34 @@ async def test_nothing_counts_as_queued_and_depth_is_unknown(
     assert await queue.queued([run_id]) == set()
     with pytest.raises(RedisError):
         await queue.depth()
+
+
+async def test_once_redis_answers_again_the_queue_is_redis_again(engine: AsyncEngine) -> None:
+    """A private Redis is killed and restarted: meanwhile the database is polled, then pushes
+    and pops go through Redis again (what the kill lost, the database still holds)."""
+    server = ThrowawayRedis().start()
+    redis = Redis.from_url(server.url, socket_connect_timeout=1)
+
+    async def claimable() -> str | None:
+        async with engine.begin() as session:
+            return await runs_db.find_claimable_run(session)
+
+    queue = DatabaseFallbackQueue(RedisRunQueue(redis, "fallback:"), claimable, 0.05)
+    try:
+        await queue.push("before")
+        assert await queue.pop(timeout=0.1) == "before"
+        server.stop()
+        pending = await _pending_run(engine)
+        await queue.push(pending)
+        assert queue.redis_down_since is not None
+        assert await queue.pop(timeout=0.1) == pending
+        async with engine.begin() as session:
+            assert await runs_db.claim_run(session, pending, "instance-a", 30) is not None
+        server.start()
+        assert await queue.pop(timeout=0.1) is None  # nothing claimable: Redis is asked again
+        assert queue.redis_down_since is None
+        await queue.push("after")
+        assert await queue.pop(timeout=1) == "after"
+    finally:
+        await redis.aclose()
+        server.stop()
