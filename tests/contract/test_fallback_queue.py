@@ -42,15 +42,20 @@ async def engine(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
 async def queue(engine: AsyncEngine) -> AsyncIterator[DatabaseFallbackQueue]:
     """The fallback queue over a Redis that refuses connections and a real database."""
     redis = Redis.from_url(UNREACHABLE_REDIS, socket_connect_timeout=1)
+    try:
+        yield _fallback(redis, engine)
+    finally:
+        await redis.aclose()
+
+
+def _fallback(redis: Redis, engine: AsyncEngine) -> DatabaseFallbackQueue:
+    """The fallback queue as the transport builds it, polling the database every 50 ms."""
 
     async def claimable() -> str | None:
         async with engine.begin() as session:
             return await runs_db.find_claimable_run(session)
 
-    try:
-        yield DatabaseFallbackQueue(RedisRunQueue(redis, "unreachable:"), claimable, 0.05)
-    finally:
-        await redis.aclose()
+    return DatabaseFallbackQueue(RedisRunQueue(redis, "fallback:"), claimable, 0.05)
 
 
 async def _pending_run(engine: AsyncEngine) -> str:
@@ -101,12 +106,7 @@ async def test_once_redis_answers_again_the_queue_is_redis_again(engine: AsyncEn
     and pops go through Redis again (what the kill lost, the database still holds)."""
     server = ThrowawayRedis().start()
     redis = Redis.from_url(server.url, socket_connect_timeout=1)
-
-    async def claimable() -> str | None:
-        async with engine.begin() as session:
-            return await runs_db.find_claimable_run(session)
-
-    queue = DatabaseFallbackQueue(RedisRunQueue(redis, "fallback:"), claimable, 0.05)
+    queue = _fallback(redis, engine)
     try:
         await queue.push("before")
         assert await queue.pop(timeout=0.1) == "before"

@@ -8,6 +8,15 @@ from typing import Any
 from runyard.queue.run_queue import InProcessRunQueue
 
 
+async def _next_id(run_queue: Any) -> str | None:
+    """The next id to come out within a few seconds (a delayed one once it is due)."""
+    for _ in range(30):
+        run_id = await run_queue.pop(timeout=0.2)
+        if run_id is not None:
+            return str(run_id)
+    return None
+
+
 async def test_fifo_order(run_queue: Any) -> None:
     for n in range(3):
         await run_queue.push(f"run-{n}")
@@ -23,12 +32,7 @@ async def test_delayed_push_is_not_visible_before_its_time(run_queue: Any) -> No
     assert await run_queue.pop(timeout=0.1) is None
     assert await run_queue.queued(["later"]) == {"later"}
     await asyncio.sleep(0.7)
-    got = None
-    for _ in range(30):
-        got = await run_queue.pop(timeout=0.2)
-        if got:
-            break
-    assert got == "later"
+    assert await _next_id(run_queue) == "later"
 
 
 async def test_queued_reports_only_waiting_ids(run_queue: Any) -> None:
@@ -74,14 +78,7 @@ async def test_delayed_ids_come_out_in_the_order_they_fall_due(run_queue: Any) -
     await run_queue.push("second", delay=0.4)
     await run_queue.push("first", delay=0.2)
     await run_queue.push("ready")
-    got: list[str] = []
-    for _ in range(40):
-        run_id = await run_queue.pop(timeout=0.1)
-        if run_id is not None:
-            got.append(run_id)
-        if len(got) == 3:
-            break
-    assert got == ["ready", "first", "second"]
+    assert [await _next_id(run_queue) for _ in range(3)] == ["ready", "first", "second"]
 
 
 async def test_queued_of_nothing_is_empty(run_queue: Any) -> None:
@@ -103,9 +100,4 @@ async def test_close_drops_delayed_pushes_in_process_and_keeps_them_in_redis(
         assert await run_queue.pop(timeout=0.1) is None
         return
     assert await run_queue.queued(["later"]) == {"later"}
-    got = None
-    for _ in range(10):
-        got = await run_queue.pop(timeout=0.1)
-        if got:
-            break
-    assert got == "later"
+    assert await _next_id(run_queue) == "later"
