@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
@@ -40,20 +41,25 @@ async def _drop_prefix(client: Redis, prefix: str) -> None:
         await client.delete(*keys)
 
 
-@pytest.fixture(params=["memory", "redis"])
-async def broker(request: pytest.FixtureRequest, redis: Redis) -> AsyncIterator[Any]:
-    """An event broker of each kind."""
-    if request.param == "memory":
-        yield InMemoryEventBroker(idle_check_seconds=IDLE_CHECK_SECONDS)
-        return
-    prefix = f"contract-{uuid.uuid4().hex[:8]}:"
+def _no_runs_here(run_id: str, action: str) -> bool:
+    return False
+
+
+@asynccontextmanager
+async def _instance_broker(redis: Redis, prefix: str) -> AsyncIterator[RedisEventBroker]:
+    """A Redis broker as an instance runs it: a stream reader and a listener for completion
+    signals, both on blocking connections of their own."""
     signals = CompletionSignals(redis, f"{prefix}done")
-    # The stream reader blocks on connections of its own, as in an instance.
     blocking = Redis.from_url(REDIS_URL)
     reader = StreamReader(blocking, f"{prefix}events", connections=2, sweep_seconds=1.0)
+    listener = NotificationListener(blocking, f"{prefix}cancel", _no_runs_here, signals)
     stop = asyncio.Event()
-    reading = asyncio.create_task(reader.run_forever(stop))
+    loops = [
+        asyncio.create_task(reader.run_forever(stop)),
+        asyncio.create_task(listener.run_forever(stop)),
+    ]
     try:
+        await asyncio.wait_for(listener.connected.wait(), 10)
         yield RedisEventBroker(
             redis,
             prefix,
@@ -64,9 +70,39 @@ async def broker(request: pytest.FixtureRequest, redis: Redis) -> AsyncIterator[
         )
     finally:
         stop.set()
-        reading.cancel()
-        await asyncio.gather(reading, return_exceptions=True)
+        for loop in loops:
+            loop.cancel()
+        await asyncio.gather(*loops, return_exceptions=True)
         await blocking.aclose()
+
+
+@pytest.fixture(params=["memory", "redis"])
+async def broker(request: pytest.FixtureRequest, redis: Redis) -> AsyncIterator[Any]:
+    """An event broker of each kind."""
+    if request.param == "memory":
+        yield InMemoryEventBroker(idle_check_seconds=IDLE_CHECK_SECONDS)
+        return
+    prefix = f"contract-{uuid.uuid4().hex[:8]}:"
+    try:
+        async with _instance_broker(redis, prefix) as made:
+            yield made
+    finally:
+        await _drop_prefix(redis, prefix)
+
+
+@pytest.fixture(params=["memory", "redis"])
+async def two_brokers(request: pytest.FixtureRequest, redis: Redis) -> AsyncIterator[Any]:
+    """The brokers of two instances of one deployment. In-memory there is one process, so
+    both are the same broker: what one instance does, every waiter and follower sees."""
+    if request.param == "memory":
+        only = InMemoryEventBroker(idle_check_seconds=IDLE_CHECK_SECONDS)
+        yield only, only
+        return
+    prefix = f"contract-{uuid.uuid4().hex[:8]}:"
+    try:
+        async with _instance_broker(redis, prefix) as one, _instance_broker(redis, prefix) as two:
+            yield one, two
+    finally:
         await _drop_prefix(redis, prefix)
 
 

@@ -220,3 +220,36 @@ async def test_every_follower_receives_every_event(broker: Any) -> None:
     await broker.finish("r18", None, [("end", "null")])
     got = await asyncio.wait_for(asyncio.gather(*followers), 10)
     assert got == [["0", "1", "2", "3", "null"]] * 3
+
+
+async def test_a_follower_on_another_instance_receives_every_event(two_brokers: Any) -> None:
+    executor, other = two_brokers
+    await executor.begin_attempt("r19", 1, [("metadata", "m")])
+    first = await executor.publish("r19", "values", "0", 1)
+    follower = asyncio.create_task(_collect(other, "r19"))
+    resumed = asyncio.create_task(_collect(other, "r19", after=first))
+    await asyncio.sleep(0.05)
+    await executor.publish_batch("r19", [("values", "1"), ("values", "2")], 1)
+    await executor.finish("r19", 1, [("end", "null")])
+    assert [e.data for e in await asyncio.wait_for(follower, 10)] == ["m", "0", "1", "2", "null"]
+    assert [e.data for e in await asyncio.wait_for(resumed, 10)] == ["1", "2", "null"]
+
+
+async def test_an_attempt_begun_on_another_instance_fences_this_one(two_brokers: Any) -> None:
+    stale, current = two_brokers
+    await stale.begin_attempt("r20", 1)
+    await current.begin_attempt("r20", 2)
+    with pytest.raises(StaleAttemptError):
+        await stale.publish("r20", "values", "stale", 1)
+    with pytest.raises(StaleAttemptError):
+        await stale.finish("r20", 1, [("end", "null")])
+    await current.finish("r20", 2, [("end", "null")])
+    assert [e.data for e in await asyncio.wait_for(_collect(stale, "r20"), 10)] == ["null"]
+
+
+async def test_the_completion_signal_wakes_waiters_on_every_instance(two_brokers: Any) -> None:
+    executor, other = two_brokers
+    async with other.done_waiter("r21") as there, executor.done_waiter("r21") as here:
+        await executor.finish("r21", None, [("end", "null")], signal_done=True)
+        assert await there.wait(timeout=10) is True
+        assert await here.wait(timeout=10) is True
