@@ -11,14 +11,13 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
-from runyard.queue.cancel_bus import CancelBus, InProcessCancelBus
-from runyard.queue.redis_bus import NotificationListener, RedisCancelBus
+from runyard.queue.redis_bus import NotificationListener
 from runyard.queue.redis_queue import DatabaseFallbackQueue, RedisRunQueue
 from runyard.queue.run_queue import InProcessRunQueue
 from runyard.streaming.broker import InMemoryEventBroker
 from runyard.streaming.redis_broker import CompletionSignals, RedisEventBroker
 from runyard.streaming.redis_reader import StreamReader
-from runyard.worker.registry import RunningRuns
+from tests.support.cancel_buses import CancelBuses
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
 # How long a broker's subscription waits for an event before it asks whether the run ended.
@@ -128,64 +127,6 @@ async def run_queue(request: pytest.FixtureRequest, redis: Redis) -> AsyncIterat
             yield DatabaseFallbackQueue(inner, _database_not_asked, poll_interval=0.05)
     finally:
         await _drop_prefix(redis, prefix)
-
-
-class Instance:
-    """One instance's side of the cancel bus: its bus and the runs executing there."""
-
-    def __init__(self, bus: CancelBus, running: RunningRuns) -> None:
-        self.bus = bus
-        self.running = running
-
-    def execute(self, run_id: str) -> asyncio.Task[None]:
-        """Start executing an attempt of the run here (a task that waits to be stopped)."""
-        task = asyncio.create_task(asyncio.sleep(3600), name=f"run-{run_id}")
-        self.running.add(run_id, 1, task)
-        return task
-
-
-class CancelBuses:
-    """Builds the instances of one deployment; `one_process` when there is only one."""
-
-    def __init__(self, kind: str, redis: Redis | None) -> None:
-        self.one_process = kind == "in-process"
-        self._redis = redis
-        self.prefix = f"contract-{uuid.uuid4().hex[:8]}:"
-        self._instances: list[Instance] = []
-        self._stop = asyncio.Event()
-        self._loops: list[asyncio.Task[None]] = []
-        self._clients: list[Redis] = []
-
-    async def instance(self) -> Instance:
-        """A new instance, listening for cancels once this returns."""
-        running = RunningRuns()
-        if self._redis is None:
-            assert not self._instances, "in-process there is only one instance"
-            instance = Instance(InProcessCancelBus(running.stop), running)
-        else:
-            channel = f"{self.prefix}cancel"
-            blocking = Redis.from_url(REDIS_URL)
-            self._clients.append(blocking)
-            signals = CompletionSignals(self._redis, f"{self.prefix}done")
-            listener = NotificationListener(blocking, channel, running.stop, signals)
-            self._loops.append(asyncio.create_task(listener.run_forever(self._stop)))
-            await asyncio.wait_for(listener.connected.wait(), 10)
-            instance = Instance(RedisCancelBus(self._redis, channel, running.stop), running)
-        self._instances.append(instance)
-        return instance
-
-    async def close(self) -> None:
-        """Stop every run task, bus and listener."""
-        for instance in self._instances:
-            for entry in instance.running.all():
-                entry.task.cancel()
-            await instance.bus.close()
-        self._stop.set()
-        for loop in self._loops:
-            loop.cancel()
-        await asyncio.gather(*self._loops, return_exceptions=True)
-        for client in self._clients:
-            await client.aclose()
 
 
 @pytest.fixture(params=["in-process", "redis"])

@@ -15,7 +15,7 @@ from redis.asyncio import Redis
 
 from runyard.queue.redis_bus import RedisCancelBus
 from runyard.worker.registry import RunningRuns
-from tests.contract.conftest import CancelBuses
+from tests.support.cancel_buses import CancelBuses
 
 pytestmark = pytest.mark.timeout(30)
 
