@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from runyard.db import runs as runs_db
 from runyard.db import threads as threads_db
+from runyard.db.dialect import database_now
 from runyard.queue.redis_queue import DatabaseFallbackQueue, RedisRunQueue
 from tests.support.databases import migrated_engine
 from tests.support.rows import run_row, thread_row
@@ -58,11 +60,14 @@ def _fallback(redis: Redis, engine: AsyncEngine) -> DatabaseFallbackQueue:
     return DatabaseFallbackQueue(RedisRunQueue(redis, "fallback:"), claimable, 0.05)
 
 
-async def _pending_run(engine: AsyncEngine) -> str:
+async def _pending_run(engine: AsyncEngine, after_seconds: float = 0.0) -> str:
     thread_id, run_id = str(uuid.uuid4()), str(uuid.uuid4())
     async with engine.begin() as session:
+        row = run_row(run_id, thread_id)
+        if after_seconds:
+            row["scheduled_at"] = await database_now(session) + timedelta(seconds=after_seconds)
         await threads_db.insert_thread(session, thread_row(thread_id))
-        await runs_db.insert_run(session, run_row(run_id, thread_id))
+        await runs_db.insert_run(session, row)
     return run_id
 
 
@@ -83,6 +88,14 @@ async def test_pop_finds_pending_runs_in_the_database_oldest_first_until_claimed
     async with engine.begin() as session:
         assert await runs_db.claim_run(session, older, "instance-a", 30) is not None
     assert await queue.pop(timeout=0.1) == newer
+
+
+async def test_a_delayed_run_is_not_found_before_its_time(
+    queue: DatabaseFallbackQueue, engine: AsyncEngine
+) -> None:
+    later = await _pending_run(engine, after_seconds=60)
+    await queue.push(later, delay=60)  # lost: Redis refuses it; the database keeps the time
+    assert await queue.pop(timeout=0.1) is None
 
 
 async def test_pop_with_nothing_claimable_returns_none(queue: DatabaseFallbackQueue) -> None:
