@@ -12,11 +12,11 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from runyard.db import runs as runs_db
@@ -33,11 +33,22 @@ pytestmark = pytest.mark.timeout(60)
 UNREACHABLE_REDIS = "redis://127.0.0.1:1/0"
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-async def engine(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[AsyncEngine]:
-    """A migrated database of each kind."""
-    async with migrated_engine(request.param, tmp_path) as engine:
-        yield engine
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+async def database(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[AsyncEngine]:
+    """A migrated database of each kind, one for the module (made in about a second)."""
+    async with migrated_engine(request.param, tmp_path_factory.mktemp("fallback")) as made:
+        yield made
+
+
+@pytest.fixture
+async def engine(database: AsyncEngine) -> AsyncEngine:
+    """The module's database, with no run or thread left by an earlier test."""
+    async with database.begin() as session:
+        await session.execute(text("DELETE FROM runs"))
+        await session.execute(text("DELETE FROM threads"))
+    return database
 
 
 @pytest.fixture
