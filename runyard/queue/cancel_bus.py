@@ -12,7 +12,9 @@ class CancelBus(Protocol):
     """Delivers cancel requests (run id, action) to every instance."""
 
     async def publish(self, run_id: str, action: str) -> bool:
-        """Send a cancel; True when a local executor acted on it at once."""
+        """Send a cancel; True only when the instance executing the run (this one or, over
+        Redis, another that acknowledged it) stopped it. False leaves the run to the cancel
+        flag in the database: no instance executes it, or none answered in time."""
         ...
 
     async def close(self) -> None:
