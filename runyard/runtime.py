@@ -33,9 +33,11 @@ from runyard.db.engine import (
     require_database,
     session_factory,
 )
+from runyard.domain.errors import ConfigError
 from runyard.domain.retention import ThreadTTLPolicy, parse_checkpointer
 from runyard.graphs.checkpointer import open_checkpointer
 from runyard.graphs.config import ProjectConfig, apply_environment, find_config, load_config
+from runyard.graphs.encryption_loading import load_encryption
 from runyard.graphs.http_config import HttpConfig
 from runyard.graphs.registry import GraphRegistry
 from runyard.graphs.store import StoreOptions, TtlSweeper, open_store, store_options
@@ -65,6 +67,7 @@ from runyard.worker.webhooks import DeliveryOptions, WebhookSender
 
 if TYPE_CHECKING:
     from runyard.encryption.at_rest import AtRest
+    from runyard.encryption.custom import CustomEncryption
 
 log = logging.getLogger("runyard.runtime")
 
@@ -104,6 +107,8 @@ class Runtime:
         self.checkpointer: BaseCheckpointSaver
         self.store: BaseStore
         self.at_rest: AtRest | None = None
+        # `encryption.path` in the config: the project's own handlers (None: not set).
+        self.encryption: CustomEncryption | None = None
         self.store_options: StoreOptions
         self.thread_ttl = ThreadTTLPolicy()
         self.cron_scheduler: CronScheduler | None = None
@@ -202,6 +207,7 @@ class Runtime:
         self.thread_ttl = parse_checkpointer(self.project.checkpointer, str(self.project.path))
         self.graphs = GraphRegistry.load(self.project)
         self.auth = load_auth(self.project)
+        self.encryption = load_encryption(self.project)
         # Before the database: a UI that cannot be built stops the start-up at once.
         self.ui = await asyncio.to_thread(
             prepare_bundles, self.project, settings.resolved_ui_dir(), settings.ui_build
@@ -212,6 +218,7 @@ class Runtime:
         settings = self.settings
         url = settings.resolved_database_url()
         self.at_rest = encryption_at_rest(settings)
+        self._start_custom_encryption()
         statements = await self._open_engines(url)
         # The streams that follow a thread's runs share one look for its next run.
         self.run_arrivals = RunArrivals(self.autocommit)
@@ -229,6 +236,7 @@ class Runtime:
                 settings.db_pool_size,
                 statements,
                 self.at_rest,
+                self.encryption.serde() if self.encryption else None,
             )
         )
         self.store_options = store_options(self.project)
@@ -462,6 +470,23 @@ class Runtime:
         self._drain = asyncio.create_task(
             self.workers.stop(self.settings.worker_drain_timeout), name="drain"
         )
+
+    def _start_custom_encryption(self) -> None:
+        """Start the custom encryption's handler loop; refuse it beside the built-in AES."""
+        encryption = self.encryption
+        if encryption is None:
+            return
+        if self.at_rest is not None:
+            # LangGraph's server reads the built-in AES's data while custom encryption
+            # writes (a migration path); Runyard does not implement that path yet, so it
+            # refuses the pair instead of leaving the AES data unreadable.
+            raise ConfigError(
+                f"encryption.path ({encryption.path}) and LANGGRAPH_AES_KEY are both set; "
+                "use one of them: Runyard does not read built-in AES data under custom "
+                "encryption"
+            )
+        encryption.handlers.start()
+        self._stack.callback(encryption.handlers.stop)
 
     async def _stop_workers(self) -> None:
         self.begin_drain()

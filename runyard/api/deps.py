@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import importlib
+import json
 import uuid
 from typing import Annotated, Any
 
@@ -12,7 +15,8 @@ from fastapi import Depends, Path, Request, Response
 from runyard.api.custom_app import CALLER_SCOPE_KEY
 from runyard.auth.handlers import Caller, authenticate
 from runyard.auth.user import caller_configurable
-from runyard.domain.errors import RunyardError
+from runyard.domain.encryption_context import use_context
+from runyard.domain.errors import InvalidInputError, RunyardError
 from runyard.runtime import Runtime
 
 
@@ -26,14 +30,36 @@ RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 
 
 async def get_caller(request: Request) -> Caller:
-    """The authenticated caller (anonymous when no auth is configured); 401 otherwise."""
-    # Authenticated already by the route's middleware (`http.middleware_order: auth_first`).
-    known = request.scope.get(CALLER_SCOPE_KEY)
-    if isinstance(known, Caller):
-        return known
+    """The authenticated caller (anonymous when no auth is configured); 401 otherwise.
+
+    With `encryption.path` configured, the request's encryption context is derived from
+    the caller here, once, for everything the request stores.
+    """
     # The runtime straight from the app, not as a sub-dependency: FastAPI resolves each
     # sub-dependency anew on every request, and this one is on nearly every route.
-    return await authenticate(request.app.state.runtime.auth, request)
+    runtime: Runtime = request.app.state.runtime
+    # Authenticated already by the route's middleware (`http.middleware_order: auth_first`).
+    known = request.scope.get(CALLER_SCOPE_KEY)
+    caller = known if isinstance(known, Caller) else await authenticate(runtime.auth, request)
+    if runtime.encryption is not None:
+        initial = requested_encryption_context(request)
+        use_context(await runtime.encryption.derive_context(caller.user, initial))
+    return caller
+
+
+def requested_encryption_context(request: Request) -> dict[str, Any]:
+    """The `X-Encryption-Context` header (base64 of a JSON object, as LangGraph's server
+    reads it), the context handler's starting point; a 422 when it is malformed."""
+    header = request.headers.get("x-encryption-context")
+    if not header:
+        return {}
+    try:
+        context = json.loads(base64.b64decode(header, validate=True))
+    except (ValueError, binascii.Error):
+        context = None
+    if not isinstance(context, dict):
+        raise InvalidInputError("X-Encryption-Context must be the base64 encoding of a JSON object")
+    return context
 
 
 CallerDep = Annotated[Caller, Depends(get_caller)]

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from runyard.db.driver import StatementPool
 from runyard.db.faults import retry_while_store_unavailable
@@ -30,6 +31,7 @@ async def open_checkpointer(
     pool_size: int = 10,
     statements: StatementPool | None = None,
     at_rest: AtRest | None = None,
+    custom_serde: SerializerProtocol | None = None,
 ) -> AsyncIterator[BaseCheckpointSaver]:
     """The saver matching the database: PostgreSQL or a SQLite file.
 
@@ -37,9 +39,10 @@ async def open_checkpointer(
     Runyard's statement pool, `statements`, and opens the library's saver, with a psycopg
     pool of at most `pool_size` connections, only when something else is asked of it.
     `on_statements(n)` is told of the statements it sends. `at_rest`: checkpoints,
-    writes and the configured keys of their metadata are encrypted.
+    writes and the configured keys of their metadata are encrypted. `custom_serde`: the
+    serializer of `encryption.path`'s blob handlers (never beside `at_rest`).
     """
-    serde = at_rest.serde() if at_rest else None
+    serde = at_rest.serde() if at_rest else custom_serde
     json_codec = at_rest.json if at_rest else None
     if database_url.startswith("postgresql"):
         from runyard.graphs.pg_saver import PostgresSaver

@@ -1,5 +1,5 @@
 """Reads `langgraph.json` / `runyard.json`: graphs, dependencies, env, store, auth, http,
-webhooks, ui."""
+webhooks, ui, encryption."""
 
 from __future__ import annotations
 
@@ -33,6 +33,7 @@ SERVED_KEYS = frozenset(
         "webhooks",
         "ui",
         "ui_config",
+        "encryption",
     }
 )
 # Keys that describe how an image is built (`langgraph build`): accepted, no effect on serving.
@@ -54,7 +55,6 @@ IMAGE_KEYS = frozenset(
 )
 # Keys of the schema Runyard does not implement: start-up fails rather than ignore them.
 UNSUPPORTED_KEYS = {
-    "encryption": "encryption at rest with a custom encryption handler",
     "priority": "run priorities from a custom priority handler",
     "disable_persistence": "`langgraph dev` keeping nothing across restarts; Runyard always "
     "persists (delete the data folder to start afresh)",
@@ -83,6 +83,7 @@ SECTION_KEYS = {
     "auth": frozenset({"path", "disable_studio_auth", "openapi", "cache"}),
     "checkpointer": frozenset({"ttl", "path", "serde"}),
     "ui_config": frozenset({"shared"}),
+    "encryption": frozenset({"path"}),
 }
 
 
@@ -114,6 +115,8 @@ class ProjectConfig:
     auth: dict[str, Any] | None = None
     http: dict[str, Any] | None = None
     checkpointer: dict[str, Any] | None = None
+    # `encryption.path`: the custom encryption handlers (runyard/graphs/encryption_loading.py).
+    encryption: dict[str, Any] | None = None
     webhooks: WebhooksConfig = field(default_factory=WebhooksConfig)
     # Generative UI: graph id -> the component module (`./src/ui.tsx`), as written.
     ui: dict[str, str] = field(default_factory=dict)
@@ -169,6 +172,7 @@ def load_config(path: Path) -> ProjectConfig:
         auth=_optional_object(path, raw, "auth"),
         http=_optional_object(path, raw, "http"),
         checkpointer=_optional_object(path, raw, "checkpointer"),
+        encryption=_optional_object(path, raw, "encryption"),
         # Header templates read the environment the server will have (the config's env
         # never overrides it, see apply_environment).
         webhooks=parse_webhooks(str(path), raw.get("webhooks"), {**env, **os.environ}),

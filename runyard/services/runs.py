@@ -17,6 +17,7 @@ from runyard.db import runs as runs_db
 from runyard.db import threads as threads_db
 from runyard.db.dialect import database_now
 from runyard.domain.configurable import without_reserved
+from runyard.domain.encryption_context import CONTEXT_KEY, current_context
 from runyard.domain.errors import ConflictError, InvalidInputError, NotFoundError
 from runyard.domain.status import TERMINAL_RUN_STATUSES, RunStatus
 from runyard.graphs.checkpointer import delete_run_checkpoints
@@ -295,6 +296,9 @@ def _run_row(
         "kwargs": {
             **_kwargs(body, assistant, stream_modes, stateless, configurable),
             **runtime.tracing.run_kwargs(),
+            # The caller's encryption context, for the worker to write the run's checkpoints
+            # under (encryption.path); stored as LangGraph's server stores it.
+            **({CONTEXT_KEY: current_context()} if runtime.encryption else {}),
         },
         "multitask_strategy": body.multitask_strategy,
         "scheduled_at": scheduled_at,
@@ -403,7 +407,7 @@ def to_wire(row: Any) -> dict[str, Any]:
         "updated_at": row["updated_at"].isoformat(),
         "status": row["status"],
         "metadata": row["metadata"] or {},
-        "kwargs": row["kwargs"] or {},
+        "kwargs": {k: v for k, v in (row["kwargs"] or {}).items() if k != CONTEXT_KEY},
         "multitask_strategy": row["multitask_strategy"],
         "langsmith_session_name": row["langsmith_session_name"],
     }

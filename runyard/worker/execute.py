@@ -13,6 +13,7 @@ from langgraph.pregel import Pregel
 from runyard.db import runs as runs_db
 from runyard.db.faults import retry_while_store_unavailable, store_fault, store_unavailable
 from runyard.domain.configurable import AUTH_USER_KEY
+from runyard.domain.encryption_context import CONTEXT_KEY, use_context
 from runyard.domain.errors import DecryptionError, StaleAttemptError
 from runyard.domain.status import RunStatus
 from runyard.graphs.checkpointer import (
@@ -216,6 +217,8 @@ class RunExecutor:
         run_id = run["run_id"]
         kwargs = run["kwargs"]
         attempt = entry.attempt
+        # The checkpoints this run writes are encrypted under its creator's context.
+        use_context(kwargs.get(CONTEXT_KEY) or {})
         graph: Pregel | None = None
         final = FinalState()
         limit = asyncio.timeout_at(deadline)

@@ -171,7 +171,7 @@ def test_graph_entry_may_be_an_object_with_a_description(tmp_path: Path) -> None
         (json.dumps({"graphs": {}}), "'graphs'"),
         (json.dumps({"dependencies": ["."]}), "'graphs'"),
         (json.dumps({"graphs": {"g": "./graph.py"}}), "'g'"),
-        (json.dumps({"graphs": {"g": "./graph.py:graph"}, "encryption": {}}), "'encryption'"),
+        (json.dumps({"graphs": {"g": "./graph.py:graph"}, "encryption": {"pth": "x"}}), "pth"),
         (json.dumps({"graphs": {"g": "./graph.py:graph"}, "ui": {"x": "./ui.tsx"}}), "ui.x"),
         (json.dumps({"graphs": {"g": "./graph.py:graph"}, "ui": ["./ui.tsx"]}), "'ui'"),
         (json.dumps({"graphs": {"g": "./graph.py:graph"}, "ui": {"x": "../ui.tsx"}}), "ui.x"),

@@ -1,0 +1,313 @@
+"""Custom encryption at rest: the `langgraph_sdk.Encryption` object `encryption.path` names.
+
+Its blob handlers encrypt checkpoints and pending writes, its JSON handlers the JSON of
+threads, runs and the other resources, and its context handler derives, from the
+authenticated user, the context (a tenant, a key id) each ciphertext is written under.
+That context is stored beside the data, as LangGraph's server stores it: under
+`__encryption_context__` in encrypted JSON, in a header of each encrypted blob, so a
+decryption gets back the context its encryption had, whoever asks.
+
+Compared against langgraph-api 0.16.7 (`langgraph_api/encryption/custom.py`,
+`middleware.py`): the same handler calls (`EncryptionContext(model, field, metadata)`),
+the same refusal of a JSON encryptor that adds or removes keys, the same marker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+import threading
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import orjson
+from langgraph.checkpoint.serde.base import CipherProtocol, SerializerProtocol
+from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph_sdk.encryption.types import DecryptResult, EncryptionContext
+
+from runyard.domain.encryption_context import CONTEXT_KEY, current_context
+from runyard.domain.errors import DecryptionError, RunyardError
+from runyard.encryption.json_keys import SYSTEM_KEYS
+
+if TYPE_CHECKING:
+    from langgraph_sdk import Encryption
+
+log = logging.getLogger("runyard.encryption")
+
+T = TypeVar("T")
+
+# The cipher name checkpoint blobs carry in their type (`msgpack+custom`).
+CIPHER_NAME = "custom"
+# A blob's header: magic, then the length of the context's JSON, then the context.
+_BLOB_MAGIC = b"RYC1"
+_LENGTH = struct.Struct(">I")
+# Never handed to a JSON encryptor: the identifiers and execution settings the server reads
+# (LangGraph's server skips the same kind of fields), and the marker itself.
+NEVER_ENCRYPTED = SYSTEM_KEYS | {
+    CONTEXT_KEY,
+    "langgraph_version",
+    "langgraph_api_version",
+    "langgraph_plan",
+    "langgraph_host",
+    "langgraph_api_url",
+    "langgraph_request_id",
+    "langgraph_auth_user_id",
+    "langgraph_auth_permissions",
+}
+
+
+class EncryptionHandlerError(RunyardError):
+    """A custom encryption handler returned what Runyard cannot store: a server-side fault
+    of the project's encryption module, named in the message."""
+
+    status_code = 500
+
+
+class HandlerThread:
+    """An event loop on a thread of its own, for the blob handlers.
+
+    LangGraph's checkpoint serializer is synchronous and is called on the server's event
+    loop, so an async handler cannot be awaited there; it runs to completion on this loop
+    instead, the caller waiting for it (about what the cipher itself costs).
+    """
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Start the loop on its thread."""
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="runyard-encryption", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the loop, wait for its thread and close it. Idempotent."""
+        loop, thread = self._loop, self._thread
+        self._loop = self._thread = None
+        if loop is None or thread is None:
+            return
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=5)
+        if not thread.is_alive():
+            loop.close()
+
+    def run(self, call: Coroutine[Any, Any, T]) -> T:
+        """The result of `call`, run to completion on this loop."""
+        if self._loop is None:
+            call.close()
+            raise RuntimeError("the encryption handler loop is not running")
+        return asyncio.run_coroutine_threadsafe(call, self._loop).result()
+
+
+def _name(handler: Callable[..., Any]) -> str:
+    module = getattr(handler, "__module__", None) or "?"
+    return f"{getattr(handler, '__qualname__', repr(handler))} (module {module})"
+
+
+def _plaintext(result: Any) -> Any:
+    """A decryptor may answer the plaintext or a DecryptResult (with a replacement, which
+    Runyard does not write back: `runyard reencrypt` is the built-in AES's)."""
+    return result.plaintext if isinstance(result, DecryptResult) else result
+
+
+class CustomEncryption:
+    """The handlers of one `Encryption` object, called where LangGraph's server calls them."""
+
+    def __init__(self, encryption: Encryption, path: str) -> None:
+        self.path = path
+        # langgraph-sdk 0.4 keeps the registered handlers only in private attributes and
+        # offers no public accessor for the blob and context handlers; LangGraph's server
+        # reads these same attributes. They are read here, once, and nowhere else;
+        # tests/unit/test_custom_encryption.py pins the SDK's shape.
+        self.blob_encryptor = encryption._blob_encryptor
+        self.blob_decryptor = encryption._blob_decryptor
+        self.json_encryptor = encryption._json_encryptor
+        self.json_decryptor = encryption._json_decryptor
+        self.context_handler = encryption._context_handler
+        self.handlers = HandlerThread()
+
+    def describe(self) -> str:
+        """The handlers registered, for the start-up log."""
+        names = {
+            "blob_encryptor": self.blob_encryptor,
+            "blob_decryptor": self.blob_decryptor,
+            "json_encryptor": self.json_encryptor,
+            "json_decryptor": self.json_decryptor,
+            "context_handler": self.context_handler,
+        }
+        return ",".join(name for name, handler in names.items() if handler is not None)
+
+    # --- context --------------------------------------------------------------------------
+
+    async def derive_context(self, user: Any, initial: dict[str, Any]) -> dict[str, Any]:
+        """The context handler's answer for `user` (`initial` without a handler)."""
+        if self.context_handler is None or user is None:
+            return initial
+        answer = await self.context_handler(user, EncryptionContext(metadata=dict(initial)))
+        if not isinstance(answer, dict):
+            raise EncryptionHandlerError(
+                f"the encryption context handler {_name(self.context_handler)} returned "
+                f"{type(answer).__name__}; it must return a dict"
+            )
+        try:
+            orjson.dumps(answer)
+        except TypeError as exc:
+            raise EncryptionHandlerError(
+                f"the encryption context handler {_name(self.context_handler)} returned a "
+                f"context that is not JSON ({exc}); it is stored beside the data"
+            ) from None
+        return answer
+
+    # --- JSON -----------------------------------------------------------------------------
+
+    async def encrypt_json(self, model: str, field: str, data: dict[str, Any] | None) -> Any:
+        """`data` with its values encrypted by the JSON encryptor and the current context
+        stored beside them; unchanged without a JSON encryptor (or without data)."""
+        if self.json_encryptor is None or not data:
+            return data
+        if CONTEXT_KEY in data:
+            # Already encrypted (a row read back without decrypting): never twice.
+            return data
+        kept = {k: v for k, v in data.items() if k in NEVER_ENCRYPTED}
+        given = {k: v for k, v in data.items() if k not in NEVER_ENCRYPTED}
+        context = current_context()
+        if given:
+            sealed = await self.json_encryptor(
+                EncryptionContext(model=model, field=field, metadata=context), given
+            )
+            self._check_keys(model, field, given, sealed)
+        else:
+            sealed = {}
+        return {**sealed, **kept, CONTEXT_KEY: context}
+
+    def _check_keys(self, model: str, field: str, given: dict[str, Any], sealed: Any) -> None:
+        """Refuse an answer whose keys differ from the data's: partial updates of stored
+        JSON merge by key, so the keys must stay as they were (LangGraph's rule too)."""
+        handler = _name(self.json_encryptor) if self.json_encryptor else "?"
+        if not isinstance(sealed, dict):
+            raise EncryptionHandlerError(
+                f"the JSON encryptor {handler} returned {type(sealed).__name__} for "
+                f"{model}.{field}; it must return a dict with the same keys, values encrypted"
+            )
+        added = sorted(set(sealed) - set(given))
+        removed = sorted(set(given) - set(sealed))
+        if added or removed:
+            raise EncryptionHandlerError(
+                f"the JSON encryptor {handler} changed the keys of {model}.{field} (added: "
+                f"{', '.join(map(repr, added)) or 'none'}; removed: "
+                f"{', '.join(map(repr, removed)) or 'none'}); it must keep every key and "
+                "encrypt only the values, because stored JSON is merged key by key"
+            )
+
+    async def decrypt_json(self, model: str, field: str, data: Any) -> Any:
+        """`data` decrypted with the context stored beside it; plain data unchanged."""
+        if not isinstance(data, dict) or CONTEXT_KEY not in data:
+            return data
+        context = data[CONTEXT_KEY] or {}
+        kept = {k: v for k, v in data.items() if k in NEVER_ENCRYPTED and k != CONTEXT_KEY}
+        given = {k: v for k, v in data.items() if k not in NEVER_ENCRYPTED}
+        if not given:
+            return kept
+        if self.json_decryptor is None:
+            raise DecryptionError(
+                f"{model}.{field} was encrypted with a JSON encryptor, and the Encryption "
+                f"object of {self.path} registers no JSON decryptor"
+            )
+        opened = _plaintext(
+            await self.json_decryptor(
+                EncryptionContext(model=model, field=field, metadata=context), given
+            )
+        )
+        if not isinstance(opened, dict):
+            raise EncryptionHandlerError(
+                f"the JSON decryptor {_name(self.json_decryptor)} returned "
+                f"{type(opened).__name__} for {model}.{field}; it must return a dict"
+            )
+        return {**opened, **kept}
+
+    async def decrypt_fields(
+        self, model: str, row: dict[str, Any], fields: Iterable[str]
+    ) -> dict[str, Any]:
+        """A copy of `row` with these JSON fields decrypted."""
+        out = dict(row)
+        for field in fields:
+            if field in out:
+                out[field] = await self.decrypt_json(model, field, out[field])
+        return out
+
+    # --- blobs ----------------------------------------------------------------------------
+
+    def serde(self) -> SerializerProtocol | None:
+        """The checkpoint serializer: LangGraph's default, its bytes passed through the blob
+        handlers. None without a blob encryptor (checkpoints stay LangGraph's own)."""
+        if self.blob_encryptor is None:
+            return None
+        return EncryptedSerializer(BlobHandlerCipher(self), JsonPlusSerializer())
+
+    def seal_blob(self, plaintext: bytes) -> bytes:
+        """`plaintext` through the blob encryptor, the current context in a header."""
+        assert self.blob_encryptor is not None
+        context = current_context()
+        call = self.blob_encryptor(
+            EncryptionContext(model="checkpoint", metadata=context), plaintext
+        )
+        sealed = self.handlers.run(_awaited(call))
+        if not isinstance(sealed, bytes):
+            raise EncryptionHandlerError(
+                f"the blob encryptor {_name(self.blob_encryptor)} returned "
+                f"{type(sealed).__name__}; it must return bytes"
+            )
+        header = orjson.dumps(context)
+        return _BLOB_MAGIC + _LENGTH.pack(len(header)) + header + sealed
+
+    def open_blob(self, blob: bytes) -> bytes:
+        """The plaintext of a blob `seal_blob` wrote, decrypted under its stored context."""
+        if not blob.startswith(_BLOB_MAGIC) or len(blob) < len(_BLOB_MAGIC) + _LENGTH.size:
+            raise DecryptionError("a checkpoint value has no custom encryption header")
+        start = len(_BLOB_MAGIC) + _LENGTH.size
+        (length,) = _LENGTH.unpack(blob[len(_BLOB_MAGIC) : start])
+        context = orjson.loads(blob[start : start + length])
+        if self.blob_decryptor is None:
+            raise DecryptionError(
+                f"a checkpoint value was encrypted with a blob encryptor, and the "
+                f"Encryption object of {self.path} registers no blob decryptor"
+            )
+        call = self.blob_decryptor(
+            EncryptionContext(model="checkpoint", metadata=context), blob[start + length :]
+        )
+        opened = _plaintext(self.handlers.run(_awaited(call)))
+        if not isinstance(opened, bytes):
+            raise EncryptionHandlerError(
+                f"the blob decryptor {_name(self.blob_decryptor)} returned "
+                f"{type(opened).__name__}; it must return bytes"
+            )
+        return opened
+
+
+async def _awaited(call: Awaitable[T]) -> T:
+    return await call
+
+
+class BlobHandlerCipher(CipherProtocol):
+    """LangGraph's cipher protocol over the blob handlers, for EncryptedSerializer."""
+
+    def __init__(self, encryption: CustomEncryption) -> None:
+        self.encryption = encryption
+
+    def encrypt(self, plaintext: bytes) -> tuple[str, bytes]:
+        """`plaintext` through the blob encryptor."""
+        return CIPHER_NAME, self.encryption.seal_blob(plaintext)
+
+    def decrypt(self, ciphername: str, ciphertext: bytes) -> bytes:
+        """The plaintext of a blob the blob encryptor wrote."""
+        if ciphername != CIPHER_NAME:
+            raise DecryptionError(
+                f"a checkpoint value was encrypted with cipher {ciphername!r}; with "
+                f"encryption.path configured Runyard reads only {CIPHER_NAME!r}"
+            )
+        return self.encryption.open_blob(ciphertext)

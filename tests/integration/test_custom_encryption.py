@@ -1,0 +1,159 @@
+"""Custom encryption (`encryption.path`) on real servers in both modes, the tables read
+directly.
+
+The project (tests/graphs/encryption_project) is written for LangGraph's server and uses
+only `langgraph_sdk.Encryption`: a context handler derives a key id per tenant from the
+authenticated user; blob and JSON handlers encrypt under that tenant's key. Compared
+against langgraph-api 0.16.7 (`langgraph_api/encryption/`): the handlers are called with
+`EncryptionContext(model, field, metadata)`, the context is stored beside the data
+(`__encryption_context__`), and a JSON encryptor that changes the keys is refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from langgraph_sdk import get_client
+
+from tests.support.databases import create_database, drop_database, postgres_available
+from tests.support.server import ROOT, ServerProcess
+
+pytestmark = pytest.mark.timeout(240)
+
+PROJECT = ROOT / "tests" / "graphs" / "encryption_project"
+SECRETS = {"user-a": "tell-no-one-a-5c1e", "user-b": "tell-no-one-b-93d0"}
+SECRET_METADATA = {"user-a": "sk-meta-a-71f2", "user-b": "sk-meta-b-0be4"}
+PLAIN = "visible-note-8c4d"
+
+
+class Deployment:
+    """A SQLite folder or a PostgreSQL database, served with one project config."""
+
+    def __init__(self, backend: str, workdir: Path, database_url: str | None) -> None:
+        self.backend = backend
+        self.workdir = workdir
+        self.database_url = database_url
+
+    @contextmanager
+    def server(self, config: str = "langgraph.json") -> Iterator[ServerProcess]:
+        mode = "dev" if self.backend == "sqlite" else "serve"
+        env = {"RUNYARD_DATA_DIR": str(self.workdir / "data")}
+        if self.database_url:
+            env.update({"DATABASE_URL": self.database_url, "REDIS_URL": ""})
+        proc = ServerProcess(mode, self.workdir, env=env, config=PROJECT / config).start()
+        try:
+            yield proc
+        finally:
+            proc.stop()
+
+    def checkpoint_bytes(self) -> bytes:
+        """Every stored checkpoint, blob and pending write."""
+        if self.database_url is None:
+            data = self.workdir / "data"
+            return b"".join(p.read_bytes() for p in sorted(data.rglob("checkpoints.sqlite*")))
+        return self._tables("checkpoints", "checkpoint_blobs", "checkpoint_writes")
+
+    def all_bytes(self) -> bytes:
+        """Everything stored."""
+        if self.database_url is None:
+            data = self.workdir / "data"
+            return b"".join(p.read_bytes() for p in sorted(data.rglob("*.sqlite*")))
+        with psycopg.connect(self.database_url) as conn:
+            tables = [
+                t
+                for (t,) in conn.execute(
+                    "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
+                )
+            ]
+        return self._tables(*tables)
+
+    def _tables(self, *tables: str) -> bytes:
+        assert self.database_url is not None
+        out: list[bytes] = []
+        with psycopg.connect(self.database_url) as conn:
+            for table in tables:
+                for (row,) in conn.execute(f'SELECT t::text FROM "{table}" AS t'):
+                    out.append(row.encode())
+                    # bytea columns appear as hex: their bytes are searched too.
+                    for part in row.split("\\\\x")[1:]:
+                        digits = part[: len(part) - len(part.lstrip("0123456789abcdef"))]
+                        out.append(bytes.fromhex(digits[: len(digits) // 2 * 2]))
+        return b"\n".join(out)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def deployment(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Deployment]:
+    if request.param == "sqlite":
+        yield Deployment("sqlite", tmp_path, None)
+        return
+    if not postgres_available():
+        pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (see README)")
+    url = create_database("runyard_cenc")
+    try:
+        yield Deployment("postgres", tmp_path, url)
+    finally:
+        drop_database(url)
+
+
+def client_of(url: str, user: str) -> Any:
+    return get_client(url=url, api_key=None, headers={"Authorization": f"Bearer {user}"})
+
+
+async def converse(url: str, user: str) -> str:
+    """As `user`: a thread with secret metadata, a run with a secret message, read back in
+    plain text through the SDK. The thread's id."""
+    client = client_of(url, user)
+    try:
+        thread = await client.threads.create(
+            metadata={"api_key": SECRET_METADATA[user], "note": PLAIN}
+        )
+        thread_id = thread["thread_id"]
+        # Assistants belong to their creator (tests/graphs/auth.py): each user makes one.
+        assistant = await client.assistants.create("agent")
+        await client.runs.wait(
+            thread_id,
+            assistant["assistant_id"],
+            input={"messages": [{"role": "user", "content": SECRETS[user]}]},
+        )
+        state = await client.threads.get_state(thread_id)
+        assert state["values"]["messages"][0]["content"] == SECRETS[user]
+        history = await client.threads.get_history(thread_id)
+        assert len(history) >= 2
+        assert (await client.threads.get(thread_id))["metadata"]["api_key"] == (
+            SECRET_METADATA[user]
+        )
+        return str(thread_id)
+    finally:
+        await client.http.client.aclose()
+
+
+def test_an_official_encryption_module_works_unchanged(deployment: Deployment) -> None:
+    with deployment.server() as proc:
+        for user in SECRETS:
+            asyncio.run(converse(proc.url, user))
+    checkpoints = deployment.checkpoint_bytes()
+    assert b"+custom" in checkpoints, "checkpoint blobs carry the custom cipher's type"
+    found = [secret for secret in SECRETS.values() if secret.encode() in checkpoints]
+    assert not found, f"checkpoints hold plain text: {found}"
+    # Each tenant's blobs were written under its own key id, stored beside them.
+    for user in SECRETS:
+        assert f'"key_id":"key-{user}"'.encode() in checkpoints
+    # A server started again reads what the first one wrote.
+    with deployment.server() as proc:
+
+        async def read_back() -> None:
+            client = client_of(proc.url, "user-a")
+            try:
+                (thread,) = await client.threads.search()
+                state = await client.threads.get_state(thread["thread_id"])
+                assert state["values"]["messages"][0]["content"] == SECRETS["user-a"]
+            finally:
+                await client.http.client.aclose()
+
+        asyncio.run(read_back())

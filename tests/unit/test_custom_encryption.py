@@ -1,0 +1,154 @@
+"""The handlers of a `langgraph_sdk.Encryption` object as Runyard calls them (encryption.path)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langgraph_sdk import DecryptResult, Encryption, EncryptionContext
+
+from runyard.domain.encryption_context import CONTEXT_KEY, use_context
+from runyard.domain.errors import ConfigError, DecryptionError
+from runyard.encryption.custom import CustomEncryption, EncryptionHandlerError
+from runyard.graphs.config import load_config
+from runyard.graphs.encryption_loading import load_encryption
+
+pytestmark = [
+    pytest.mark.timeout(30),
+    # The SDK warns that its Encryption API is in beta each time one is built.
+    pytest.mark.filterwarnings("ignore::langgraph_sdk.encryption.LangGraphBetaWarning"),
+]
+
+seen: list[EncryptionContext] = []
+
+
+def reversing() -> Encryption:
+    """Blobs reversed, JSON values' text reversed: visible, reversible, keys kept."""
+    encryption = Encryption()
+
+    @encryption.encrypt.blob
+    async def seal(ctx: EncryptionContext, data: bytes) -> bytes:
+        seen.append(ctx)
+        return data[::-1]
+
+    @encryption.decrypt.blob
+    async def unseal(ctx: EncryptionContext, data: bytes) -> bytes:
+        seen.append(ctx)
+        return data[::-1]
+
+    @encryption.encrypt.json
+    async def seal_json(ctx: EncryptionContext, data: dict[str, Any]) -> dict[str, Any]:
+        seen.append(ctx)
+        return {k: json.dumps(v)[::-1] for k, v in data.items()}
+
+    @encryption.decrypt.json
+    async def unseal_json(
+        ctx: EncryptionContext, data: dict[str, Any]
+    ) -> DecryptResult[dict[str, Any]]:
+        seen.append(ctx)
+        return DecryptResult({k: json.loads(v[::-1]) for k, v in data.items()})
+
+    @encryption.context
+    async def tenant(user: Any, ctx: EncryptionContext) -> dict[str, Any]:
+        return {**ctx.metadata, "key_id": f"key-{user.identity}"}
+
+    return encryption
+
+
+@pytest.fixture
+def custom() -> Iterator[CustomEncryption]:
+    seen.clear()
+    encryption = CustomEncryption(reversing(), "./encryption.py:encryption")
+    encryption.handlers.start()
+    try:
+        yield encryption
+    finally:
+        encryption.handlers.stop()
+
+
+def test_the_sdk_keeps_the_handlers_where_runyard_reads_them() -> None:
+    # langgraph-sdk 0.4 offers no public accessor for the blob and context handlers;
+    # Runyard reads the private attributes LangGraph's server reads. This pins them.
+    encryption = reversing()
+    custom = CustomEncryption(encryption, "x.py:e")
+    assert custom.describe() == (
+        "blob_encryptor,blob_decryptor,json_encryptor,json_decryptor,context_handler"
+    )
+    assert custom.json_encryptor is encryption.get_json_encryptor()
+    assert custom.json_decryptor is encryption.get_json_decryptor()
+
+
+def test_json_values_are_encrypted_with_the_context_stored_beside_them(
+    custom: CustomEncryption,
+) -> None:
+    async def scenario() -> None:
+        use_context({"key_id": "key-a"})
+        sealed = await custom.encrypt_json("thread", "metadata", {"secret": 1, "owner": "a"})
+        assert sealed == {"secret": "1", "owner": "a", CONTEXT_KEY: {"key_id": "key-a"}}
+        # Read by anyone, it is decrypted under the context it was written with.
+        use_context({"key_id": "key-b"})
+        assert await custom.decrypt_json("thread", "metadata", sealed) == {
+            "secret": 1,
+            "owner": "a",
+        }
+        # Plain JSON (written before encryption was on) reads as it is.
+        assert await custom.decrypt_json("thread", "metadata", {"x": 1}) == {"x": 1}
+
+    asyncio.run(scenario())
+    assert [(c.model, c.field, c.metadata) for c in seen] == [
+        ("thread", "metadata", {"key_id": "key-a"}),
+        ("thread", "metadata", {"key_id": "key-a"}),
+    ]
+
+
+def test_a_json_encryptor_that_changes_the_keys_is_refused_by_name() -> None:
+    encryption = Encryption()
+
+    @encryption.encrypt.json
+    async def envelope(ctx: EncryptionContext, data: dict[str, Any]) -> dict[str, Any]:
+        return {"ciphertext": "..."}
+
+    custom = CustomEncryption(encryption, "x.py:e")
+    with pytest.raises(EncryptionHandlerError) as caught:
+        asyncio.run(custom.encrypt_json("run", "metadata", {"a": 1}))
+    assert "envelope" in caught.value.message
+    assert "added: 'ciphertext'" in caught.value.message
+    assert "removed: 'a'" in caught.value.message
+
+
+def test_blobs_carry_their_context_and_decrypt_under_it(custom: CustomEncryption) -> None:
+    serde = custom.serde()
+    assert serde is not None
+    use_context({"key_id": "key-a"})
+    kind, blob = serde.dumps_typed({"messages": ["hello"]})
+    assert kind.endswith("+custom")
+    assert b"hello" not in blob and b'"key_id":"key-a"' in blob
+    use_context({})
+    assert serde.loads_typed((kind, blob)) == {"messages": ["hello"]}
+    assert [c.metadata for c in seen] == [{"key_id": "key-a"}, {"key_id": "key-a"}]
+    assert all(c.model == "checkpoint" for c in seen)
+    # A blob altered at rest is a clear error, not garbage.
+    with pytest.raises(DecryptionError):
+        serde.loads_typed((kind, b"garbage"))
+
+
+def test_the_context_handler_derives_the_tenant(custom: CustomEncryption) -> None:
+    class User:
+        identity = "user-a"
+
+    derived = asyncio.run(custom.derive_context(User(), {"region": "eu"}))
+    assert derived == {"region": "eu", "key_id": "key-user-a"}
+
+
+def test_encryption_path_must_name_an_encryption_object(tmp_path: Path) -> None:
+    (tmp_path / "graph.py").write_text("graph = None\n")
+    (tmp_path / "enc.py").write_text("from langgraph_sdk import Auth\nencryption = Auth()\n")
+    config = {"graphs": {"g": "./graph.py:graph"}, "encryption": {"path": "./enc.py:encryption"}}
+    (tmp_path / "langgraph.json").write_text(json.dumps(config))
+    with pytest.raises(ConfigError) as caught:
+        load_encryption(load_config(tmp_path / "langgraph.json"))
+    assert "langgraph_sdk.Encryption" in caught.value.message
