@@ -295,7 +295,7 @@ async def get_run(
 ) -> dict[str, Any]:
     """One run."""
     await require_thread(runtime, caller, str(thread_id), "read")
-    return runs.to_wire(await runs.get_run(runtime, str(thread_id), str(run_id)))
+    return await runs.run_wire(runtime, await runs.get_run(runtime, str(thread_id), str(run_id)))
 
 
 @router.delete("/threads/{thread_id}/runs/{run_id}", status_code=204)

@@ -51,6 +51,9 @@ async def open_checkpointer(
             raise ValueError("the PostgreSQL checkpointer needs Runyard's statement pool")
         conninfo = "postgresql://" + database_url.split("://", 1)[1]
         saver = PostgresSaver(statements, conninfo, pool_size, on_statements, serde, json_codec)
+        if custom_serde is not None:
+            # Every channel value a blob the handlers encrypt: none inline in the row's JSON.
+            saver.inline = ()
         try:
             await setup_alone(conninfo, CHECKPOINTER_SETUP_LOCK, saver.setup)
             yield saver

@@ -25,6 +25,7 @@ from runyard.graphs.serialize import to_jsonable
 from runyard.lifecycle import StrategyEffects
 from runyard.schemas.runs import RunCreate
 from runyard.services.assistants import get_assistant
+from runyard.services.encrypted_json import opened, sealed
 from runyard.services.threads import ttl_columns
 
 if TYPE_CHECKING:
@@ -90,13 +91,13 @@ async def create_run(
             raise
         return replay
     if not created:
-        return to_wire(row)
+        return await run_wire(runtime, row)
     if on_created is not None:
         await on_created(row["run_id"])
     await runtime.lifecycle.after_strategy(effects)
     await runtime.queue.push(row["run_id"], body.after_seconds or 0.0)
     log.info("run_created run_id=%s thread_id=%s", row["run_id"], target_thread)
-    return to_wire(row)
+    return await run_wire(runtime, row)
 
 
 async def create_batch(
@@ -142,7 +143,7 @@ async def _idempotent_replay(
             "this Idempotency-Key was already used with a different request; "
             "use a new key for a new run"
         )
-    return to_wire(existing)
+    return await run_wire(runtime, existing)
 
 
 async def _insert_run(
@@ -164,9 +165,10 @@ async def _insert_run(
     # A new thread is created busy, with its run: it has no other run, so there is nothing
     # to lock, merge or apply a multitask strategy to. It carries the run's metadata, as on
     # LangGraph Platform: the owner an auth handler stamped on the run is the thread's too.
+    new_thread_plain = {**(body.metadata or {}), **new_thread_metadata, **thread_metadata}
     new_thread = {
         "thread_id": target_thread,
-        "metadata": {**(body.metadata or {}), **new_thread_metadata, **thread_metadata},
+        "metadata": await sealed(runtime, "thread", "metadata", new_thread_plain),
         "config": {},
         "status": "busy",
         "values": None,
@@ -176,12 +178,13 @@ async def _insert_run(
         **({} if stateless else ttl_columns(None, runtime.thread_ttl)),
     }
 
-    def run_row(thread: dict[str, Any], scheduled_at: Any) -> dict[str, Any]:
-        return _run_row(
+    async def run_row(thread: dict[str, Any], scheduled_at: Any) -> dict[str, Any]:
+        # The run inherits the thread's metadata in plain text, and encrypts its own whole.
+        row = _run_row(
             runtime,
             body,
             assistant,
-            thread,
+            await opened(runtime, "thread", thread, RUN_JSON),
             stateless,
             stream_modes,
             scheduled_at,
@@ -189,10 +192,12 @@ async def _insert_run(
             request_hash,
             configurable,
         )
+        row["metadata"] = await sealed(runtime, "run", "metadata", row["metadata"])
+        return row
 
     if creating and not idempotency_key and not body.after_seconds:
         # The common case (every stateless run) in one statement on PostgreSQL.
-        first_row = run_row(new_thread, None)
+        first_row = await run_row(new_thread, None)
         row = await runtime.lifecycle.atomic(
             lambda session: runs_db.insert_run_on_new_thread(session, new_thread, first_row)
         )
@@ -246,7 +251,7 @@ async def _insert_run(
                 session, target_thread, body.multitask_strategy, effects
             )
         scheduled_at = await _scheduled_at(session, body.after_seconds)
-        row = await runs_db.insert_run(session, run_row(thread, scheduled_at))
+        row = await runs_db.insert_run(session, await run_row(thread, scheduled_at))
         if created is None:
             await threads_db.mark_busy(
                 session, target_thread, {**(thread["metadata"] or {}), **thread_metadata}, context
@@ -257,6 +262,9 @@ async def _insert_run(
     row, inserted = await runtime.lifecycle.transaction(create)
     return row, effects, inserted
 
+
+# The run (and thread) JSON custom encryption covers (encryption.path).
+RUN_JSON = ("metadata",)
 
 # How often a create that may make its thread finds it deleted, then created by another
 # request, before it answers 409: each round is another client's committed delete and create.
@@ -397,6 +405,11 @@ def _request_hash(thread_id: str | None, body: RunCreate) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
+async def run_wire(runtime: Runtime, row: Any) -> dict[str, Any]:
+    """`to_wire` of a stored run, its JSON decrypted (encryption.path)."""
+    return to_wire(await opened(runtime, "run", row, RUN_JSON))
+
+
 def to_wire(row: Any) -> dict[str, Any]:
     """The Agent Protocol view of a run row."""
     return {
@@ -432,7 +445,7 @@ async def list_runs(
         if await threads_db.get_thread(session, thread_id) is None:
             raise NotFoundError(f"thread {thread_id} not found")
         rows = await runs_db.list_runs(session, thread_id, limit, offset, status)
-    return [to_wire(r) for r in rows]
+    return [await run_wire(runtime, r) for r in rows]
 
 
 async def delete_run(runtime: Runtime, thread_id: str, run_id: str) -> None:

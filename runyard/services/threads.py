@@ -22,6 +22,7 @@ from runyard.schemas.threads import (
     ThreadTTL,
 )
 from runyard.services.encrypted_filters import refuse_encrypted_keys
+from runyard.services.encrypted_json import opened, sealed
 from runyard.services.thread_state import (
     apply_supersteps,
     bound_graph,
@@ -47,6 +48,8 @@ WIRE_FIELDS = (
     "interrupts",
     "error",
 )
+# The thread JSON custom encryption covers (encryption.path).
+THREAD_JSON = ("metadata",)
 EXTRACTABLE_ROOTS = frozenset({"values", "metadata", "config", "interrupts"})
 _ALIAS = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PATH_SPLIT = re.compile(r"\.|\[")
@@ -107,7 +110,7 @@ async def create_thread(runtime: Runtime, body: ThreadCreate) -> dict[str, Any]:
         _require_graph(runtime, graph_id)
     row = {
         "thread_id": thread_id,
-        "metadata": metadata,
+        "metadata": await sealed(runtime, "thread", "metadata", metadata),
         "config": {},
         "status": ThreadStatus.IDLE.value,
         "values": None,
@@ -126,7 +129,7 @@ async def create_thread(runtime: Runtime, body: ThreadCreate) -> dict[str, Any]:
             existing = await threads_db.get_thread(session, thread_id)
             if existing is None:  # deleted between the two statements
                 raise thread_not_found(thread_id)
-            return to_wire(existing)
+            return to_wire(await opened(runtime, "thread", existing, THREAD_JSON))
         if body.supersteps:
             try:
                 await apply_supersteps(runtime, session, thread_id, str(graph_id), body.supersteps)
@@ -137,7 +140,7 @@ async def create_thread(runtime: Runtime, body: ThreadCreate) -> dict[str, Any]:
             created = await threads_db.get_thread(session, thread_id)
             assert created is not None
     log.info("thread_created thread_id=%s graph_id=%s", thread_id, graph_id)
-    return to_wire(created)
+    return to_wire(await opened(runtime, "thread", created, THREAD_JSON))
 
 
 async def get_thread(
@@ -148,7 +151,7 @@ async def get_thread(
         row = await threads_db.get_thread(session, thread_id)
     if row is None:
         raise thread_not_found(thread_id)
-    return to_wire(row, include_ttl=include_ttl)
+    return to_wire(await opened(runtime, "thread", row, THREAD_JSON), include_ttl=include_ttl)
 
 
 async def thread_storage(runtime: Runtime, thread_id: str) -> dict[str, Any]:
@@ -168,7 +171,9 @@ async def patch_thread(runtime: Runtime, thread_id: str, body: ThreadPatch) -> d
             raise thread_not_found(thread_id)
         current = await threads_db.get_thread(session, thread_id)
         assert current is not None
+        current = await opened(runtime, "thread", current, THREAD_JSON)
         merged = {**(current["metadata"] or {}), **body.metadata}
+        merged = await sealed(runtime, "thread", "metadata", merged)
         await threads_db.set_metadata(session, thread_id, merged)
         if body.ttl is not None:
             columns = ttl_columns(body.ttl, runtime.thread_ttl)
@@ -181,7 +186,7 @@ async def patch_thread(runtime: Runtime, thread_id: str, body: ThreadPatch) -> d
             )
         row = await threads_db.get_thread(session, thread_id)
         assert row is not None
-    return to_wire(row)
+    return to_wire(await opened(runtime, "thread", row, THREAD_JSON))
 
 
 async def delete_thread(runtime: Runtime, thread_id: str) -> None:
@@ -234,7 +239,7 @@ async def search_threads(
     more = len(rows) > body.limit
     page = []
     for row in rows[: body.limit]:
-        wire = to_wire(row)
+        wire = to_wire(await opened(runtime, "thread", row, THREAD_JSON))
         selected: set[str] = set(body.select or ())
         if "context" in selected:
             # Not part of a thread's default shape, as on LangGraph Platform: only on request.
@@ -276,6 +281,7 @@ async def copy_thread(runtime: Runtime, thread_id: str) -> dict[str, Any]:
         }
         created = await threads_db.insert_thread(session, row)
         assert created is not None
+        # graph_id is never encrypted (runyard/encryption/custom.py NEVER_ENCRYPTED).
         graph_id = (source["metadata"] or {}).get("graph_id")
         try:
             await copy_thread_checkpoints(runtime.checkpointer, thread_id, new_id)
@@ -295,7 +301,8 @@ async def copy_thread(runtime: Runtime, thread_id: str) -> dict[str, Any]:
             await runtime.checkpointer.adelete_thread(new_id)
             raise
     log.info("thread_copied thread_id=%s copy=%s", thread_id, new_id)
-    return to_wire(created)
+    # The copy keeps the source's ciphertexts and their stored context.
+    return to_wire(await opened(runtime, "thread", created, THREAD_JSON))
 
 
 def extract_path(data: dict[str, Any], path: str) -> Any:

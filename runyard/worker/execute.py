@@ -228,6 +228,10 @@ class RunExecutor:
             # run, torn down after it.
             async with limit, AsyncExitStack() as resources:
                 await self._begin_attempt(run_id, attempt)
+                if rt.encryption is not None:
+                    # The graph reads the run's metadata (in its config) in plain text.
+                    opened = await rt.encryption.decrypt_json("run", "metadata", run["metadata"])
+                    run = {**run, "metadata": opened}
                 config = attempt_config(run)
                 graph = await self._graph(kwargs, config, entry, resources)
                 graph_input = await attempt_input(self._rt.checkpointer, run, config)

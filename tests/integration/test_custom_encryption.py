@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import psycopg
 import pytest
 from langgraph_sdk import get_client
@@ -29,6 +30,7 @@ pytestmark = pytest.mark.timeout(240)
 PROJECT = ROOT / "tests" / "graphs" / "encryption_project"
 SECRETS = {"user-a": "tell-no-one-a-5c1e", "user-b": "tell-no-one-b-93d0"}
 SECRET_METADATA = {"user-a": "sk-meta-a-71f2", "user-b": "sk-meta-b-0be4"}
+SECRET_RUN = {"user-a": "sk-run-a-4d09", "user-b": "sk-run-b-e6a7"}
 PLAIN = "visible-note-8c4d"
 
 
@@ -59,19 +61,12 @@ class Deployment:
             return b"".join(p.read_bytes() for p in sorted(data.rglob("checkpoints.sqlite*")))
         return self._tables("checkpoints", "checkpoint_blobs", "checkpoint_writes")
 
-    def all_bytes(self) -> bytes:
-        """Everything stored."""
+    def thread_and_run_bytes(self) -> bytes:
+        """The threads' and runs' rows (on SQLite, Runyard's database file)."""
         if self.database_url is None:
             data = self.workdir / "data"
-            return b"".join(p.read_bytes() for p in sorted(data.rglob("*.sqlite*")))
-        with psycopg.connect(self.database_url) as conn:
-            tables = [
-                t
-                for (t,) in conn.execute(
-                    "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
-                )
-            ]
-        return self._tables(*tables)
+            return b"".join(p.read_bytes() for p in sorted(data.rglob("runyard.sqlite*")))
+        return self._tables("threads", "runs")
 
     def _tables(self, *tables: str) -> bytes:
         assert self.database_url is not None
@@ -120,6 +115,7 @@ async def converse(url: str, user: str) -> str:
             thread_id,
             assistant["assistant_id"],
             input={"messages": [{"role": "user", "content": SECRETS[user]}]},
+            metadata={"secret_token": SECRET_RUN[user]},
         )
         state = await client.threads.get_state(thread_id)
         assert state["values"]["messages"][0]["content"] == SECRETS[user]
@@ -128,6 +124,15 @@ async def converse(url: str, user: str) -> str:
         assert (await client.threads.get(thread_id))["metadata"]["api_key"] == (
             SECRET_METADATA[user]
         )
+        (run,) = await client.runs.list(thread_id)
+        assert run["metadata"]["secret_token"] == SECRET_RUN[user]
+        assert run["metadata"]["api_key"] == SECRET_METADATA[user]  # inherited from the thread
+        assert "__encryption_context__" not in run["metadata"]
+        assert "__encryption_context__" not in run["kwargs"]
+        await client.threads.update(thread_id, metadata={"note": "patched"})
+        patched = await client.threads.get(thread_id)
+        assert patched["metadata"]["api_key"] == SECRET_METADATA[user]
+        assert patched["metadata"]["note"] == "patched"
         return str(thread_id)
     finally:
         await client.http.client.aclose()
@@ -144,6 +149,10 @@ def test_an_official_encryption_module_works_unchanged(deployment: Deployment) -
     # Each tenant's blobs were written under its own key id, stored beside them.
     for user in SECRETS:
         assert f'"key_id":"key-{user}"'.encode() in checkpoints
+    rows = deployment.thread_and_run_bytes()
+    assert b"__encryption_context__" in rows and b"enc:" in rows
+    found = [s for s in [*SECRET_METADATA.values(), *SECRET_RUN.values()] if s.encode() in rows]
+    assert not found, f"thread or run metadata in plain text: {found}"
     # A server started again reads what the first one wrote.
     with deployment.server() as proc:
 
@@ -157,3 +166,19 @@ def test_an_official_encryption_module_works_unchanged(deployment: Deployment) -
                 await client.http.client.aclose()
 
         asyncio.run(read_back())
+
+
+def test_a_json_encryptor_that_adds_a_key_is_refused_with_its_name(
+    deployment: Deployment,
+) -> None:
+    with deployment.server("langgraph_adds_a_key.json") as proc:
+        answer = httpx.post(
+            proc.url + "/threads",
+            json={"metadata": {"note": PLAIN}},
+            headers={"Authorization": "Bearer user-a"},
+            timeout=10,
+        )
+    assert answer.status_code == 500, answer.text
+    detail = answer.json()["detail"]
+    assert "envelope" in detail and "'__signature__'" in detail, detail
+    assert PLAIN.encode() not in deployment.thread_and_run_bytes()
