@@ -27,6 +27,7 @@ from runyard.db import runs as runs_db
 from runyard.db import threads as threads_db
 from runyard.db.dialect import database_now
 from runyard.db.engine import Sessions
+from runyard.domain.encryption_context import CONTEXT_KEY
 from runyard.domain.status import RunStatus
 from runyard.graphs.serialize import dumps, to_jsonable
 from runyard.observability.metrics import Metrics
@@ -189,6 +190,9 @@ def _delay(scheduled_at: datetime | None, now: datetime | None) -> float:
 def _public(run: Mapping[str, Any]) -> dict[str, Any]:
     keys = ("run_id", "thread_id", "assistant_id", "metadata", "kwargs", "multitask_strategy")
     out = {k: to_jsonable(run.get(k)) for k in keys}
+    if isinstance(out["kwargs"], dict):
+        # The creator's encryption context stays with the run (encryption.path).
+        out["kwargs"].pop(CONTEXT_KEY, None)
     for stamp in ("created_at", "updated_at"):
         value = run.get(stamp)
         out[stamp] = value.isoformat() if value is not None else None

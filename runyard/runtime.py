@@ -248,6 +248,7 @@ class Runtime:
                 settings.db_pool_size,
                 statements,
                 self.at_rest,
+                self.encryption,
             )
         )
         await ensure_default_assistants(self)

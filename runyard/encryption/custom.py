@@ -28,7 +28,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph_sdk.encryption.types import DecryptResult, EncryptionContext
 
 from runyard.domain.encryption_context import CONTEXT_KEY, current_context
-from runyard.domain.errors import DecryptionError, RunyardError
+from runyard.domain.errors import DecryptionError, InvalidInputError, RunyardError
 from runyard.encryption.json_keys import SYSTEM_KEYS
 
 if TYPE_CHECKING:
@@ -229,6 +229,19 @@ class CustomEncryption:
                 f"{type(opened).__name__} for {model}.{field}; it must return a dict"
             )
         return {**opened, **kept}
+
+    def refuse_filter(self, what: str, spec: dict[str, Any] | None) -> None:
+        """A 422 when a filter names a key the JSON encryptor encrypts: its stored value is
+        ciphertext, so the filter could never match."""
+        if self.json_encryptor is None or not spec:
+            return
+        named = sorted(k for k in spec if k not in NEVER_ENCRYPTED and not k.startswith("$"))
+        if named:
+            raise InvalidInputError(
+                f"{what} on {', '.join(map(repr, named))}: encrypted at rest by the JSON "
+                f"encryptor of encryption.path ({self.path}), so it cannot be searched or "
+                "filtered on; filter on an identifier or on owner"
+            )
 
     async def decrypt_fields(
         self, model: str, row: dict[str, Any], fields: Iterable[str]

@@ -21,6 +21,7 @@ from runyard.loops import every
 if TYPE_CHECKING:
     from runyard.db.driver import StatementPool
     from runyard.encryption.at_rest import AtRest
+    from runyard.encryption.custom import CustomEncryption
 
 log = logging.getLogger("runyard.store")
 
@@ -118,9 +119,10 @@ async def open_store(
     pool_size: int = 10,
     statements: StatementPool | None = None,
     at_rest: AtRest | None = None,
+    encryption: CustomEncryption | None = None,
 ) -> AsyncIterator[BaseStore]:
     """The store matching the database, ready for use (values' configured JSON keys
-    encrypted when `at_rest` says so).
+    encrypted when `at_rest` says so, or every value through `encryption`'s JSON handlers).
 
     On PostgreSQL its pool (at most `pool_size` connections) and tables are made on the first
     store operation, or at once when a semantic index is configured, so that a server lacking
@@ -128,7 +130,11 @@ async def open_store(
     On SQLite the store is opened and set up at once.
     """
     async with _plain_store(database_url, data_dir, options, pool_size, statements) as store:
-        if at_rest is None:
+        if encryption is not None and encryption.json_encryptor is not None:
+            from runyard.graphs.encrypted_store import CustomEncryptedStore
+
+            yield CustomEncryptedStore(store, encryption)
+        elif at_rest is None:
             yield store
         else:
             from runyard.graphs.encrypted_store import EncryptedStore

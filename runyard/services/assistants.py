@@ -24,6 +24,7 @@ from runyard.schemas.assistants import (
 )
 from runyard.services import threads as threads_service
 from runyard.services.encrypted_filters import refuse_encrypted_keys
+from runyard.services.encrypted_json import opened, sealed
 
 if TYPE_CHECKING:
     from runyard.runtime import Runtime
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("runyard.assistants")
 
 # The fields a version carries; the assistant row mirrors them for its current version.
+# The assistant JSON custom encryption covers (encryption.path).
+ASSISTANT_JSON = ("metadata",)
 VERSIONED_FIELDS = ("graph_id", "config", "context", "metadata", "name", "description")
 
 
@@ -81,7 +84,7 @@ async def get_assistant(runtime: Runtime, assistant_id: str) -> dict[str, Any]:
         row = await assistants_db.get_assistant(session, resolved)
     if row is None:
         raise NotFoundError(_not_found_message(runtime, assistant_id))
-    return row
+    return dict(await opened(runtime, "assistant", row, ASSISTANT_JSON))
 
 
 async def create_assistant(runtime: Runtime, body: AssistantCreate) -> dict[str, Any]:
@@ -93,7 +96,7 @@ async def create_assistant(runtime: Runtime, body: AssistantCreate) -> dict[str,
         "graph_id": body.graph_id,
         "config": _with_context(config or {}, context),
         "context": context or {},
-        "metadata": body.metadata or {},
+        "metadata": await sealed(runtime, "assistant", "metadata", body.metadata or {}),
         "name": body.name or "Untitled",
         "description": body.description,
     }
@@ -113,7 +116,7 @@ async def create_assistant(runtime: Runtime, body: AssistantCreate) -> dict[str,
             "back instead, or PATCH it to change it"
         )
     log.info("assistant_created assistant_id=%s graph_id=%s", assistant_id, body.graph_id)
-    return created
+    return dict(await opened(runtime, "assistant", created, ASSISTANT_JSON))
 
 
 async def patch_assistant(
@@ -128,13 +131,19 @@ async def patch_assistant(
         now = await database_now(session)
         if not await assistants_db.touch_assistant(session, resolved, now):
             raise NotFoundError(_not_found_message(runtime, assistant_id))
-        current = await assistants_db.get_assistant(session, resolved)
+        current = await opened(
+            runtime,
+            "assistant",
+            await assistants_db.get_assistant(session, resolved),
+            ASSISTANT_JSON,
+        )
         assert current is not None
+        metadata = {**current["metadata"], **(body.metadata or {})}
         fields = {
             "graph_id": body.graph_id or current["graph_id"],
             "config": _with_context(config or current["config"], context),
             "context": context if context is not None else current["context"],
-            "metadata": {**current["metadata"], **(body.metadata or {})},
+            "metadata": await sealed(runtime, "assistant", "metadata", metadata),
             "name": body.name if body.name is not None else current["name"],
             "description": body.description
             if body.description is not None
@@ -148,7 +157,7 @@ async def patch_assistant(
             session, resolved, {**fields, "version": version, "updated_at": now}
         )
     log.info("assistant_patched assistant_id=%s version=%s", resolved, version)
-    return updated
+    return dict(await opened(runtime, "assistant", updated, ASSISTANT_JSON))
 
 
 async def set_latest_version(runtime: Runtime, assistant_id: str, version: int) -> dict[str, Any]:
@@ -169,7 +178,7 @@ async def set_latest_version(runtime: Runtime, assistant_id: str, version: int) 
             session, resolved, {**fields, "version": version, "updated_at": now}
         )
     log.info("assistant_version_set assistant_id=%s version=%s", resolved, version)
-    return updated
+    return dict(await opened(runtime, "assistant", updated, ASSISTANT_JSON))
 
 
 async def delete_assistant(
@@ -199,6 +208,8 @@ async def search_assistants(
 ) -> tuple[list[dict[str, Any]], int]:
     """One page of matching assistants (only the selected fields) and the total match count."""
     refuse_encrypted_keys(runtime.at_rest, metadata=body.metadata)
+    if runtime.encryption is not None:
+        runtime.encryption.refuse_filter("metadata filter", body.metadata)
     if body.graph_id:
         _require_graph(runtime, body.graph_id)
     columns = list(dict.fromkeys(body.select)) if body.select else None
@@ -223,7 +234,7 @@ async def search_assistants(
             metadata=body.metadata,
             auth_filter=auth_filter,
         )
-    return rows, total
+    return [await opened(runtime, "assistant", row, ASSISTANT_JSON) for row in rows], total
 
 
 async def count_assistants(
@@ -250,9 +261,10 @@ async def list_versions(
     async with runtime.autocommit() as session:
         if await assistants_db.get_assistant(session, resolved) is None:
             raise NotFoundError(_not_found_message(runtime, assistant_id))
-        return await assistants_db.list_versions(
+        versions = await assistants_db.list_versions(
             session, resolved, metadata=body.metadata, limit=body.limit, offset=body.offset
         )
+    return [await opened(runtime, "assistant", row, ASSISTANT_JSON) for row in versions]
 
 
 async def get_schemas(runtime: Runtime, assistant_id: str) -> dict[str, Any]:

@@ -225,6 +225,8 @@ async def search_threads(
 ) -> tuple[list[dict[str, Any]], int | None]:
     """One page of matching threads, and the offset of the next page (None on the last)."""
     refuse_encrypted_keys(runtime.at_rest, metadata=body.metadata, values=body.values)
+    if runtime.encryption is not None:
+        runtime.encryption.refuse_filter("metadata filter", body.metadata)
     extract = _validated_extract(body.extract)
     ids = [str(thread_id) for thread_id in body.ids] if body.ids else None
     async with runtime.autocommit() as session:
@@ -256,6 +258,8 @@ async def count_threads(
 ) -> int:
     """How many threads match the filters (and the caller's auth filter)."""
     refuse_encrypted_keys(runtime.at_rest, metadata=body.metadata, values=body.values)
+    if runtime.encryption is not None:
+        runtime.encryption.refuse_filter("metadata filter", body.metadata)
     async with runtime.autocommit() as session:
         return await threads_db.count_threads(session, _query(body, None, auth_filter))
 

@@ -31,6 +31,14 @@ PROJECT = ROOT / "tests" / "graphs" / "encryption_project"
 SECRETS = {"user-a": "tell-no-one-a-5c1e", "user-b": "tell-no-one-b-93d0"}
 SECRET_METADATA = {"user-a": "sk-meta-a-71f2", "user-b": "sk-meta-b-0be4"}
 SECRET_RUN = {"user-a": "sk-run-a-4d09", "user-b": "sk-run-b-e6a7"}
+SECRET_ASSISTANT = {"user-a": "sk-asst-a-2f80", "user-b": "sk-asst-b-91c3"}
+SECRET_STORE = {"user-a": "sk-store-a-6a1d", "user-b": "sk-store-b-d4e2"}
+JSON_SECRETS = [
+    *SECRET_METADATA.values(),
+    *SECRET_RUN.values(),
+    *SECRET_ASSISTANT.values(),
+    *SECRET_STORE.values(),
+]
 PLAIN = "visible-note-8c4d"
 
 
@@ -61,12 +69,21 @@ class Deployment:
             return b"".join(p.read_bytes() for p in sorted(data.rglob("checkpoints.sqlite*")))
         return self._tables("checkpoints", "checkpoint_blobs", "checkpoint_writes")
 
-    def thread_and_run_bytes(self) -> bytes:
-        """The threads' and runs' rows (on SQLite, Runyard's database file)."""
+    def json_bytes(self) -> bytes:
+        """Everything stored but the checkpoints: threads, runs, assistants, the store..."""
+        data = self.workdir / "data"
         if self.database_url is None:
-            data = self.workdir / "data"
-            return b"".join(p.read_bytes() for p in sorted(data.rglob("runyard.sqlite*")))
-        return self._tables("threads", "runs")
+            files = [p for p in sorted(data.rglob("*.sqlite*")) if "checkpoints" not in p.name]
+            return b"".join(p.read_bytes() for p in files)
+        with psycopg.connect(self.database_url) as conn:
+            tables = [
+                t
+                for (t,) in conn.execute(
+                    "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
+                )
+                if not t.startswith("checkpoint")
+            ]
+        return self._tables(*tables)
 
     def _tables(self, *tables: str) -> bytes:
         assert self.database_url is not None
@@ -110,7 +127,16 @@ async def converse(url: str, user: str) -> str:
         )
         thread_id = thread["thread_id"]
         # Assistants belong to their creator (tests/graphs/auth.py): each user makes one.
-        assistant = await client.assistants.create("agent")
+        assistant = await client.assistants.create(
+            "agent", metadata={"api_key": SECRET_ASSISTANT[user]}
+        )
+        got = await client.assistants.get(assistant["assistant_id"])
+        assert got["metadata"]["api_key"] == SECRET_ASSISTANT[user]
+        (version,) = await client.assistants.get_versions(assistant["assistant_id"])
+        assert version["metadata"]["api_key"] == SECRET_ASSISTANT[user]
+        await client.store.put_item(["enc"], "item", {"api_key": SECRET_STORE[user]})
+        item = await client.store.get_item(["enc"], "item")
+        assert item is not None and item["value"] == {"api_key": SECRET_STORE[user]}
         await client.runs.wait(
             thread_id,
             assistant["assistant_id"],
@@ -127,6 +153,8 @@ async def converse(url: str, user: str) -> str:
         (run,) = await client.runs.list(thread_id)
         assert run["metadata"]["secret_token"] == SECRET_RUN[user]
         assert run["metadata"]["api_key"] == SECRET_METADATA[user]  # inherited from the thread
+        (listed,) = (await client.store.search_items(["enc"]))["items"]
+        assert listed["value"]["api_key"] == SECRET_STORE[user]
         assert "__encryption_context__" not in run["metadata"]
         assert "__encryption_context__" not in run["kwargs"]
         await client.threads.update(thread_id, metadata={"note": "patched"})
@@ -142,6 +170,17 @@ def test_an_official_encryption_module_works_unchanged(deployment: Deployment) -
     with deployment.server() as proc:
         for user in SECRETS:
             asyncio.run(converse(proc.url, user))
+        # A filter on an encrypted key could never match its ciphertext: a 422 saying so.
+        for path, body in [
+            ("/threads/search", {"metadata": {"api_key": SECRET_METADATA["user-a"]}}),
+            ("/assistants/search", {"metadata": {"api_key": "x"}}),
+            ("/store/items/search", {"namespace_prefix": ["enc"], "filter": {"api_key": "x"}}),
+        ]:
+            answer = httpx.post(
+                proc.url + path, json=body, headers={"Authorization": "Bearer user-a"}, timeout=10
+            )
+            assert answer.status_code == 422, (path, answer.text)
+            assert "encrypted" in answer.json()["detail"], answer.text
     checkpoints = deployment.checkpoint_bytes()
     assert b"+custom" in checkpoints, "checkpoint blobs carry the custom cipher's type"
     found = [secret for secret in SECRETS.values() if secret.encode() in checkpoints]
@@ -149,10 +188,10 @@ def test_an_official_encryption_module_works_unchanged(deployment: Deployment) -
     # Each tenant's blobs were written under its own key id, stored beside them.
     for user in SECRETS:
         assert f'"key_id":"key-{user}"'.encode() in checkpoints
-    rows = deployment.thread_and_run_bytes()
+    rows = deployment.json_bytes()
     assert b"__encryption_context__" in rows and b"enc:" in rows
-    found = [s for s in [*SECRET_METADATA.values(), *SECRET_RUN.values()] if s.encode() in rows]
-    assert not found, f"thread or run metadata in plain text: {found}"
+    found = [secret for secret in JSON_SECRETS if secret.encode() in rows]
+    assert not found, f"JSON the handlers cover stored in plain text: {found}"
     # A server started again reads what the first one wrote.
     with deployment.server() as proc:
 
@@ -181,4 +220,4 @@ def test_a_json_encryptor_that_adds_a_key_is_refused_with_its_name(
     assert answer.status_code == 500, answer.text
     detail = answer.json()["detail"]
     assert "envelope" in detail and "'__signature__'" in detail, detail
-    assert PLAIN.encode() not in deployment.thread_and_run_bytes()
+    assert PLAIN.encode() not in deployment.json_bytes()
