@@ -15,6 +15,7 @@ from runyard.domain.results import with_interrupts
 from runyard.domain.status import TERMINAL_RUN_STATUSES, RunStatus
 from runyard.domain.stream_modes import event_in_modes
 from runyard.schemas.runs import RunCreate
+from runyard.services.encrypted_json import opened
 from runyard.services.runs import cancel_run, create_run, get_run
 from runyard.streaming.broker import (
     IDLE_CHECK_SECONDS,
@@ -163,13 +164,15 @@ async def result_body(runtime: Runtime, run: dict[str, Any]) -> dict[str, Any]:
     """
     if run["status"] in (RunStatus.ERROR.value, RunStatus.TIMEOUT.value):
         return {"__error__": run["error"] or {"error": "Error", "message": run["status"]}}
-    output = run.get("output")
+    output = await opened(runtime, "run", {"output": run.get("output")}, ("output",))
+    output = output["output"]
     if output is not None:
         return dict(output) if isinstance(output, dict) else {"values": output}
     async with runtime.autocommit() as session:
         thread = await threads_db.get_thread(session, run["thread_id"])
     if thread is None:
         return {}
+    thread = await opened(runtime, "thread", thread, ("values",))
     values = dict(thread["values"]) if thread["values"] else {}
     if thread["status"] == "interrupted" and thread["interrupts"]:
         flat = [i for items in thread["interrupts"].values() for i in items]

@@ -25,6 +25,7 @@ from runyard.graphs.state import (
     snapshot_to_state,
 )
 from runyard.schemas.threads import CheckpointConfig, StateCommand, Superstep
+from runyard.services.encrypted_json import sealed
 from runyard.streaming.thread_log import publish_state_update
 
 if TYPE_CHECKING:
@@ -95,6 +96,8 @@ async def refresh_thread_from_checkpoint(
     if status is None:
         status = ThreadStatus.INTERRUPTED if snapshot.next else ThreadStatus.IDLE
     values = to_jsonable(snapshot.values) if has_checkpoint else None
+    if isinstance(values, dict):
+        values = await sealed(runtime, "thread", "values", values)
     state = threads_db.ThreadState(thread_id, status.value, values, interrupts, error)
     await threads_db.set_state_fields(session, state)
     return snapshot

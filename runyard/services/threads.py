@@ -49,7 +49,7 @@ WIRE_FIELDS = (
     "error",
 )
 # The thread JSON custom encryption covers (encryption.path).
-THREAD_JSON = ("metadata",)
+THREAD_JSON = ("metadata", "values")
 EXTRACTABLE_ROOTS = frozenset({"values", "metadata", "config", "interrupts"})
 _ALIAS = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PATH_SPLIT = re.compile(r"\.|\[")
@@ -227,6 +227,7 @@ async def search_threads(
     refuse_encrypted_keys(runtime.at_rest, metadata=body.metadata, values=body.values)
     if runtime.encryption is not None:
         runtime.encryption.refuse_filter("metadata filter", body.metadata)
+        runtime.encryption.refuse_filter("values filter", body.values)
     extract = _validated_extract(body.extract)
     ids = [str(thread_id) for thread_id in body.ids] if body.ids else None
     async with runtime.autocommit() as session:
@@ -260,6 +261,7 @@ async def count_threads(
     refuse_encrypted_keys(runtime.at_rest, metadata=body.metadata, values=body.values)
     if runtime.encryption is not None:
         runtime.encryption.refuse_filter("metadata filter", body.metadata)
+        runtime.encryption.refuse_filter("values filter", body.values)
     async with runtime.autocommit() as session:
         return await threads_db.count_threads(session, _query(body, None, auth_filter))
 

@@ -4,7 +4,7 @@ checkpoint; the lifecycle (runyard/lifecycle.py) writes it and ends the run."""
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from langgraph.pregel import Pregel
@@ -15,6 +15,7 @@ from runyard.domain.results import with_interrupts
 from runyard.domain.status import RunStatus, ThreadStatus
 from runyard.graphs.checkpointer import delete_run_checkpoints
 from runyard.graphs.serialize import to_jsonable
+from runyard.services.encrypted_json import sealed
 
 if TYPE_CHECKING:
     from runyard.runtime import Runtime
@@ -74,7 +75,7 @@ async def finalize_run(
         snapshot = await _rolled_back_snapshot(runtime, run, attempt, outcome)
         if snapshot is None:
             return False
-        state = _thread_state(thread_id, outcome, snapshot)
+        state = await _sealed_state(runtime, _thread_state(thread_id, outcome, snapshot))
         ended = await runtime.lifecycle.finish_rolled_back(
             run, attempt, outcome.status, state, outcome.error
         )
@@ -87,7 +88,9 @@ async def finalize_run(
         runtime, run["kwargs"]["graph_id"], thread_id, outcome.graph
     )
     output = _result(snapshot) if outcome.status == RunStatus.SUCCESS else None
-    state = _thread_state(thread_id, outcome, snapshot)
+    if isinstance(output, dict):
+        output = await sealed(runtime, "run", "output", output)
+    state = await _sealed_state(runtime, _thread_state(thread_id, outcome, snapshot))
     finished = await runtime.lifecycle.finish(
         run, attempt, outcome.status, output, outcome.error, state
     )
@@ -134,6 +137,13 @@ def _thread_state(thread_id: str, outcome: Outcome, snapshot: ThreadSnapshot) ->
         snapshot.interrupts,
         outcome.error if failed else None,
     )
+
+
+async def _sealed_state(runtime: Runtime, state: ThreadState) -> ThreadState:
+    """`state` with its values as stored (encryption.path's JSON handlers)."""
+    if runtime.encryption is None or not isinstance(state.values, dict):
+        return state
+    return replace(state, values=await sealed(runtime, "thread", "values", state.values))
 
 
 def _result(snapshot: ThreadSnapshot) -> Any:

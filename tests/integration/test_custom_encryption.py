@@ -85,6 +85,19 @@ class Deployment:
             ]
         return self._tables(*tables)
 
+    def column_text(self, table: str, column: str) -> str:
+        """Every stored value of one JSON column, as text."""
+        query = f'SELECT CAST("{column}" AS text) FROM {table}'
+        if self.database_url is None:
+            import sqlite3
+
+            with sqlite3.connect(self.workdir / "data" / "runyard.sqlite") as conn:
+                rows = conn.execute(query).fetchall()
+        else:
+            with psycopg.connect(self.database_url) as conn:
+                rows = conn.execute(query).fetchall()
+        return "\n".join(value or "" for (value,) in rows)
+
     def _tables(self, *tables: str) -> bytes:
         assert self.database_url is not None
         out: list[bytes] = []
@@ -137,20 +150,25 @@ async def converse(url: str, user: str) -> str:
         await client.store.put_item(["enc"], "item", {"api_key": SECRET_STORE[user]})
         item = await client.store.get_item(["enc"], "item")
         assert item is not None and item["value"] == {"api_key": SECRET_STORE[user]}
-        await client.runs.wait(
+        answer = await client.runs.wait(
             thread_id,
             assistant["assistant_id"],
             input={"messages": [{"role": "user", "content": SECRETS[user]}]},
             metadata={"secret_token": SECRET_RUN[user]},
         )
+        assert answer["messages"][0]["content"] == SECRETS[user]
         state = await client.threads.get_state(thread_id)
         assert state["values"]["messages"][0]["content"] == SECRETS[user]
+        (run,) = await client.runs.list(thread_id)
+        joined = await client.runs.join(thread_id, run["run_id"])
+        assert joined["messages"][0]["content"] == SECRETS[user]
+        (found,) = await client.threads.search(metadata={"owner": user})
+        assert found["values"]["messages"][0]["content"] == SECRETS[user]
         history = await client.threads.get_history(thread_id)
         assert len(history) >= 2
         assert (await client.threads.get(thread_id))["metadata"]["api_key"] == (
             SECRET_METADATA[user]
         )
-        (run,) = await client.runs.list(thread_id)
         assert run["metadata"]["secret_token"] == SECRET_RUN[user]
         assert run["metadata"]["api_key"] == SECRET_METADATA[user]  # inherited from the thread
         (listed,) = (await client.store.search_items(["enc"]))["items"]
@@ -192,6 +210,11 @@ def test_an_official_encryption_module_works_unchanged(deployment: Deployment) -
     assert b"__encryption_context__" in rows and b"enc:" in rows
     found = [secret for secret in JSON_SECRETS if secret.encode() in rows]
     assert not found, f"JSON the handlers cover stored in plain text: {found}"
+    # The thread's copy of its values and the run's answer to /wait are encrypted too.
+    for table, column in [("threads", "values"), ("runs", "output")]:
+        text = deployment.column_text(table, column)
+        assert "enc:" in text, (table, column)
+        assert not [s for s in SECRETS.values() if s in text], (table, column, text[:300])
     # A server started again reads what the first one wrote.
     with deployment.server() as proc:
 
