@@ -315,6 +315,7 @@ class Runtime:
             self.metrics,
             sessions=self.autocommit,
             owner=self.instance_id,
+            opener=self.encryption.open_webhook_payload if self.encryption else None,
         )
         self._stack.push_async_callback(self.webhooks.stop)
         self.lifecycle = RunLifecycle(

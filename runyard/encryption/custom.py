@@ -243,6 +243,15 @@ class CustomEncryption:
                 "filtered on; filter on an identifier or on owner"
             )
 
+    async def open_webhook_payload(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """A run's webhook payload as sent: the run's metadata and the thread's values
+        decrypted (they are stored with the delivery as the run and thread store them)."""
+        out = dict(payload)
+        for field, model in (("metadata", "run"), ("values", "thread")):
+            if field in out:
+                out[field] = await self.decrypt_json(model, field, out[field])
+        return out
+
     async def decrypt_fields(
         self, model: str, row: dict[str, Any], fields: Iterable[str]
     ) -> dict[str, Any]:

@@ -17,7 +17,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -89,8 +89,11 @@ class WebhookSender:
         sessions: Sessions | None = None,
         owner: str = "",
         inner: httpx.AsyncBaseTransport | None = None,
+        opener: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]] | None = None,
     ) -> None:
         self._guard = guard
+        # Decrypts what encryption.path's JSON handlers encrypted in a stored payload.
+        self._opener = opener
         self._options = options
         self._metrics = metrics
         self._sessions = sessions
@@ -190,6 +193,8 @@ class WebhookSender:
         try:
             # Before httpx parses it: a URL stored under an older policy is refused, not raised.
             check_url(url, self._guard.policy)
+            if self._opener is not None:
+                payload = await self._opener(payload)
             body = self._body(payload)
             response = await self._client.post(
                 url, content=body, headers=self._headers(message_id, body)

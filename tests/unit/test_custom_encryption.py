@@ -152,3 +152,20 @@ def test_encryption_path_must_name_an_encryption_object(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as caught:
         load_encryption(load_config(tmp_path / "langgraph.json"))
     assert "langgraph_sdk.Encryption" in caught.value.message
+
+
+def test_a_webhook_payload_is_sent_decrypted(custom: CustomEncryption) -> None:
+    async def scenario() -> dict[str, Any]:
+        use_context({"key_id": "key-a"})
+        metadata = await custom.encrypt_json("run", "metadata", {"secret": "s"})
+        values = await custom.encrypt_json("thread", "values", {"messages": ["hi"]})
+        stored = {"run_id": "r", "metadata": metadata, "values": values}
+        return await custom.open_webhook_payload(stored)
+
+    assert asyncio.run(scenario()) == {
+        "run_id": "r",
+        "metadata": {"secret": "s"},
+        "values": {"messages": ["hi"]},
+    }
+    # Fields a payload does not carry (webhooks.allowed_fields) are not added.
+    assert asyncio.run(custom.open_webhook_payload({"run_id": "r"})) == {"run_id": "r"}
