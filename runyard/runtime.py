@@ -372,6 +372,7 @@ class Runtime:
             functools.partial(create_run, self),
             self.instance_id,
             self.settings.cron_interval_seconds,
+            self.encryption,
         )
         background.start("cron-scheduler", self.cron_scheduler.run_forever)
         self.metrics.describe_instance(

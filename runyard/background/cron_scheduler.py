@@ -7,7 +7,7 @@ import logging
 import time
 from collections.abc import Awaitable
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import ValidationError
 
@@ -16,9 +16,13 @@ from runyard.db import runs as runs_db
 from runyard.db.dialect import database_now
 from runyard.db.engine import Sessions
 from runyard.domain.cron_schedule import parse_timezone, plan_firing
+from runyard.domain.encryption_context import CONTEXT_KEY, use_context
 from runyard.domain.errors import RunyardError
 from runyard.schemas.runs import RunCreate
-from runyard.services.crons import owner_configurable
+from runyard.services.crons import CRON_JSON, owner_configurable
+
+if TYPE_CHECKING:
+    from runyard.encryption.custom import CustomEncryption
 
 log = logging.getLogger("runyard.crons")
 
@@ -65,8 +69,10 @@ class CronScheduler:
         create_run: CreateRun,
         instance_id: str,
         interval_seconds: float,
+        encryption: CustomEncryption | None = None,
     ) -> None:
         self._sessions = sessions
+        self._encryption = encryption
         self._autocommit = autocommit
         self._create_run = create_run
         self._instance_id = instance_id
@@ -148,6 +154,11 @@ class CronScheduler:
         run_id: str | None = None
         error: str | None = None
         try:
+            if self._encryption is not None:
+                # The run is written under the cron creator's context; its metadata inherits
+                # the cron's in plain text, and is encrypted as the run's own.
+                use_context((cron["payload"] or {}).get(CONTEXT_KEY) or {})
+                cron = await self._encryption.decrypt_fields("cron", dict(cron), CRON_JSON)
             body = _run_body(cron, scheduled_for)
             run = await self._create_run(
                 cron["thread_id"],
@@ -200,6 +211,7 @@ class CronScheduler:
 
 def _run_body(cron: dict[str, Any], scheduled_for: datetime) -> RunCreate:
     payload = dict(cron["payload"] or {})
+    payload.pop(CONTEXT_KEY, None)
     payload["metadata"] = {
         **(cron["metadata"] or {}),
         # Which cron and which occurrence made the run, for anyone looking at it later.

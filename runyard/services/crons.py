@@ -19,6 +19,7 @@ from runyard.domain.cron_schedule import (
     require_min_interval,
     validate_schedule,
 )
+from runyard.domain.encryption_context import CONTEXT_KEY, current_context
 from runyard.domain.errors import InvalidInputError, NotFoundError
 from runyard.schemas.crons import (
     RUN_FIELDS,
@@ -30,6 +31,7 @@ from runyard.schemas.crons import (
 )
 from runyard.services.assistants import get_assistant, resolve_assistant_id
 from runyard.services.encrypted_filters import refuse_encrypted_keys
+from runyard.services.encrypted_json import opened, sealed
 from runyard.services.runs import new_id
 
 if TYPE_CHECKING:
@@ -59,6 +61,15 @@ _STAMPS = ("end_time", "created_at", "updated_at", "next_run_date")
 _RESCHEDULING = ("schedule", "timezone", "end_time")
 
 
+async def cron_wire(runtime: Runtime, row: dict[str, Any]) -> dict[str, Any]:
+    """`to_wire` of a stored cron: its metadata decrypted, its creator's encryption
+    context (encryption.path) left out of the payload."""
+    wire = to_wire(await opened(runtime, "cron", row, CRON_JSON))
+    if CONTEXT_KEY in wire["payload"]:
+        wire["payload"] = {k: v for k, v in wire["payload"].items() if k != CONTEXT_KEY}
+    return wire
+
+
 def to_wire(row: dict[str, Any]) -> dict[str, Any]:
     """The cron as clients receive it (timestamps as ISO 8601 strings)."""
     wire = {field: row.get(field) for field in WIRE_FIELDS}
@@ -69,6 +80,10 @@ def to_wire(row: dict[str, Any]) -> dict[str, Any]:
     wire["payload"] = wire["payload"] or {}
     wire["metadata"] = wire["metadata"] or {}
     return wire
+
+
+# The cron JSON custom encryption covers (encryption.path).
+CRON_JSON = ("metadata",)
 
 
 def cron_not_found(cron_id: str) -> NotFoundError:
@@ -106,6 +121,10 @@ async def create_cron(
     payload = body.model_dump(include=set(RUN_FIELDS), exclude_none=True)
     payload["assistant_id"] = assistant["assistant_id"]
     _keep_owner(payload, owner or {})
+    if runtime.encryption is not None:
+        # The cron's runs are written under its creator's encryption context.
+        payload[CONTEXT_KEY] = current_context()
+    metadata = await sealed(runtime, "cron", "metadata", body.metadata or {})
     end_time = _utc(body.end_time)
     cron_id = new_id()
     try:
@@ -125,7 +144,7 @@ async def create_cron(
                     "schedule": body.schedule,
                     "timezone": body.timezone,
                     "payload": payload,
-                    "metadata": body.metadata or {},
+                    "metadata": metadata,
                     "on_run_completed": (
                         body.on_run_completed if isinstance(body, CronCreate) else None
                     ),
@@ -143,7 +162,7 @@ async def create_cron(
         raise NotFoundError(f"assistant {body.assistant_id} was deleted meanwhile") from None
     _wake_scheduler(runtime)
     log.info("cron_created cron_id=%s thread_id=%s schedule=%s", cron_id, thread_id, body.schedule)
-    return to_wire(row)
+    return await cron_wire(runtime, row)
 
 
 def owner_configurable(payload: dict[str, Any]) -> dict[str, Any]:
@@ -168,7 +187,7 @@ async def get_cron(runtime: Runtime, cron_id: str) -> dict[str, Any]:
         row = await crons_db.get_cron(session, cron_id)
     if row is None:
         raise cron_not_found(cron_id)
-    return to_wire(row)
+    return await cron_wire(runtime, row)
 
 
 async def patch_cron(runtime: Runtime, cron_id: str, body: CronPatch) -> dict[str, Any]:
@@ -192,7 +211,9 @@ async def patch_cron(runtime: Runtime, cron_id: str, body: CronPatch) -> dict[st
         current = await crons_db.update_cron(session, cron_id, {"updated_at": now})
         if current is None:
             raise cron_not_found(cron_id)
-        values = _patched_values(current, body, sent)
+        values = _patched_values(await opened(runtime, "cron", current, CRON_JSON), body, sent)
+        if "metadata" in values:
+            values["metadata"] = await sealed(runtime, "cron", "metadata", values["metadata"])
         enabling = body.enabled is True and not current["enabled"]
         if enabling:
             await _require_room(runtime, session, current["user_id"])
@@ -206,7 +227,7 @@ async def patch_cron(runtime: Runtime, cron_id: str, body: CronPatch) -> dict[st
         assert row is not None
     _wake_scheduler(runtime)
     log.info("cron_updated cron_id=%s fields=%s", cron_id, ",".join(sorted(sent)))
-    return to_wire(row)
+    return await cron_wire(runtime, row)
 
 
 async def _require_room(runtime: Runtime, session: AsyncConnection, user_id: str | None) -> None:
@@ -274,6 +295,8 @@ def _query(
                 f"assistant_id {assistant_id!r} is neither a UUID nor a graph id"
             ) from None
     refuse_encrypted_keys(runtime.at_rest, metadata=body.metadata)
+    if runtime.encryption is not None:
+        runtime.encryption.refuse_filter("metadata filter", body.metadata)
     return crons_db.CronQuery(
         assistant_id=assistant_id,
         thread_id=body.thread_id,
@@ -299,7 +322,7 @@ async def search_crons(
         )
         now = await database_now(session) if body.select else None
     next_offset = body.offset + body.limit if len(rows) > body.limit else None
-    page = [to_wire(row) for row in rows[: body.limit]]
+    page = [await cron_wire(runtime, row) for row in rows[: body.limit]]
     if body.select:
         fields = list(dict.fromkeys(body.select))
         stamp = now.isoformat() if now is not None else None

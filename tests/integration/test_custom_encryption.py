@@ -33,11 +33,13 @@ SECRET_METADATA = {"user-a": "sk-meta-a-71f2", "user-b": "sk-meta-b-0be4"}
 SECRET_RUN = {"user-a": "sk-run-a-4d09", "user-b": "sk-run-b-e6a7"}
 SECRET_ASSISTANT = {"user-a": "sk-asst-a-2f80", "user-b": "sk-asst-b-91c3"}
 SECRET_STORE = {"user-a": "sk-store-a-6a1d", "user-b": "sk-store-b-d4e2"}
+SECRET_CRON = {"user-a": "sk-cron-a-77b1", "user-b": "sk-cron-b-3e5c"}
 JSON_SECRETS = [
     *SECRET_METADATA.values(),
     *SECRET_RUN.values(),
     *SECRET_ASSISTANT.values(),
     *SECRET_STORE.values(),
+    *SECRET_CRON.values(),
 ]
 PLAIN = "visible-note-8c4d"
 
@@ -179,15 +181,45 @@ async def converse(url: str, user: str) -> str:
         patched = await client.threads.get(thread_id)
         assert patched["metadata"]["api_key"] == SECRET_METADATA[user]
         assert patched["metadata"]["note"] == "patched"
+        await run_a_cron(client, assistant["assistant_id"], user)
         return str(thread_id)
     finally:
         await client.http.client.aclose()
 
 
+async def run_a_cron(client: Any, assistant_id: str, user: str) -> None:
+    """A cron on a thread of its own fires once; its run is written under the creator's
+    context (no request is in hand when it fires)."""
+    thread = await client.threads.create()
+    cron = await client.crons.create_for_thread(
+        thread["thread_id"],
+        assistant_id,
+        schedule="* * * * * *",
+        input={"messages": [{"role": "user", "content": SECRETS[user]}]},
+        metadata={"api_key": SECRET_CRON[user]},
+    )
+    try:
+        (found,) = await client.crons.search(thread_id=thread["thread_id"])
+        assert found["metadata"]["api_key"] == SECRET_CRON[user]
+        assert "__encryption_context__" not in found["payload"]
+        for _ in range(200):
+            runs = await client.runs.list(thread["thread_id"])
+            if any(run["status"] == "success" for run in runs):
+                break
+            await asyncio.sleep(0.1)
+        else:
+            raise AssertionError(f"the cron's run did not succeed: {runs}")
+    finally:
+        await client.crons.delete(cron["cron_id"])
+    done = next(run for run in runs if run["status"] == "success")
+    assert done["metadata"]["api_key"] == SECRET_CRON[user]
+    state = await client.threads.get_state(thread["thread_id"])
+    assert state["values"]["messages"][0]["content"] == SECRETS[user]
+
+
 def test_an_official_encryption_module_works_unchanged(deployment: Deployment) -> None:
     with deployment.server() as proc:
-        for user in SECRETS:
-            asyncio.run(converse(proc.url, user))
+        ids = {user: asyncio.run(converse(proc.url, user)) for user in SECRETS}
         # A filter on an encrypted key could never match its ciphertext: a 422 saying so.
         for path, body in [
             ("/threads/search", {"metadata": {"api_key": SECRET_METADATA["user-a"]}}),
@@ -206,6 +238,7 @@ def test_an_official_encryption_module_works_unchanged(deployment: Deployment) -
     # Each tenant's blobs were written under its own key id, stored beside them.
     for user in SECRETS:
         assert f'"key_id":"key-{user}"'.encode() in checkpoints
+    assert b"RYC1\x00\x00\x00\x02{}" not in checkpoints, "a blob written without a context"
     rows = deployment.json_bytes()
     assert b"__encryption_context__" in rows and b"enc:" in rows
     found = [secret for secret in JSON_SECRETS if secret.encode() in rows]
@@ -221,8 +254,7 @@ def test_an_official_encryption_module_works_unchanged(deployment: Deployment) -
         async def read_back() -> None:
             client = client_of(proc.url, "user-a")
             try:
-                (thread,) = await client.threads.search()
-                state = await client.threads.get_state(thread["thread_id"])
+                state = await client.threads.get_state(ids["user-a"])
                 assert state["values"]["messages"][0]["content"] == SECRETS["user-a"]
             finally:
                 await client.http.client.aclose()
