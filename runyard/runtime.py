@@ -236,7 +236,7 @@ class Runtime:
                 settings.db_pool_size,
                 statements,
                 self.at_rest,
-                self.encryption.serde() if self.encryption else None,
+                self.encryption,
             )
         )
         self.store_options = store_options(self.project)

@@ -15,6 +15,7 @@ the same refusal of a JSON encryptor that adds or removes keys, the same marker.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import struct
 import threading
@@ -165,9 +166,15 @@ class CustomEncryption:
 
     # --- JSON -----------------------------------------------------------------------------
 
-    async def encrypt_json(self, model: str, field: str, data: dict[str, Any] | None) -> Any:
-        """`data` with its values encrypted by the JSON encryptor and the current context
-        stored beside them; unchanged without a JSON encryptor (or without data)."""
+    async def encrypt_json(
+        self,
+        model: str,
+        field: str,
+        data: dict[str, Any] | None,
+        context: dict[str, Any] | None = None,
+    ) -> Any:
+        """`data` with its values encrypted by the JSON encryptor and `context` (by default
+        the current one) stored beside them; unchanged without a JSON encryptor (or data)."""
         if self.json_encryptor is None or not data:
             return data
         if CONTEXT_KEY in data:
@@ -175,7 +182,8 @@ class CustomEncryption:
             return data
         kept = {k: v for k, v in data.items() if k in NEVER_ENCRYPTED}
         given = {k: v for k, v in data.items() if k not in NEVER_ENCRYPTED}
-        context = current_context()
+        if context is None:
+            context = current_context()
         if given:
             sealed = await self.json_encryptor(
                 EncryptionContext(model=model, field=field, metadata=context), given
@@ -262,6 +270,11 @@ class CustomEncryption:
                 out[field] = await self.decrypt_json(model, field, out[field])
         return out
 
+    def metadata_codec(self) -> CheckpointMetadataCodec | None:
+        """What the checkpoint savers pass checkpoint metadata through (None without a
+        JSON encryptor)."""
+        return CheckpointMetadataCodec(self) if self.json_encryptor is not None else None
+
     # --- blobs ----------------------------------------------------------------------------
 
     def serde(self) -> SerializerProtocol | None:
@@ -313,6 +326,35 @@ class CustomEncryption:
 
 async def _awaited(call: Awaitable[T]) -> T:
     return await call
+
+
+class CheckpointMetadataCodec:
+    """Checkpoint metadata through the JSON handlers (`model="checkpoint"`,
+    `field="metadata"`), for the savers, which are synchronous where they encode it: the
+    handlers run on the handler loop, the caller's context captured before."""
+
+    def __init__(self, encryption: CustomEncryption) -> None:
+        self.encryption = encryption
+
+    def encrypt(self, metadata: Any) -> Any:
+        """`metadata` as stored (the step, source and parents stay plain)."""
+        if not isinstance(metadata, dict):
+            return metadata
+        call = self.encryption.encrypt_json(
+            "checkpoint", "metadata", metadata, dict(current_context())
+        )
+        return self.encryption.handlers.run(call)
+
+    def decrypt(self, metadata: Any) -> Any:
+        """Stored metadata decrypted under the context stored beside it."""
+        if not isinstance(metadata, dict) or CONTEXT_KEY not in metadata:
+            return metadata
+        call = self.encryption.decrypt_json("checkpoint", "metadata", metadata)
+        return self.encryption.handlers.run(call)
+
+    def dumps(self, metadata: Any) -> str:
+        """The JSON text of `metadata` as stored."""
+        return json.dumps(self.encrypt(metadata))
 
 
 class BlobHandlerCipher(CipherProtocol):

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from runyard.db.driver import StatementPool
 from runyard.db.faults import retry_while_store_unavailable
@@ -19,6 +18,7 @@ from runyard.db.setup_lock import CHECKPOINTER_SETUP_LOCK, setup_alone
 
 if TYPE_CHECKING:
     from runyard.encryption.at_rest import AtRest
+    from runyard.encryption.custom import CustomEncryption
 
 log = logging.getLogger("runyard.checkpointer")
 
@@ -31,7 +31,7 @@ async def open_checkpointer(
     pool_size: int = 10,
     statements: StatementPool | None = None,
     at_rest: AtRest | None = None,
-    custom_serde: SerializerProtocol | None = None,
+    custom: CustomEncryption | None = None,
 ) -> AsyncIterator[BaseCheckpointSaver]:
     """The saver matching the database: PostgreSQL or a SQLite file.
 
@@ -39,11 +39,15 @@ async def open_checkpointer(
     Runyard's statement pool, `statements`, and opens the library's saver, with a psycopg
     pool of at most `pool_size` connections, only when something else is asked of it.
     `on_statements(n)` is told of the statements it sends. `at_rest`: checkpoints,
-    writes and the configured keys of their metadata are encrypted. `custom_serde`: the
-    serializer of `encryption.path`'s blob handlers (never beside `at_rest`).
+    writes and the configured keys of their metadata are encrypted. `custom`: the blob
+    handlers of `encryption.path` encrypt checkpoints and writes, its JSON handlers their
+    metadata (never beside `at_rest`).
     """
+    custom_serde = custom.serde() if custom else None
     serde = at_rest.serde() if at_rest else custom_serde
-    json_codec = at_rest.json if at_rest else None
+    json_codec: Any = at_rest.json if at_rest else None
+    if custom is not None:
+        json_codec = custom.metadata_codec()
     if database_url.startswith("postgresql"):
         from runyard.graphs.pg_saver import PostgresSaver
 
@@ -51,9 +55,11 @@ async def open_checkpointer(
             raise ValueError("the PostgreSQL checkpointer needs Runyard's statement pool")
         conninfo = "postgresql://" + database_url.split("://", 1)[1]
         saver = PostgresSaver(statements, conninfo, pool_size, on_statements, serde, json_codec)
-        if custom_serde is not None:
+        if custom is not None:
             # Every channel value a blob the handlers encrypt: none inline in the row's JSON.
             saver.inline = ()
+            if json_codec is not None:
+                saver.metadata_read = json_codec.decrypt
         try:
             await setup_alone(conninfo, CHECKPOINTER_SETUP_LOCK, saver.setup)
             yield saver

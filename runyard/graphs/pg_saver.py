@@ -96,6 +96,10 @@ def _installed(distribution: str) -> str:
         return "(not installed)"
 
 
+def _unchanged(value: Any) -> Any:
+    return value
+
+
 def _json(value: Any) -> str:
     # What psycopg's Jsonb sends: the json module's text of the value.
     return json.dumps(value)
@@ -184,6 +188,8 @@ class PostgresSaver(BaseCheckpointSaver[str]):
         # engine's JSON codec (runyard/encryption/json_keys.py).
         self.inline: tuple[type, ...] = () if json_codec is not None else _INLINE
         self.metadata_json: Callable[[Any], str] = json_codec.dumps if json_codec else _json
+        # Custom encryption's metadata decryption (the built-in AES's is the pool's codec).
+        self.metadata_read: Callable[[Any], Any] = _unchanged
         self.statements = statements
         self.on_statements = on_statements
         self.loop = asyncio.get_running_loop()
@@ -492,7 +498,7 @@ class PostgresSaver(BaseCheckpointSaver[str]):
                 }
             },
             cast(Checkpoint, {**checkpoint, "channel_values": values}),
-            row["metadata"],
+            self.metadata_read(row["metadata"]),
             (
                 {
                     "configurable": {

@@ -168,6 +168,8 @@ async def converse(url: str, user: str) -> str:
         assert found["values"]["messages"][0]["content"] == SECRETS[user]
         history = await client.threads.get_history(thread_id)
         assert len(history) >= 2
+        assert any(h["metadata"].get("secret_token") == SECRET_RUN[user] for h in history)
+        assert not any("__encryption_context__" in h["metadata"] for h in history)
         assert (await client.threads.get(thread_id))["metadata"]["api_key"] == (
             SECRET_METADATA[user]
         )
@@ -233,7 +235,8 @@ def test_an_official_encryption_module_works_unchanged(deployment: Deployment) -
             assert "encrypted" in answer.json()["detail"], answer.text
     checkpoints = deployment.checkpoint_bytes()
     assert b"+custom" in checkpoints, "checkpoint blobs carry the custom cipher's type"
-    found = [secret for secret in SECRETS.values() if secret.encode() in checkpoints]
+    # Their metadata (which carries the run's, the thread's and the assistant's) too.
+    found = [s for s in [*SECRETS.values(), *JSON_SECRETS] if s.encode() in checkpoints]
     assert not found, f"checkpoints hold plain text: {found}"
     # Each tenant's blobs were written under its own key id, stored beside them.
     for user in SECRETS:
