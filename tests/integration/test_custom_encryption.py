@@ -279,3 +279,11 @@ def test_a_json_encryptor_that_adds_a_key_is_refused_with_its_name(
     detail = answer.json()["detail"]
     assert "envelope" in detail and "'__signature__'" in detail, detail
     assert PLAIN.encode() not in deployment.json_bytes()
+
+
+def test_custom_encryption_and_the_built_in_aes_are_not_both_taken(tmp_path: Path) -> None:
+    env = {"LANGGRAPH_AES_KEY": "k1-0123456789abcdef0123456789abc"}
+    server = ServerProcess("dev", tmp_path, env=env, config=PROJECT / "langgraph.json")
+    with pytest.raises(RuntimeError) as caught:
+        server.start()
+    assert "encryption.path" in str(caught.value) and "LANGGRAPH_AES_KEY" in str(caught.value)
