@@ -39,6 +39,7 @@ from runyard.graphs.checkpointer import open_checkpointer
 from runyard.graphs.config import ProjectConfig, apply_environment, find_config, load_config
 from runyard.graphs.encryption_loading import load_encryption
 from runyard.graphs.http_config import HttpConfig
+from runyard.graphs.priority import PriorityAssigner
 from runyard.graphs.registry import GraphRegistry
 from runyard.graphs.store import StoreOptions, TtlSweeper, open_store, store_options
 from runyard.graphs.ui_bundles import UiBundles, prepare_bundles
@@ -97,6 +98,7 @@ class Runtime:
         self.http: HttpConfig = project.http_config if project else HttpConfig()
         self.graphs: GraphRegistry
         self.auth: Auth | None = None
+        self.priority: PriorityAssigner | None = None
         self.ui = UiBundles.empty()
         self.engine: AsyncEngine
         self.sessions: Sessions
@@ -208,6 +210,7 @@ class Runtime:
         self.graphs = GraphRegistry.load(self.project)
         self.auth = load_auth(self.project)
         self.encryption = load_encryption(self.project)
+        self.priority = PriorityAssigner.load(self.project)
         # Before the database: a UI that cannot be built stops the start-up at once.
         self.ui = await asyncio.to_thread(
             prepare_bundles, self.project, settings.resolved_ui_dir(), settings.ui_build

@@ -112,6 +112,9 @@ threads = Table(
     Column("ttl_strategy", String(16), nullable=True),
     Column("ttl_minutes", Float, nullable=True),
     Column("expires_at", UTCDateTime, nullable=True),
+    # Priority settings (`@priority.assign`), set at the thread's first run; null until then.
+    Column("priority", Integer, nullable=True),
+    Column("fairness_group", String(256), nullable=True),
     Index("ix_threads_status", "status"),
     Index("ix_threads_created_at", "created_at"),
     Index("ix_threads_expires_at", "expires_at"),
@@ -155,6 +158,9 @@ runs = Table(
     Column("temporary", Boolean, nullable=False, default=False),
     # The LangSmith project the run was traced to (None: LangSmith tracing was off).
     Column("langsmith_session_name", String(255), nullable=True),
+    # The thread's priority settings when the run was created: what it is dispatched by.
+    Column("priority", Integer, nullable=False, server_default="0"),
+    Column("fairness_group", String(256), nullable=False, server_default="default"),
     Index("ix_runs_thread_status_created", "thread_id", "status", "created_at"),
     Index("ix_runs_status_lease", "status", "lease_expires_at"),
 )

@@ -355,3 +355,15 @@ async def claim_expired_threads(
     params = {"p_hold": seconds_param(dialect, hold_seconds)}
     rows = (await session.execute(statement, params)).mappings().all()
     return [dict(row) for row in rows]
+
+
+async def set_priority_settings(
+    session: AsyncConnection, thread_id: str, priority: int, fairness_group: str
+) -> bool:
+    """Store a thread's priority settings unless it has some: the first stored wins."""
+    result = await session.execute(
+        update(threads)
+        .where(threads.c.thread_id == thread_id, threads.c.priority.is_(None))
+        .values(priority=priority, fairness_group=fairness_group)
+    )
+    return rowcount(result) > 0

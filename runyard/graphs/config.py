@@ -1,5 +1,5 @@
-"""Reads `langgraph.json` / `runyard.json`: graphs, dependencies, env, store, auth, http,
-webhooks, ui, encryption."""
+"""Reads `langgraph.json` / `runyard.json`: graphs, dependencies, env, store, auth, priority,
+http, webhooks, ui, encryption."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ SERVED_KEYS = frozenset(
         "env",
         "store",
         "auth",
+        "priority",
         "http",
         "checkpointer",
         "webhooks",
@@ -55,7 +56,6 @@ IMAGE_KEYS = frozenset(
 )
 # Keys of the schema Runyard does not implement: start-up fails rather than ignore them.
 UNSUPPORTED_KEYS = {
-    "priority": "run priorities from a custom priority handler",
     "disable_persistence": "`langgraph dev` keeping nothing across restarts; Runyard always "
     "persists (delete the data folder to start afresh)",
 }
@@ -81,6 +81,7 @@ STORE_SUB_KEYS = {
 SECTION_KEYS = {
     "store": frozenset({"index", "ttl", "path"}),
     "auth": frozenset({"path", "disable_studio_auth", "openapi", "cache"}),
+    "priority": frozenset({"path"}),
     "checkpointer": frozenset({"ttl", "path", "serde"}),
     "ui_config": frozenset({"shared"}),
     "encryption": frozenset({"path"}),
@@ -113,6 +114,9 @@ class ProjectConfig:
     env: dict[str, str] = field(default_factory=dict)
     store: dict[str, Any] | None = None
     auth: dict[str, Any] | None = None
+    # `priority.path`: the langgraph_sdk.Priority object whose assign function decides a
+    # thread's priority settings.
+    priority: dict[str, Any] | None = None
     http: dict[str, Any] | None = None
     checkpointer: dict[str, Any] | None = None
     # `encryption.path`: the custom encryption handlers (runyard/graphs/encryption_loading.py).
@@ -170,6 +174,7 @@ def load_config(path: Path) -> ProjectConfig:
         env=env,
         store=_optional_object(path, raw, "store"),
         auth=_optional_object(path, raw, "auth"),
+        priority=_optional_object(path, raw, "priority"),
         http=_optional_object(path, raw, "http"),
         checkpointer=_optional_object(path, raw, "checkpointer"),
         encryption=_optional_object(path, raw, "encryption"),

@@ -19,6 +19,7 @@ from runyard.db.dialect import database_now
 from runyard.domain.configurable import without_reserved
 from runyard.domain.encryption_context import CONTEXT_KEY, current_context
 from runyard.domain.errors import ConflictError, InvalidInputError, NotFoundError
+from runyard.domain.priority import PrioritySettings
 from runyard.domain.status import TERMINAL_RUN_STATUSES, RunStatus
 from runyard.graphs.checkpointer import delete_run_checkpoints
 from runyard.graphs.serialize import to_jsonable
@@ -26,6 +27,7 @@ from runyard.lifecycle import StrategyEffects
 from runyard.schemas.runs import RunCreate
 from runyard.services.assistants import get_assistant
 from runyard.services.encrypted_json import opened, sealed
+from runyard.services.run_priority import RunPriority, priority_for_new_run, stored_settings
 from runyard.services.threads import ttl_columns
 
 if TYPE_CHECKING:
@@ -71,6 +73,10 @@ async def create_run(
         existing = await _idempotent_replay(runtime, idempotency_key, request_hash)
         if existing is not None:
             return existing
+    # Before anything is written: an assign function that fails leaves nothing behind.
+    priority = await priority_for_new_run(
+        runtime, thread_id, body, assistant, new_thread_metadata or {}, configurable or {}
+    )
     try:
         row, effects, created = await _insert_run(
             runtime,
@@ -83,6 +89,7 @@ async def create_run(
             request_hash,
             new_thread_metadata or {},
             configurable or {},
+            priority,
         )
     except IntegrityError:
         # Another instance committed the same Idempotency-Key first: answer with its run.
@@ -157,6 +164,7 @@ async def _insert_run(
     request_hash: str | None,
     new_thread_metadata: dict[str, Any],
     configurable: dict[str, Any],
+    priority: RunPriority,
 ) -> tuple[Any, StrategyEffects, bool]:
     effects = StrategyEffects()
     thread_metadata = _graph_metadata(assistant)
@@ -176,22 +184,27 @@ async def _insert_run(
         "context": context,
         # A temporary thread goes with its run; a thread of its own gets the default TTL.
         **({} if stateless else ttl_columns(None, runtime.thread_ttl)),
+        **(_settings_columns(priority.settings) if priority.assigned else {}),
     }
 
     async def run_row(thread: dict[str, Any], scheduled_at: Any) -> dict[str, Any]:
         # The run inherits the thread's metadata in plain text, and encrypts its own whole.
-        row = _run_row(
-            runtime,
-            body,
-            assistant,
-            await opened(runtime, "thread", thread, RUN_JSON),
-            stateless,
-            stream_modes,
-            scheduled_at,
-            idempotency_key,
-            request_hash,
-            configurable,
-        )
+        settings = stored_settings(thread) or priority.settings
+        row = {
+            **_run_row(
+                runtime,
+                body,
+                assistant,
+                await opened(runtime, "thread", thread, RUN_JSON),
+                stateless,
+                stream_modes,
+                scheduled_at,
+                idempotency_key,
+                request_hash,
+                configurable,
+            ),
+            **_settings_columns(settings),
+        }
         row["metadata"] = await sealed(runtime, "run", "metadata", row["metadata"])
         return row
 
@@ -250,6 +263,11 @@ async def _insert_run(
             await runtime.lifecycle.apply_strategy(
                 session, target_thread, body.multitask_strategy, effects
             )
+        if priority.assigned and created is None and stored_settings(thread) is None:
+            settings = priority.settings
+            await threads_db.set_priority_settings(
+                session, target_thread, settings.priority, settings.fairness_group
+            )
         scheduled_at = await _scheduled_at(session, body.after_seconds)
         row = await runs_db.insert_run(session, await run_row(thread, scheduled_at))
         if created is None:
@@ -269,6 +287,10 @@ RUN_JSON = ("metadata",)
 # How often a create that may make its thread finds it deleted, then created by another
 # request, before it answers 409: each round is another client's committed delete and create.
 _THREAD_CHURN_ROUNDS = 8
+
+
+def _settings_columns(settings: PrioritySettings) -> dict[str, Any]:
+    return {"priority": settings.priority, "fairness_group": settings.fairness_group}
 
 
 def _graph_metadata(assistant: dict[str, Any]) -> dict[str, Any]:

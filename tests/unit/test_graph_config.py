@@ -183,7 +183,11 @@ def test_graph_entry_may_be_an_object_with_a_description(tmp_path: Path) -> None
             json.dumps({"graphs": {"g": "./graph.py:graph"}, "ui_config": {"share": []}}),
             "ui_config.share",
         ),
-        (json.dumps({"graphs": {"g": "./graph.py:graph"}, "priority": {}}), "'priority'"),
+        (
+            json.dumps({"graphs": {"g": "./graph.py:graph"}, "priority": {"pth": "x"}}),
+            "priority.pth",
+        ),
+        (json.dumps({"graphs": {"g": "./graph.py:graph"}, "priority": []}), "'priority'"),
         (
             json.dumps(
                 {
