@@ -151,7 +151,8 @@ class RunEndings:
                 upcoming = await runs_db.next_pending_run(session, thread_id)
                 now = await database_now(session) if upcoming is not None else None
         if upcoming is not None:
-            await self._queue.push(upcoming["run_id"], _delay(upcoming["scheduled_at"], now))
+            delay = _delay(upcoming["scheduled_at"], now)
+            await self._queue.push(upcoming["run_id"], delay, upcoming["priority"])
 
     async def owe_webhook(
         self,

@@ -466,6 +466,7 @@ def _finish_with_state_statement(dialect: str) -> Any:
         exists(select(written.c.thread_id)).label("thread_written"),
         upcoming.c.run_id,
         upcoming.c.scheduled_at,
+        upcoming.c.priority,
         clock(dialect).label("now"),
     ).select_from(finished.outerjoin(upcoming, true()))
 
@@ -502,7 +503,11 @@ async def finish_run_with_state(
         return Finished(held=True)
     upcoming = None
     if row["run_id"] is not None:
-        upcoming = {"run_id": row["run_id"], "scheduled_at": row["scheduled_at"]}
+        upcoming = {
+            "run_id": row["run_id"],
+            "scheduled_at": row["scheduled_at"],
+            "priority": row["priority"],
+        }
     return Finished(True, True, True, upcoming, row["now"])
 
 
@@ -568,7 +573,7 @@ async def still_holds(session: AsyncConnection, run_id: str, attempt: int) -> bo
 
 
 _NEXT_PENDING = (
-    select(runs.c.run_id, runs.c.scheduled_at)
+    select(runs.c.run_id, runs.c.scheduled_at, runs.c.priority)
     .where(runs.c.thread_id == bindparam("p_thread_id"), runs.c.status == "pending")
     .order_by(runs.c.created_at, runs.c.run_id)
     .limit(1)
@@ -771,7 +776,7 @@ async def requeue_expired(
                 update(runs)
                 .where(expired)
                 .values(status="pending", owner=None, lease_expires_at=None, updated_at=now)
-                .returning(runs.c.run_id, runs.c.thread_id, runs.c.status)
+                .returning(runs.c.run_id, runs.c.thread_id, runs.c.status, runs.c.priority)
             )
         )
         .mappings()
@@ -801,9 +806,9 @@ async def requeue_expired(
 
 
 async def pending_run_ids(session: AsyncConnection, limit: int) -> Sequence[RowMapping]:
-    """Pending runs, oldest first, with their start time."""
+    """Pending runs, oldest first, with their start time and priority."""
     stmt = (
-        select(runs.c.run_id, runs.c.scheduled_at)
+        select(runs.c.run_id, runs.c.scheduled_at, runs.c.priority)
         .where(runs.c.status == "pending")
         .order_by(runs.c.created_at)
         .limit(limit)
@@ -814,10 +819,11 @@ async def pending_run_ids(session: AsyncConnection, limit: int) -> Sequence[RowM
 async def stranded_pending_runs(
     session: AsyncConnection, older_than_seconds: float, limit: int
 ) -> Sequence[RowMapping]:
-    """Pending runs due to start, waiting longer than the threshold, first of their thread."""
+    """Pending runs due to start, waiting longer than the threshold, first of their thread
+    (with their priority)."""
     dialect = dialect_name(session)
     stmt = (
-        select(runs.c.run_id)
+        select(runs.c.run_id, runs.c.priority)
         .where(runs.c.updated_at < clock_plus(dialect, "p_age"), *_claimable_in(dialect))
         .order_by(runs.c.created_at)
         .limit(limit)
@@ -850,8 +856,14 @@ async def find_active_runs(
 
 
 async def find_claimable_run(session: AsyncConnection) -> str | None:
-    """A pending run ready to claim, skipping rows other pollers hold (Redis-down fallback)."""
-    stmt = select(runs.c.run_id).where(*_claimable(session)).order_by(runs.c.created_at).limit(1)
+    """A pending run ready to claim, skipping rows other pollers hold (Redis-down fallback):
+    the first by priority, then start time, as the queue orders them."""
+    stmt = (
+        select(runs.c.run_id)
+        .where(*_claimable(session))
+        .order_by(runs.c.priority, runs.c.created_at)
+        .limit(1)
+    )
     if dialect_name(session) == "postgresql":
         stmt = stmt.with_for_update(skip_locked=True, of=runs)
     return (await session.execute(stmt)).scalar_one_or_none()

@@ -1,16 +1,26 @@
-"""The job queue protocol and its in-process implementation (dev mode)."""
+"""The job queue protocol and its in-process implementation (dev mode).
+
+Order: by priority (-5 first .. 5 last, LangGraph's Priority API), then first come first
+served. A run's priority is its thread's (runyard/services/run_priority.py).
+"""
 
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
+from collections import deque
 from typing import Protocol
+
+from runyard.domain.priority import DEFAULT_PRIORITY
 
 
 class RunQueue(Protocol):
     """Carries run ids from the API to worker loops; the database stays the truth."""
 
-    async def push(self, run_id: str, delay: float = 0.0) -> None:
-        """Make the run available to workers, now or after `delay` seconds."""
+    async def push(self, run_id: str, delay: float = 0.0, priority: int = DEFAULT_PRIORITY) -> None:
+        """Make the run available to workers, now or after `delay` seconds, ahead of every
+        run of a higher `priority` number."""
         ...
 
     async def pop(self, timeout: float) -> str | None:
@@ -31,33 +41,42 @@ class RunQueue(Protocol):
 
 
 class InProcessRunQueue:
-    """An asyncio queue inside the single dev-mode process."""
+    """A heap of (priority, arrival, run id) inside the single dev-mode process."""
 
     def __init__(self) -> None:
-        self._queue: asyncio.Queue[str] = asyncio.Queue()
+        self._heap: list[tuple[int, int, str]] = []
+        self._arrivals = itertools.count()
+        self._poppers: deque[asyncio.Future[None]] = deque()
         # Each delayed push not yet due, with its run id.
         self._timers: dict[asyncio.TimerHandle, str] = {}
         self._waiting: dict[str, int] = {}
 
-    async def push(self, run_id: str, delay: float = 0.0) -> None:
+    async def push(self, run_id: str, delay: float = 0.0, priority: int = DEFAULT_PRIORITY) -> None:
         """Enqueue now, or schedule the enqueue after a delay."""
+        self._waiting[run_id] = self._waiting.get(run_id, 0) + 1
         if delay <= 0:
-            self._put(run_id)
+            self._put(run_id, priority)
             return
         loop = asyncio.get_running_loop()
         handle: asyncio.TimerHandle
 
         def fire() -> None:
             self._timers.pop(handle, None)
-            self._queue.put_nowait(run_id)
+            self._put(run_id, priority)
 
-        self._waiting[run_id] = self._waiting.get(run_id, 0) + 1
         handle = loop.call_later(delay, fire)
         self._timers[handle] = run_id
 
-    def _put(self, run_id: str) -> None:
-        self._waiting[run_id] = self._waiting.get(run_id, 0) + 1
-        self._queue.put_nowait(run_id)
+    def _put(self, run_id: str, priority: int) -> None:
+        heapq.heappush(self._heap, (priority, next(self._arrivals), run_id))
+        self._wake_one()
+
+    def _wake_one(self) -> None:
+        while self._poppers:
+            popper = self._poppers.popleft()
+            if not popper.done():
+                popper.set_result(None)
+                return
 
     def _unwait(self, run_id: str) -> None:
         left = self._waiting.get(run_id, 1) - 1
@@ -67,21 +86,44 @@ class InProcessRunQueue:
             self._waiting[run_id] = left
 
     async def pop(self, timeout: float) -> str | None:
-        """Wait up to `timeout` for a run id."""
-        try:
-            run_id = await asyncio.wait_for(self._queue.get(), timeout)
-        except TimeoutError:
-            return None
+        """The first run id by priority then arrival, waiting up to `timeout` for one."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while not self._heap:
+            left = deadline - loop.time()
+            if left <= 0:
+                return None
+            popper = loop.create_future()
+            self._poppers.append(popper)
+            try:
+                # Not wait_for: on Python 3.11 it can lose a cancellation that lands as the
+                # future completes, and a stopping worker loop would go on popping.
+                async with asyncio.timeout(left):
+                    await popper
+            except BaseException as exc:
+                if popper.done() and not popper.cancelled() and self._heap:
+                    # Woken as the wait ended: the wake-up goes to another popper.
+                    self._wake_one()
+                if isinstance(exc, TimeoutError):
+                    return None
+                raise
+            finally:
+                if popper in self._poppers:
+                    self._poppers.remove(popper)
+        _, _, run_id = heapq.heappop(self._heap)
+        if self._heap and self._poppers:
+            # Another popper may be parked while runs remain: pass the wake-up on.
+            self._wake_one()
         self._unwait(run_id)
         return run_id
 
     async def queued(self, run_ids: list[str]) -> set[str]:
-        """The ids among `run_ids` that are in the queue now."""
+        """The ids among `run_ids` that are in the queue now (or due to enter it)."""
         return {rid for rid in run_ids if rid in self._waiting}
 
     async def depth(self) -> int:
         """Run ids ready in the queue (delayed ones not yet due are not counted)."""
-        return self._queue.qsize()
+        return len(self._heap)
 
     async def close(self) -> None:
         """Cancel pending delayed pushes: their ids no longer count as queued."""

@@ -391,7 +391,8 @@ class RunExecutor:
         )
         if released:
             try:
-                await carry_through_stops(entry, rt.queue.push(run_id))
+                push = rt.queue.push(run_id, priority=run["priority"])
+                await carry_through_stops(entry, push)
             except Exception:
                 # The sweeper finds a pending run nobody queued.
                 log.warning("run_requeue_failed run_id=%s", run_id, exc_info=True)

@@ -68,6 +68,8 @@ class WorkerPool:
             if run_id is None or self._stopping.is_set():
                 semaphore.release()
                 if run_id is not None:
+                    # Its priority is not known here: it goes back at the default one, and
+                    # another instance (or this one's next start) takes it from there.
                     await self._queue.push(run_id)
                 continue
             task = asyncio.create_task(self._guarded(run_id), name=f"run:{run_id}")

@@ -101,3 +101,27 @@ async def test_close_drops_delayed_pushes_in_process_and_keeps_them_in_redis(
         return
     assert await run_queue.queued(["later"]) == {"later"}
     assert await _next_id(run_queue) == "later"
+
+
+async def test_higher_priority_first_then_fifo(run_queue: Any) -> None:
+    for run_id, priority in [("a0", 0), ("b5", 5), ("c0", 0), ("d-5", -5), ("e-5", -5), ("f3", 3)]:
+        await run_queue.push(run_id, priority=priority)
+    assert await run_queue.depth() == 6
+    assert await run_queue.queued(["b5", "d-5", "zz"]) == {"b5", "d-5"}
+    popped = [await run_queue.pop(timeout=1) for _ in range(6)]
+    assert popped == ["d-5", "e-5", "a0", "c0", "f3", "b5"]
+
+
+async def test_a_delayed_run_keeps_its_priority(run_queue: Any) -> None:
+    await run_queue.push("late-first", delay=0.3, priority=-5)
+    await asyncio.sleep(0.6)
+    await run_queue.push("now-last", priority=0)
+    got = [await run_queue.pop(timeout=1) for _ in range(2)]
+    assert got == ["late-first", "now-last"]
+
+
+async def test_a_parked_pop_is_woken_by_a_push(run_queue: Any) -> None:
+    parked = asyncio.create_task(run_queue.pop(timeout=5))
+    await asyncio.sleep(0.2)
+    await run_queue.push("wakes", priority=2)
+    assert await asyncio.wait_for(parked, 5) == "wakes"

@@ -1,0 +1,99 @@
+"""Dispatch order with LangGraph's Priority API, in both modes (`runyard dev`'s in-process
+queue, `runyard serve` on PostgreSQL and Redis): higher priority first, then first come
+first served, with one worker slot so that runs queue behind each other."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support.backends import backend_server
+from tests.support.redis_keys import postgres_and_redis
+from tests.support.server import ROOT, ServerProcess
+
+pytestmark = pytest.mark.timeout(180)
+
+PRIORITY_CONFIG = ROOT / "tests" / "graphs" / "langgraph_priority.json"
+ONE_SLOT = {"WORKER_COUNT": "1", "N_JOBS_PER_WORKER": "1"}
+
+
+@pytest.fixture(scope="module", params=["dev", "redis"])
+def ordered_server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[ServerProcess, Path]]:
+    """A server with one worker slot, and the file its `stamp` runs write in start order."""
+    workdir = tmp_path_factory.mktemp(f"order-{request.param}")
+    order = workdir / "order.txt"
+    env = {**ONE_SLOT, "ORDER_FILE": str(order)}
+    if request.param == "dev":
+        with backend_server("sqlite", workdir, config=PRIORITY_CONFIG, env=env) as proc:
+            yield proc, order
+        return
+    with postgres_and_redis("runyard_order") as deployment:
+        proc = ServerProcess("serve", workdir, config=PRIORITY_CONFIG, env={**deployment, **env})
+        try:
+            yield proc.start(), order
+        finally:
+            proc.stop()
+
+
+@pytest.fixture
+async def http(ordered_server: tuple[ServerProcess, Path]) -> AsyncIterator[httpx.AsyncClient]:
+    """A plain HTTP client for the server."""
+    async with httpx.AsyncClient(base_url=ordered_server[0].url, timeout=30) as client:
+        yield client
+
+
+async def start_run(http: httpx.AsyncClient, body: dict[str, Any]) -> tuple[str, str]:
+    """Create a background run on a new thread: (thread id, run id)."""
+    thread = (await http.post("/threads", json={})).json()["thread_id"]
+    created = await http.post(f"/threads/{thread}/runs", json=body)
+    assert created.status_code == 200, created.text
+    return thread, created.json()["run_id"]
+
+
+async def until_running(http: httpx.AsyncClient, thread: str, run: str) -> None:
+    """Wait until the run holds the worker slot."""
+    for _ in range(300):
+        status = (await http.get(f"/threads/{thread}/runs/{run}")).json()["status"]
+        if status == "running":
+            return
+        await asyncio.sleep(0.1)
+    pytest.fail(f"run {run} never started")
+
+
+def stamp(tag: str, priority: int) -> dict[str, Any]:
+    """A `stamp` run whose new thread the assign function gives `priority`."""
+    metadata = {"assign": "set", "priority": priority}
+    return {"assistant_id": "stamp", "input": {"tag": tag}, "metadata": metadata}
+
+
+async def test_a_priority_minus_5_run_overtakes_queued_priority_0_runs(
+    http: httpx.AsyncClient, ordered_server: tuple[ServerProcess, Path], tmp_path: Path
+) -> None:
+    order = ordered_server[1]
+    gate = tmp_path / "gate"
+    held = await start_run(http, {"assistant_id": "gate", "input": {"gate": str(gate)}})
+    await until_running(http, *held)
+
+    prefix = uuid.uuid4().hex[:6]
+    queued = [await start_run(http, stamp(f"{prefix}-last", 5))]
+    queued += [await start_run(http, stamp(f"{prefix}-p0-{n}", 0)) for n in range(5)]
+    queued.append(await start_run(http, stamp(f"{prefix}-urgent", -5)))
+    gate.touch()
+    for thread, run in [held, *queued]:
+        joined = await http.get(f"/threads/{thread}/runs/{run}/join")
+        assert joined.status_code == 200, joined.text
+
+    started = [line for line in order.read_text().split() if line.startswith(prefix)]
+    assert started == [
+        f"{prefix}-urgent",
+        *(f"{prefix}-p0-{n}" for n in range(5)),
+        f"{prefix}-last",
+    ]
