@@ -420,7 +420,9 @@ class RunLifecycle:
             self._metrics.runs_reaped.labels(row["status"]).inc()
             if row["status"] == "pending":
                 if push:
-                    await self._queue.push(row["run_id"], priority=row["priority"])
+                    await self._queue.push(
+                        row["run_id"], 0.0, row["priority"], row["fairness_group"]
+                    )
             elif row["status"] == "interrupted":
                 await self._end_cancelled(row)
             elif row["status"] == "error":

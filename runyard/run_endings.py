@@ -152,7 +152,9 @@ class RunEndings:
                 now = await database_now(session) if upcoming is not None else None
         if upcoming is not None:
             delay = _delay(upcoming["scheduled_at"], now)
-            await self._queue.push(upcoming["run_id"], delay, upcoming["priority"])
+            await self._queue.push(
+                upcoming["run_id"], delay, upcoming["priority"], upcoming["fairness_group"]
+            )
 
     async def owe_webhook(
         self,

@@ -441,7 +441,7 @@ class Runtime:
         async with self.autocommit() as session:
             pending = await runs_db.pending_run_ids(session, limit=10_000)
         for row in pending:
-            await self.queue.push(row["run_id"], priority=row["priority"])
+            await self.queue.push(row["run_id"], 0.0, row["priority"], row["fairness_group"])
         if recovered or pending:
             log.info("runs_recovered running=%s pending=%s", recovered, len(pending))
 

@@ -93,6 +93,9 @@ class Settings(BaseSettings):
     # Sleeping runs (waiting on I/O) cost no CPU: slots should not be what limits them.
     n_jobs_per_worker: int = Field(default=500, ge=1, alias="N_JOBS_PER_WORKER")
     bg_job_timeout_secs: float = Field(default=3600.0, gt=0, alias="BG_JOB_TIMEOUT_SECS")
+    # Without priority.path: the run metadata key whose value is a run's fairness group
+    # (else the authenticated user's identity, else "default"). Unset: every run "default".
+    fairness_key: str | None = Field(default=None, min_length=1, alias="RUNYARD_FAIRNESS_KEY")
     bg_job_max_retries: int = Field(default=3, ge=1, alias="BG_JOB_MAX_RETRIES")
     # A crashed instance's runs continue elsewhere about one lease (plus up to one reaper
     # interval) after the crash; the lease outlasts three missed heartbeats.

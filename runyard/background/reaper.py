@@ -62,7 +62,7 @@ class Reaper:
                 stale_after = self._settings.stuck_pending_seconds
                 pending = await runs_db.stranded_pending_runs(session, stale_after, limit=1000)
             ids = [row["run_id"] for row in pending]
-            priorities = {row["run_id"]: row["priority"] for row in pending}
+            placing = {row["run_id"]: (row["priority"], row["fairness_group"]) for row in pending}
             queued = await self._queue.queued(ids)
             missing = [run_id for run_id in ids if run_id not in queued]
             if missing:
@@ -72,7 +72,7 @@ class Reaper:
                     still = await runs_db.pending_among(session, missing)
                 for run_id in missing:
                     if run_id in still:
-                        await self._queue.push(run_id, priority=priorities[run_id])
+                        await self._queue.push(run_id, 0.0, *placing[run_id])
         except Exception:
             log.exception("reaper_round_failed")
 

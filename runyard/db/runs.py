@@ -467,6 +467,7 @@ def _finish_with_state_statement(dialect: str) -> Any:
         upcoming.c.run_id,
         upcoming.c.scheduled_at,
         upcoming.c.priority,
+        upcoming.c.fairness_group,
         clock(dialect).label("now"),
     ).select_from(finished.outerjoin(upcoming, true()))
 
@@ -507,6 +508,7 @@ async def finish_run_with_state(
             "run_id": row["run_id"],
             "scheduled_at": row["scheduled_at"],
             "priority": row["priority"],
+            "fairness_group": row["fairness_group"],
         }
     return Finished(True, True, True, upcoming, row["now"])
 
@@ -573,7 +575,7 @@ async def still_holds(session: AsyncConnection, run_id: str, attempt: int) -> bo
 
 
 _NEXT_PENDING = (
-    select(runs.c.run_id, runs.c.scheduled_at, runs.c.priority)
+    select(runs.c.run_id, runs.c.scheduled_at, runs.c.priority, runs.c.fairness_group)
     .where(runs.c.thread_id == bindparam("p_thread_id"), runs.c.status == "pending")
     .order_by(runs.c.created_at, runs.c.run_id)
     .limit(1)
@@ -776,7 +778,13 @@ async def requeue_expired(
                 update(runs)
                 .where(expired)
                 .values(status="pending", owner=None, lease_expires_at=None, updated_at=now)
-                .returning(runs.c.run_id, runs.c.thread_id, runs.c.status, runs.c.priority)
+                .returning(
+                    runs.c.run_id,
+                    runs.c.thread_id,
+                    runs.c.status,
+                    runs.c.priority,
+                    runs.c.fairness_group,
+                )
             )
         )
         .mappings()
@@ -806,9 +814,9 @@ async def requeue_expired(
 
 
 async def pending_run_ids(session: AsyncConnection, limit: int) -> Sequence[RowMapping]:
-    """Pending runs, oldest first, with their start time and priority."""
+    """Pending runs, oldest first, with their start time, priority and fairness group."""
     stmt = (
-        select(runs.c.run_id, runs.c.scheduled_at, runs.c.priority)
+        select(runs.c.run_id, runs.c.scheduled_at, runs.c.priority, runs.c.fairness_group)
         .where(runs.c.status == "pending")
         .order_by(runs.c.created_at)
         .limit(limit)
@@ -820,10 +828,10 @@ async def stranded_pending_runs(
     session: AsyncConnection, older_than_seconds: float, limit: int
 ) -> Sequence[RowMapping]:
     """Pending runs due to start, waiting longer than the threshold, first of their thread
-    (with their priority)."""
+    (with their priority and fairness group)."""
     dialect = dialect_name(session)
     stmt = (
-        select(runs.c.run_id, runs.c.priority)
+        select(runs.c.run_id, runs.c.priority, runs.c.fairness_group)
         .where(runs.c.updated_at < clock_plus(dialect, "p_age"), *_claimable_in(dialect))
         .order_by(runs.c.created_at)
         .limit(limit)

@@ -1,10 +1,25 @@
-"""The Redis job queue: one list of run ids per priority, a sorted set for delayed starts,
-LPOS for sweeps.
+"""The Redis job queue: fair across groups, by priority within one, delayed starts, sweeps.
 
-BLPOP takes the first non-empty list in the order the keys are given, so naming the lists
-from priority -5 to 5 pops by priority, then first come first served, in one command.
-Priority 0, the default, keeps the list key of earlier versions (`<prefix>queue`), so runs
-queued before an upgrade are still found.
+- `<prefix>queue:group:<group>`: a sorted set per fairness group of its waiting run ids,
+  scored by priority, then arrival (a counter, `<prefix>queue:arrivals`).
+- `<prefix>queue:turns`: the groups with runs waiting, the one whose turn it is first.
+- `<prefix>queue:waiting`: a hash of every waiting run id to its group, for the sweeper's
+  check, which looks in the group's set too (a run whose entry was lost is pushed again);
+  a run pushed while it waits is not queued twice.
+- `<prefix>queue:ready`: wake-ups for the worker loops parked on BLPOP (one per push,
+  capped); a wake-up is only a hint, the pop script decides what is taken.
+- `<prefix>delayed`, `<prefix>delayed:placing`: runs created with `after_seconds`, by due
+  time, and the priority and group each is queued with once due.
+
+A pop (one script) takes the first run of the group whose turn it is, and sends the group
+last if it has more: deficit round robin with every group's quantum one run (langgraph-sdk
+0.4.14, whose Priority API this follows, has no fairness weight), so each group with a
+backlog gets a run in turn whatever the others queued. Pushes and pops are scripts, so
+two instances never see a group half-updated. Group keys are named inside the scripts:
+this needs one Redis (not a cluster), as every other key of a deployment does.
+
+`<prefix>queue`, the single list of earlier versions, is still popped first, so runs
+queued before an upgrade are not stranded.
 """
 
 from __future__ import annotations
@@ -16,107 +31,195 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from runyard.domain.priority import DEFAULT_PRIORITY, PRIORITY_FIRST, PRIORITY_LAST
+from runyard.domain.priority import DEFAULT_FAIRNESS_GROUP, DEFAULT_PRIORITY, PRIORITY_FIRST
 
 log = logging.getLogger("runyard.queue")
 
-# Moves due delayed runs onto the list of their priority atomically, so two instances never
-# both move one. KEYS: the delayed set, the hash of delayed runs' priorities, then the lists
-# from the first priority to the last; ARGV: now, the first priority.
-_PROMOTE = """
-local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, 100)
+# Wake-ups kept at most: more than any number of parked worker loops.
+READY_CAP = 1000
+# A score is (priority - PRIORITY_FIRST) * 2^44 + arrival: exact in a double while arrivals
+# stay below 2^44.
+_PRIORITY_STEP = 2**44
+
+# ENQUEUE(run_id, priority_offset, group): shared by the push and promotion scripts.
+# KEYS: arrivals, turns, waiting, ready; ARGV[1]: the group key prefix.
+_ENQUEUE = f"""
+local function enqueue(run_id, offset, group)
+  local key = ARGV[1] .. group
+  if redis.call('ZSCORE', key, run_id) then
+    return 0
+  end
+  redis.call('HSET', KEYS[3], run_id, group)
+  if redis.call('EXISTS', key) == 0 then
+    redis.call('RPUSH', KEYS[2], group)
+  end
+  local arrival = redis.call('INCR', KEYS[1])
+  redis.call('ZADD', key, offset * {_PRIORITY_STEP} + arrival, run_id)
+  redis.call('RPUSH', KEYS[4], '1')
+  redis.call('LTRIM', KEYS[4], -{READY_CAP}, -1)
+  return 1
+end
+"""
+# ARGV: group key prefix, run id, priority offset, group.
+_PUSH = _ENQUEUE + "return enqueue(ARGV[2], tonumber(ARGV[3]), ARGV[4])"
+# KEYS: + delayed set, placing hash; ARGV: group key prefix, now.
+_PROMOTE = (
+    _ENQUEUE
+    + """
+local due = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', ARGV[2], 'LIMIT', 0, 100)
 for _, id in ipairs(due) do
-  if redis.call('ZREM', KEYS[1], id) == 1 then
-    local priority = tonumber(redis.call('HGET', KEYS[2], id) or '0')
-    redis.call('HDEL', KEYS[2], id)
-    redis.call('RPUSH', KEYS[3 + priority - tonumber(ARGV[2])], id)
+  if redis.call('ZREM', KEYS[5], id) == 1 then
+    local placing = redis.call('HGET', KEYS[6], id) or '5|default'
+    redis.call('HDEL', KEYS[6], id)
+    local sep = string.find(placing, '|', 1, true)
+    enqueue(id, tonumber(string.sub(placing, 1, sep - 1)), string.sub(placing, sep + 1))
   end
 end
 return #due
 """
-
-
-def priority_lists(prefix: str) -> list[str]:
-    """The queue's list keys, the first priority's first (priority 0 is `<prefix>queue`)."""
-    return [
-        f"{prefix}queue" if priority == DEFAULT_PRIORITY else f"{prefix}queue:{priority}"
-        for priority in range(PRIORITY_FIRST, PRIORITY_LAST + 1)
-    ]
+)
+# KEYS: legacy list, turns, waiting, ready; ARGV: group key prefix, whether to spend a
+# wake-up (one per run taken, so the wake-ups left match the runs left; a loop that BLPOPed
+# one has spent it already).
+_POP = """
+local legacy = redis.call('LPOP', KEYS[1])
+if legacy then
+  return legacy
+end
+for _ = 1, redis.call('LLEN', KEYS[2]) do
+  local group = redis.call('LPOP', KEYS[2])
+  if not group then
+    return false
+  end
+  local key = ARGV[1] .. group
+  local popped = redis.call('ZPOPMIN', key)
+  if #popped > 0 then
+    if redis.call('EXISTS', key) == 1 then
+      redis.call('RPUSH', KEYS[2], group)
+    end
+    redis.call('HDEL', KEYS[3], popped[1])
+    if ARGV[2] == '1' then
+      redis.call('LPOP', KEYS[4])
+    end
+    return popped[1]
+  end
+end
+return false
+"""
 
 
 class RedisRunQueue:
-    """RPUSH on submit, BLPOP in worker loops; the database stays the source of truth.
+    """Push and pop scripts, BLPOP on wake-ups in worker loops; the database stays the
+    source of truth.
 
-    `blocking` (default: `redis`) serves the worker loops' BLPOP and the promotion of
-    delayed runs, so a parked BLPOP never takes a connection the request path needs.
+    `blocking` (default: `redis`) serves the worker loops' BLPOP, pops and the promotion
+    of delayed runs, so a parked BLPOP never takes a connection the request path needs.
     """
 
     def __init__(self, redis: Redis, prefix: str, blocking: Redis | None = None) -> None:
         self._redis = redis
         self._blocking = blocking if blocking is not None else redis
         self.queue_key = f"{prefix}queue"
-        self.lists = priority_lists(prefix)
+        self.group_prefix = f"{prefix}queue:group:"
+        self.turns_key = f"{prefix}queue:turns"
+        self.waiting_key = f"{prefix}queue:waiting"
+        self.ready_key = f"{prefix}queue:ready"
+        self.arrivals_key = f"{prefix}queue:arrivals"
         self.delayed_key = f"{prefix}delayed"
-        self.delayed_priority_key = f"{prefix}delayed:priority"
+        self.placing_key = f"{prefix}delayed:placing"
+        self._enqueue_keys = [self.arrivals_key, self.turns_key, self.waiting_key, self.ready_key]
+        self._push: Any = self._redis.register_script(_PUSH)
         self._promote: Any = self._blocking.register_script(_PROMOTE)
+        self._take: Any = self._blocking.register_script(_POP)
         self._last_promote = 0.0
 
-    async def push(self, run_id: str, delay: float = 0.0, priority: int = DEFAULT_PRIORITY) -> None:
-        """Enqueue on the list of `priority` now, or park in the delayed set until due."""
+    async def push(
+        self,
+        run_id: str,
+        delay: float = 0.0,
+        priority: int = DEFAULT_PRIORITY,
+        group: str = DEFAULT_FAIRNESS_GROUP,
+    ) -> None:
+        """Enqueue in `group` at `priority` now, or park in the delayed set until due."""
+        offset = priority - PRIORITY_FIRST
         if delay > 0:
             pipe = self._redis.pipeline(transaction=True)
-            pipe.hset(self.delayed_priority_key, run_id, str(priority))
+            pipe.hset(self.placing_key, run_id, f"{offset}|{group}")
             pipe.zadd(self.delayed_key, {run_id: time.time() + delay})
             await pipe.execute()
         else:
-            await self._redis.rpush(self.lists[priority - PRIORITY_FIRST], run_id)
+            args = [self.group_prefix, run_id, offset, group]
+            await self._push(keys=self._enqueue_keys, args=args)
 
     async def pop(self, timeout: float) -> str | None:
-        """Promote due delayed runs (at most every 0.5 s), then block on the queue."""
+        """Promote due delayed runs (at most every 0.5 s), take the next run; when there is
+        none, wait for a wake-up and try once more."""
         now = time.time()
         if now - self._last_promote >= 0.5:
             self._last_promote = now
-            keys = [self.delayed_key, self.delayed_priority_key, *self.lists]
-            await self._promote(keys=keys, args=[now, PRIORITY_FIRST])
-        item = await self._blocking.blpop(self.lists, timeout=max(timeout, 0.01))
-        if item is None:
+            keys = [*self._enqueue_keys, self.delayed_key, self.placing_key]
+            await self._promote(keys=keys, args=[self.group_prefix, now])
+        taken = await self._take_one(spend_wakeup=True)
+        if taken is not None:
+            return taken
+        woken = await self._blocking.blpop([self.ready_key], timeout=max(timeout, 0.01))
+        if woken is None:
             return None
-        value = item[1]
+        return await self._take_one(spend_wakeup=False)
+
+    async def _take_one(self, spend_wakeup: bool) -> str | None:
+        keys = [self.queue_key, self.turns_key, self.waiting_key, self.ready_key]
+        args = [self.group_prefix, "1" if spend_wakeup else "0"]
+        value = await self._take(keys=keys, args=args)
+        if value is None:
+            return None
         return value.decode() if isinstance(value, bytes) else str(value)
 
     async def queued(self, run_ids: list[str]) -> set[str]:
-        """Which ids sit in the queue or the delayed set (two pipelined round trips: the
-        lengths of the lists, then LPOS only in those that hold runs)."""
+        """Which ids wait in the queue or the delayed set (two pipelined round trips: their
+        groups, then their places in those groups)."""
         if not run_ids:
             return set()
-        lengths = await self._lengths()
-        busy = [key for key, length in zip(self.lists, lengths, strict=True) if length]
         pipe = self._redis.pipeline(transaction=False)
+        pipe.hmget(self.waiting_key, run_ids)
+        pipe.zmscore(self.delayed_key, run_ids)
         for run_id in run_ids:
-            for key in busy:
-                pipe.lpos(key, run_id)
-            pipe.zscore(self.delayed_key, run_id)
-        answers = await pipe.execute()
-        per_run = len(busy) + 1
-        found = set()
-        for index, run_id in enumerate(run_ids):
-            mine = answers[index * per_run : (index + 1) * per_run]
-            if any(answer is not None for answer in mine):
-                found.add(run_id)
+            pipe.lpos(self.queue_key, run_id)
+        groups, delayed, *legacy = await pipe.execute()
+        found = {
+            run_id
+            for run_id, score, old in zip(run_ids, delayed, legacy, strict=True)
+            if score is not None or old is not None
+        }
+        placed = [
+            (run_id, _text(group))
+            for run_id, group in zip(run_ids, groups, strict=True)
+            if group is not None and run_id not in found
+        ]
+        if placed:
+            pipe = self._redis.pipeline(transaction=False)
+            for run_id, group in placed:
+                pipe.zscore(self.group_prefix + group, run_id)
+            scores = await pipe.execute()
+            for (run_id, _group), score in zip(placed, scores, strict=True):
+                if score is not None:
+                    found.add(run_id)
         return found
 
     async def depth(self) -> int:
-        """How many run ids wait in the queue, every priority together."""
-        return sum(await self._lengths())
-
-    async def _lengths(self) -> list[int]:
+        """How many run ids wait in the queue, every group together."""
         pipe = self._redis.pipeline(transaction=False)
-        for key in self.lists:
-            pipe.llen(key)
-        return [int(length) for length in await pipe.execute()]
+        pipe.hlen(self.waiting_key)
+        pipe.llen(self.queue_key)
+        waiting, legacy = await pipe.execute()
+        return int(waiting) + int(legacy)
 
     async def close(self) -> None:
         """Nothing owned here: the Redis client is closed by the runtime."""
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 class DatabaseFallbackQueue:
@@ -128,10 +231,16 @@ class DatabaseFallbackQueue:
         self._poll_interval = poll_interval
         self.redis_down_since: float | None = None
 
-    async def push(self, run_id: str, delay: float = 0.0, priority: int = DEFAULT_PRIORITY) -> None:
+    async def push(
+        self,
+        run_id: str,
+        delay: float = 0.0,
+        priority: int = DEFAULT_PRIORITY,
+        group: str = DEFAULT_FAIRNESS_GROUP,
+    ) -> None:
         """Push to Redis; a failed push is logged, the database poll will find the run."""
         try:
-            await self._inner.push(run_id, delay, priority)
+            await self._inner.push(run_id, delay, priority, group)
             self._mark_up()
         except (RedisError, OSError) as exc:
             self._mark_down(exc)

@@ -1,7 +1,10 @@
 """The job queue protocol and its in-process implementation (dev mode).
 
-Order: by priority (-5 first .. 5 last, LangGraph's Priority API), then first come first
-served. A run's priority is its thread's (runyard/services/run_priority.py).
+Order: the fairness groups with runs waiting take turns, one run each (deficit round robin
+with every group's quantum one run: langgraph-sdk 0.4.14, whose Priority API this follows,
+has no fairness weight, so this is round robin); within a group, by priority (-5 first .. 5
+last), then first come first served. A run's priority and group are its thread's
+(runyard/services/run_priority.py).
 """
 
 from __future__ import annotations
@@ -12,15 +15,21 @@ import itertools
 from collections import deque
 from typing import Protocol
 
-from runyard.domain.priority import DEFAULT_PRIORITY
+from runyard.domain.priority import DEFAULT_FAIRNESS_GROUP, DEFAULT_PRIORITY
 
 
 class RunQueue(Protocol):
     """Carries run ids from the API to worker loops; the database stays the truth."""
 
-    async def push(self, run_id: str, delay: float = 0.0, priority: int = DEFAULT_PRIORITY) -> None:
-        """Make the run available to workers, now or after `delay` seconds, ahead of every
-        run of a higher `priority` number."""
+    async def push(
+        self,
+        run_id: str,
+        delay: float = 0.0,
+        priority: int = DEFAULT_PRIORITY,
+        group: str = DEFAULT_FAIRNESS_GROUP,
+    ) -> None:
+        """Make the run available to workers, now or after `delay` seconds: in its fairness
+        `group`, ahead of every run of a higher `priority` number."""
         ...
 
     async def pop(self, timeout: float) -> str | None:
@@ -41,35 +50,63 @@ class RunQueue(Protocol):
 
 
 class InProcessRunQueue:
-    """A heap of (priority, arrival, run id) inside the single dev-mode process."""
+    """Per fairness group, a heap of (priority, arrival, run id); the groups with runs take
+    turns (see the module) inside the single dev-mode process."""
 
     def __init__(self) -> None:
-        self._heap: list[tuple[int, int, str]] = []
+        self._groups: dict[str, list[tuple[int, int, str]]] = {}
+        # Groups with runs waiting, the one whose turn it is first.
+        self._turns: deque[str] = deque()
+        self._ready = 0
         self._arrivals = itertools.count()
         self._poppers: deque[asyncio.Future[None]] = deque()
         # Each delayed push not yet due, with its run id.
         self._timers: dict[asyncio.TimerHandle, str] = {}
         self._waiting: dict[str, int] = {}
 
-    async def push(self, run_id: str, delay: float = 0.0, priority: int = DEFAULT_PRIORITY) -> None:
+    async def push(
+        self,
+        run_id: str,
+        delay: float = 0.0,
+        priority: int = DEFAULT_PRIORITY,
+        group: str = DEFAULT_FAIRNESS_GROUP,
+    ) -> None:
         """Enqueue now, or schedule the enqueue after a delay."""
         self._waiting[run_id] = self._waiting.get(run_id, 0) + 1
         if delay <= 0:
-            self._put(run_id, priority)
+            self._put(run_id, priority, group)
             return
         loop = asyncio.get_running_loop()
         handle: asyncio.TimerHandle
 
         def fire() -> None:
             self._timers.pop(handle, None)
-            self._put(run_id, priority)
+            self._put(run_id, priority, group)
 
         handle = loop.call_later(delay, fire)
         self._timers[handle] = run_id
 
-    def _put(self, run_id: str, priority: int) -> None:
-        heapq.heappush(self._heap, (priority, next(self._arrivals), run_id))
+    def _put(self, run_id: str, priority: int, group: str) -> None:
+        heap = self._groups.get(group)
+        if heap is None:
+            heap = self._groups[group] = []
+            self._turns.append(group)
+        heapq.heappush(heap, (priority, next(self._arrivals), run_id))
+        self._ready += 1
         self._wake_one()
+
+    def _take(self) -> str:
+        """The next run: the first of the group whose turn it is, which then goes last."""
+        group = self._turns[0]
+        heap = self._groups[group]
+        _, _, run_id = heapq.heappop(heap)
+        self._ready -= 1
+        if heap:
+            self._turns.rotate(-1)
+        else:
+            del self._groups[group]
+            self._turns.popleft()
+        return run_id
 
     def _wake_one(self) -> None:
         while self._poppers:
@@ -86,10 +123,10 @@ class InProcessRunQueue:
             self._waiting[run_id] = left
 
     async def pop(self, timeout: float) -> str | None:
-        """The first run id by priority then arrival, waiting up to `timeout` for one."""
+        """The next run id (see the module), waiting up to `timeout` for one."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        while not self._heap:
+        while not self._ready:
             left = deadline - loop.time()
             if left <= 0:
                 return None
@@ -101,7 +138,7 @@ class InProcessRunQueue:
                 async with asyncio.timeout(left):
                     await popper
             except BaseException as exc:
-                if popper.done() and not popper.cancelled() and self._heap:
+                if popper.done() and not popper.cancelled() and self._ready:
                     # Woken as the wait ended: the wake-up goes to another popper.
                     self._wake_one()
                 if isinstance(exc, TimeoutError):
@@ -110,8 +147,8 @@ class InProcessRunQueue:
             finally:
                 if popper in self._poppers:
                     self._poppers.remove(popper)
-        _, _, run_id = heapq.heappop(self._heap)
-        if self._heap and self._poppers:
+        run_id = self._take()
+        if self._ready and self._poppers:
             # Another popper may be parked while runs remain: pass the wake-up on.
             self._wake_one()
         self._unwait(run_id)
@@ -123,7 +160,7 @@ class InProcessRunQueue:
 
     async def depth(self) -> int:
         """Run ids ready in the queue (delayed ones not yet due are not counted)."""
-        return len(self._heap)
+        return self._ready
 
     async def close(self) -> None:
         """Cancel pending delayed pushes: their ids no longer count as queued."""

@@ -4,7 +4,10 @@ The thread's stored settings when it has some; else, with `priority.path` config
 the assign function returns, computed before the creating transaction (a user function
 never runs while a thread row is locked) and stored by it only if the thread still has no
 settings, so of two concurrent first runs one result is stored and both runs use it.
-Without `priority.path`, every run gets the defaults and nothing is stored on the thread.
+Without `priority.path`, every run gets priority 0 and nothing is stored on the thread;
+its fairness group is "default", or with RUNYARD_FAIRNESS_KEY the value of that key in the
+run's metadata (the thread's, for a thread the run creates), else the authenticated user's
+identity, else "default".
 """
 
 from __future__ import annotations
@@ -14,7 +17,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from runyard.db import threads as threads_db
-from runyard.domain.priority import PrioritySettings
+from runyard.domain.configurable import AUTH_USER_ID_KEY
+from runyard.domain.errors import InvalidInputError
+from runyard.domain.priority import (
+    DEFAULT_FAIRNESS_GROUP,
+    FAIRNESS_GROUP_MAX_CHARS,
+    PrioritySettings,
+)
 from runyard.domain.user import user_from_config
 from runyard.graphs.priority import NewRunFacts
 from runyard.schemas.runs import RunCreate
@@ -54,7 +63,11 @@ async def priority_for_new_run(
     by the client) is dispatched by; PriorityAssignError when the assign function fails."""
     assigner = runtime.priority
     if assigner is None:
-        return DEFAULTS
+        key = runtime.settings.fairness_key
+        if key is None:
+            return DEFAULTS
+        group = keyed_group(key, body.metadata or {}, new_thread_metadata, configurable)
+        return RunPriority(PrioritySettings(fairness_group=group), assigned=False)
     thread_metadata: Mapping[str, Any] = new_thread_metadata
     if thread_id is not None:
         async with runtime.autocommit() as session:
@@ -79,3 +92,22 @@ async def priority_for_new_run(
         cron_id=str(cron_id) if cron_id is not None else None,
     )
     return RunPriority(await assigner.assign(facts), assigned=True)
+
+
+def keyed_group(
+    key: str,
+    run_metadata: Mapping[str, Any],
+    thread_metadata: Mapping[str, Any],
+    configurable: Mapping[str, Any],
+) -> str:
+    """The fairness group RUNYARD_FAIRNESS_KEY names for a run (see the module)."""
+    value = run_metadata.get(key, thread_metadata.get(key))
+    if value is None or value == "":
+        value = configurable.get(AUTH_USER_ID_KEY) or DEFAULT_FAIRNESS_GROUP
+    group = str(value)
+    if len(group) > FAIRNESS_GROUP_MAX_CHARS:
+        raise InvalidInputError(
+            f"metadata.{key} is the fairness group (RUNYARD_FAIRNESS_KEY) and is "
+            f"{len(group)} characters long; at most {FAIRNESS_GROUP_MAX_CHARS} are allowed"
+        )
+    return group

@@ -102,7 +102,9 @@ async def create_run(
     if on_created is not None:
         await on_created(row["run_id"])
     await runtime.lifecycle.after_strategy(effects)
-    await runtime.queue.push(row["run_id"], body.after_seconds or 0.0, row["priority"])
+    await runtime.queue.push(
+        row["run_id"], body.after_seconds or 0.0, row["priority"], row["fairness_group"]
+    )
     log.info("run_created run_id=%s thread_id=%s", row["run_id"], target_thread)
     return await run_wire(runtime, row)
 

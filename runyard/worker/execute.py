@@ -391,7 +391,7 @@ class RunExecutor:
         )
         if released:
             try:
-                push = rt.queue.push(run_id, priority=run["priority"])
+                push = rt.queue.push(run_id, 0.0, run["priority"], run["fairness_group"])
                 await carry_through_stops(entry, push)
             except Exception:
                 # The sweeper finds a pending run nobody queued.

@@ -118,8 +118,17 @@ class Cluster:
 
     @property
     def queue_key(self) -> str:
-        """The Redis list holding queued run ids."""
-        return f"{self.prefix}queue"
+        """The Redis hash of queued run ids (to their fairness group)."""
+        return f"{self.prefix}queue:waiting"
+
+    @property
+    def queue_keys(self) -> list[str]:
+        """Every key that holds the queue of runs in the default fairness group."""
+        return [
+            f"{self.prefix}queue:group:default",
+            f"{self.prefix}queue:turns",
+            f"{self.prefix}queue:waiting",
+        ]
 
     def _server(self, migrate: bool, **overrides: str) -> ServerProcess:
         self._count += 1

@@ -46,7 +46,7 @@ async def test_backlog_drains_without_queue_amplification(cluster_factory: Clust
     async def sample(queue: aioredis.Redis, db: psycopg.AsyncConnection) -> None:
         while not done.is_set():
             before = await pending(db)
-            length = int(await queue.llen(cluster.queue_key))
+            length = int(await queue.hlen(cluster.queue_key))
             after = await pending(db)
             samples.append((time.monotonic(), length, max(before, after)))
             await asyncio.sleep(0.2)

@@ -23,7 +23,7 @@ from tests.support.throwaway import ThrowawayRedis
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 async def test_flushed_queue_runs_still_complete(cluster_factory: ClusterFactory) -> None:
-    """DEL the queue key while runs wait in it: the reaper re-pushes the stranded runs."""
+    """DEL the queue keys while runs wait in them: the reaper re-pushes the stranded runs."""
     # Two slots per instance, so most runs wait in the Redis list rather than executing.
     cluster = await cluster_factory(2, N_JOBS_PER_WORKER="2")
     a, b = cluster.instances
@@ -31,9 +31,9 @@ async def test_flushed_queue_runs_still_complete(cluster_factory: ClusterFactory
     for index in range(12):
         refs.append(await submit((a, b)[index % 2], "steps", cluster.steps_input(0.3)))
     with cluster.redis() as client:
-        waiting = client.llen(cluster.queue_key)
+        waiting = client.hlen(cluster.queue_key)
         assert waiting >= 4, f"expected runs waiting in the queue, found {waiting}"
-        assert client.delete(cluster.queue_key) == 1
+        assert client.delete(*cluster.queue_keys) == len(cluster.queue_keys)
     flushed_at = time.monotonic()
 
     final = await wait_terminal(cluster, refs, timeout=60)
@@ -53,7 +53,7 @@ async def test_runs_complete_while_redis_is_down(
     for index in range(8):
         queued.append(await submit((a, b)[index % 2], "steps", cluster.steps_input(0.3)))
     with cluster.redis() as client:
-        waiting = client.llen(cluster.queue_key)
+        waiting = client.hlen(cluster.queue_key)
     assert waiting >= 2, f"expected runs waiting in the queue, found {waiting}"
     throwaway_redis.stop()
     killed_at = time.monotonic()

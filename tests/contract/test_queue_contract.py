@@ -125,3 +125,15 @@ async def test_a_parked_pop_is_woken_by_a_push(run_queue: Any) -> None:
     await asyncio.sleep(0.2)
     await run_queue.push("wakes", priority=2)
     assert await asyncio.wait_for(parked, 5) == "wakes"
+
+
+async def test_groups_with_runs_take_turns(run_queue: Any) -> None:
+    for n in range(6):
+        await run_queue.push(f"a{n}", group="tenant-a")
+    await run_queue.push("b0", group="tenant-b")
+    await run_queue.push("b1", priority=-5, group="tenant-b")
+    await run_queue.push("c0", group="tenant-c")
+    popped = [await run_queue.pop(timeout=1) for _ in range(9)]
+    # Within a group by priority, then arrival; across groups one run each in turn.
+    assert popped == ["a0", "b1", "c0", "a1", "b0", "a2", "a3", "a4", "a5"]
+    assert await run_queue.pop(timeout=0.1) is None

@@ -97,3 +97,39 @@ async def test_a_priority_minus_5_run_overtakes_queued_priority_0_runs(
         *(f"{prefix}-p0-{n}" for n in range(5)),
         f"{prefix}-last",
     ]
+
+
+async def test_a_small_group_starts_before_a_tenth_of_a_big_backlog(
+    http: httpx.AsyncClient, ordered_server: tuple[ServerProcess, Path], tmp_path: Path
+) -> None:
+    order = ordered_server[1]
+    gate = tmp_path / "gate"
+    held = await start_run(http, {"assistant_id": "gate", "input": {"gate": str(gate)}})
+    await until_running(http, *held)
+
+    prefix = uuid.uuid4().hex[:6]
+    backlog, small = 200, 5
+
+    async def stateless(tag: str, group: str) -> None:
+        metadata = {"assign": "set", "group": f"{prefix}-{group}"}
+        body = {"assistant_id": "stamp", "input": {"tag": tag}, "metadata": metadata}
+        created = await http.post("/runs", json=body)
+        assert created.status_code == 200, created.text
+
+    for start in range(0, backlog, 20):
+        await asyncio.gather(*(stateless(f"{prefix}-a{n}", "a") for n in range(start, start + 20)))
+    for n in range(small):
+        await stateless(f"{prefix}-b{n}", "b")
+    gate.touch()
+
+    started: list[str] = []
+    for _ in range(1200):
+        started = [line for line in order.read_text().split() if line.startswith(prefix)]
+        if len(started) == backlog + small:
+            break
+        await asyncio.sleep(0.1)
+    assert len(started) == backlog + small
+    b_places = [place for place, tag in enumerate(started) if tag.startswith(f"{prefix}-b")]
+    a_before_last_b = sum(1 for tag in started[: b_places[-1]] if tag.startswith(f"{prefix}-a"))
+    assert len(b_places) == small
+    assert a_before_last_b < backlog // 10
