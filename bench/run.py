@@ -18,6 +18,7 @@ import httpx
 from bench import cost, scenarios
 from bench.chaos import chaos
 from bench.client import HTTPError, open_client
+from bench.fairness import fairness
 from bench.idle_readers import idle_readers
 from bench.recovery import recovery
 from bench.scenarios import Fleet, Target, scenario_target, warm_up
@@ -40,6 +41,8 @@ SCENARIOS: dict[str, tuple[ScenarioFn, int]] = {
     "streams": (streams, 0),
     # Ordinary runs on a thread beside 300 subscribers of it that never read.
     "idle_readers": (idle_readers, 50),
+    # A small tenant's waits alone, then behind a big tenant's backlog (bench/fairness.py).
+    "fairness": (fairness, 20),
 }
 DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
 
