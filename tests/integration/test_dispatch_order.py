@@ -68,6 +68,12 @@ async def until_running(http: httpx.AsyncClient, thread: str, run: str) -> None:
     pytest.fail(f"run {run} never started")
 
 
+def started_with(order: Path, prefix: str) -> list[str]:
+    """The tags of the `stamp` runs started so far whose tags start with `prefix`."""
+    lines = order.read_text().split() if order.exists() else []
+    return [line for line in lines if line.startswith(prefix)]
+
+
 def stamp(tag: str, priority: int) -> dict[str, Any]:
     """A `stamp` run whose new thread the assign function gives `priority`."""
     metadata = {"assign": "set", "priority": priority}
@@ -91,7 +97,7 @@ async def test_a_priority_minus_5_run_overtakes_queued_priority_0_runs(
         joined = await http.get(f"/threads/{thread}/runs/{run}/join")
         assert joined.status_code == 200, joined.text
 
-    started = [line for line in order.read_text().split() if line.startswith(prefix)]
+    started = started_with(order, prefix)
     assert started == [
         f"{prefix}-urgent",
         *(f"{prefix}-p0-{n}" for n in range(5)),
@@ -124,7 +130,7 @@ async def test_a_small_group_starts_before_a_tenth_of_a_big_backlog(
 
     started: list[str] = []
     for _ in range(1200):
-        started = [line for line in order.read_text().split() if line.startswith(prefix)]
+        started = started_with(order, prefix)
         if len(started) == backlog + small:
             break
         await asyncio.sleep(0.1)
@@ -133,3 +139,43 @@ async def test_a_small_group_starts_before_a_tenth_of_a_big_backlog(
     a_before_last_b = sum(1 for tag in started[: b_places[-1]] if tag.startswith(f"{prefix}-a"))
     assert len(b_places) == small
     assert a_before_last_b < backlog // 10
+
+
+ORDERING_CONFIG = ROOT / "tests" / "graphs" / "langgraph_ordering.json"
+
+
+@pytest.fixture(scope="module")
+def keyed_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, Path]]:
+    """`runyard dev` without priority.path, grouping runs by `metadata.tenant`."""
+    workdir = tmp_path_factory.mktemp("order-keyed")
+    order = workdir / "order.txt"
+    env = {**ONE_SLOT, "ORDER_FILE": str(order), "RUNYARD_FAIRNESS_KEY": "tenant"}
+    with backend_server("sqlite", workdir, config=ORDERING_CONFIG, env=env) as proc:
+        yield proc, order
+
+
+async def test_the_fairness_key_groups_runs_without_a_priority_path(
+    keyed_server: tuple[ServerProcess, Path], tmp_path: Path
+) -> None:
+    server, order = keyed_server
+    gate = tmp_path / "gate"
+    prefix = uuid.uuid4().hex[:6]
+    async with httpx.AsyncClient(base_url=server.url, timeout=30) as http:
+        held = await start_run(http, {"assistant_id": "gate", "input": {"gate": str(gate)}})
+        await until_running(http, *held)
+        runs = [(f"{prefix}-a{n}", "a") for n in range(60)] + [
+            (f"{prefix}-b{n}", "b") for n in range(3)
+        ]
+        for tag, tenant in runs:
+            body = {"assistant_id": "stamp", "input": {"tag": tag}, "metadata": {"tenant": tenant}}
+            assert (await http.post("/runs", json=body)).status_code == 200
+        gate.touch()
+        started: list[str] = []
+        for _ in range(600):
+            started = started_with(order, prefix)
+            if len(started) == len(runs):
+                break
+            await asyncio.sleep(0.1)
+    assert len(started) == len(runs)
+    # One slot, groups a and b in turn: b's three runs are among the first six to start.
+    assert sorted(started.index(f"{prefix}-b{n}") for n in range(3)) == [1, 3, 5]
