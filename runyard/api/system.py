@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse, Response
 from runyard import __version__
 from runyard.api.deps import RuntimeDep, is_insider
 from runyard.services.health import dependency_health, is_ready, liveness, readiness
-from runyard.services.metrics_report import metrics_snapshot
+from runyard.services.metrics_report import group_metrics, metrics_snapshot
 
 router = APIRouter(tags=["System"])
 # /metrics: open, or behind auth with RUNYARD_AUTH_METRICS_AND_DOCS.
@@ -103,5 +103,6 @@ async def metrics(
     """Prometheus metrics of this instance; `?format=json`: queue, HTTP and worker figures."""
     if format == "json":
         return JSONResponse(await metrics_snapshot(runtime))
-    body, content_type = await runtime.metrics.render(runtime.queue)
+    groups = await group_metrics(runtime)
+    body, content_type = await runtime.metrics.render(runtime.queue, groups)
     return Response(body, media_type=content_type)

@@ -30,3 +30,25 @@ async def queue_stats(session: AsyncConnection) -> dict[str, Any]:
         "n_running": n_running,
         "pending_runs_wait_time_max_secs": waited,
     }
+
+
+async def pending_by_group(session: AsyncConnection, limit: int) -> list[dict[str, Any]]:
+    """The `limit` fairness groups with the most pending runs: `group`, `n_pending` and the
+    longest wait of one of its pending runs in seconds, most pending first."""
+    count = func.count()
+    statement = (
+        select(runs.c.fairness_group, count, func.min(runs.c.created_at))
+        .where(runs.c.status == RunStatus.PENDING.value)
+        .group_by(runs.c.fairness_group)
+        .order_by(count.desc(), runs.c.fairness_group)
+        .limit(limit)
+    )
+    now = datetime.now(UTC)
+    return [
+        {
+            "group": str(row[0]),
+            "n_pending": int(row[1]),
+            "oldest_wait_secs": max(0.0, (now - row[2]).total_seconds()),
+        }
+        for row in await session.execute(statement)
+    ]

@@ -8,7 +8,7 @@ import math
 import resource
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any
 
@@ -62,6 +62,19 @@ class Metrics:
         self.queue_depth = Gauge(
             "runyard_queue_depth",
             "Run ids waiting in the job queue (Redis list length, or in-process queue size).",
+            registry=registry,
+        )
+        self.group_depth = Gauge(
+            "runyard_queue_group_pending",
+            "Pending runs of the fairness groups with the most (deployment-wide; the rest "
+            "summed as group `other`).",
+            ["group"],
+            registry=registry,
+        )
+        self.group_oldest_wait = Gauge(
+            "runyard_queue_group_oldest_wait_seconds",
+            "How long the oldest pending run of each group shown has waited.",
+            ["group"],
             registry=registry,
         )
         self.runs_in_flight = Gauge(
@@ -150,8 +163,18 @@ class Metrics:
         """Set the labels of `runyard_instance_info` (id, version, database, queue)."""
         self.instance.info(fields)
 
-    async def render(self, queue: RunQueue | None) -> tuple[bytes, str]:
-        """The exposition text, after sampling what can only be read asynchronously."""
+    async def render(
+        self, queue: RunQueue | None, groups: Sequence[Mapping[str, Any]] = ()
+    ) -> tuple[bytes, str]:
+        """The exposition text, after sampling what can only be read asynchronously;
+        `groups`: the fairness groups' pending runs and oldest waits, as read now."""
+        # Only the groups shown now: a group whose runs all started disappears.
+        self.group_depth.clear()
+        self.group_oldest_wait.clear()
+        for group in groups:
+            self.group_depth.labels(group["group"]).set(group["n_pending"])
+            if group["oldest_wait_secs"] is not None:
+                self.group_oldest_wait.labels(group["group"]).set(group["oldest_wait_secs"])
         if queue is not None:
             try:
                 # A scrape must answer even while Redis hangs.

@@ -126,6 +126,13 @@ async def test_a_small_group_starts_before_a_tenth_of_a_big_backlog(
         await asyncio.gather(*(stateless(f"{prefix}-a{n}", "a") for n in range(start, start + 20)))
     for n in range(small):
         await stateless(f"{prefix}-b{n}", "b")
+    # Who is waiting, per group, as an operator sees it.
+    snapshot = (await http.get("/metrics", params={"format": "json"})).json()
+    waiting = {group["group"]: group["n_pending"] for group in snapshot["queue"]["groups"]}
+    assert waiting[f"{prefix}-a"] == backlog and waiting[f"{prefix}-b"] == small
+    exposition = (await http.get("/metrics")).text
+    assert f'runyard_queue_group_pending{{group="{prefix}-a"}} {float(backlog)}' in exposition
+    assert f'runyard_queue_group_oldest_wait_seconds{{group="{prefix}-b"}}' in exposition
     gate.touch()
 
     started: list[str] = []
