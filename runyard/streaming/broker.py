@@ -288,8 +288,11 @@ class InMemoryEventBroker:
                 if ended is None:
                     await changed.wait()
                     continue
+                # Not wait_for: in Python 3.11 it swallows a cancellation that comes as the
+                # wait completes, and the subscriber would follow the run on.
                 try:
-                    await asyncio.wait_for(changed.wait(), self._idle_check)
+                    async with asyncio.timeout(self._idle_check):
+                        await changed.wait()
                 except TimeoutError:
                     follow = not await ended()
 
