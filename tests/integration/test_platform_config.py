@@ -297,12 +297,12 @@ async def test_disabled_webhooks_are_not_called(ann: Sdk, full: ServerProcess) -
 
 def test_an_unsupported_key_stops_start_up_naming_it(tmp_path: Path) -> None:
     """One of them through a real start-up (the others: tests/unit/test_graph_config.py)."""
-    key = "encryption"
+    key = "disable_persistence"
     config = tmp_path / "langgraph.json"
     raw = {
         "dependencies": [str(PROJECT)],
         "graphs": {"who": "platform_agent.graphs:who"},
-        key: {"path": "./x.py:x"},
+        key: True,
     }
     config.write_text(json.dumps(raw))
     proc = ServerProcess("dev", tmp_path / "work", config=config)
