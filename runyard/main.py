@@ -71,7 +71,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     http = project.http_config if project is not None else HttpConfig()
     cors, failure = _cors(settings, project, http, failure)
     runtime = Runtime(settings, project)
-    meta = http.enabled("meta")
     app = FastAPI(
         title="Runyard",
         version=__version__,
@@ -84,25 +83,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.runtime = runtime
     install_error_handlers(app)
-    add_routes(app, _system_router(meta))
-    if meta:
-        # Open unless RUNYARD_AUTH_METRICS_AND_DOCS: a Prometheus scraper sends no token.
-        guard = [Depends(get_caller)] if settings.auth_metrics_and_docs else None
-        add_routes(app, system.metrics_router, dependencies=guard)
-        add_routes(app, docs.router, dependencies=guard)
-        add_routes(app, docs.assets_router)
-    if http.enabled("ui"):
-        # Open, as on LangGraph Platform: a `<script src>` cannot send credentials.
-        add_routes(app, ui.assets_router)
+    _add_system_routes(app, settings, http)
     system_routes = list(app.router.routes)
-    # Every resource route authenticates; the probes (terse to a caller the authenticate
-    # handler refuses), and by default /metrics and the docs, stay open.
-    for group, router in RESOURCE_ROUTERS:
-        if http.enabled(group):
-            add_routes(app, router, dependencies=[Depends(get_caller)])
-    if http.enabled("threads"):
-        # The session's WebSocket authenticates itself (it answers refusals as close codes).
-        app.add_api_websocket_route("/threads/{thread_id}/stream/events", thread_socket)
+    _add_resource_routes(app, http)
     protected = app.router.routes[len(system_routes) :]
     reserve_literal_paths(app)
     install_method_not_allowed(app)
@@ -128,6 +111,35 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         ]
         return mount_under_prefix(app, prefix, probes)
     return app
+
+
+def _add_system_routes(app: FastAPI, settings: Settings, http: HttpConfig) -> None:
+    """The probes, and unless `http.disable_meta` the meta routes, metrics and docs."""
+    meta = http.enabled("meta")
+    add_routes(app, _system_router(meta))
+    if meta:
+        # Open unless RUNYARD_AUTH_METRICS_AND_DOCS: a Prometheus scraper sends no token.
+        guard = [Depends(get_caller)] if settings.auth_metrics_and_docs else None
+        add_routes(app, system.metrics_router, dependencies=guard)
+        add_routes(app, docs.router, dependencies=guard)
+        add_routes(app, docs.assets_router)
+    if http.enabled("ui"):
+        # Open, as on LangGraph Platform: a `<script src>` cannot send credentials.
+        add_routes(app, ui.assets_router)
+
+
+def _add_resource_routes(app: FastAPI, http: HttpConfig) -> None:
+    """The resource routes `http` leaves enabled.
+
+    Every resource route authenticates; the probes (terse to a caller the authenticate
+    handler refuses), and by default /metrics and the docs, stay open.
+    """
+    for group, router in RESOURCE_ROUTERS:
+        if http.enabled(group):
+            add_routes(app, router, dependencies=[Depends(get_caller)])
+    if http.enabled("threads"):
+        # The session's WebSocket authenticates itself (it answers refusals as close codes).
+        app.add_api_websocket_route("/threads/{thread_id}/stream/events", thread_socket)
 
 
 def _lifespan(

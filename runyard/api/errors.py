@@ -25,65 +25,70 @@ BIG_INTEGER_MESSAGE = (
 
 def install_error_handlers(app: FastAPI) -> None:
     """Register the handlers that shape every error body as {"detail": ...}."""
-
-    @app.exception_handler(RunyardError)
-    async def runyard_error(_request: Request, exc: RunyardError) -> JSONResponse:
-        return JSONResponse({"detail": exc.message}, status_code=exc.status_code)
-
-    @app.exception_handler(RequestValidationError)
-    async def validation_error(_request: Request, exc: RequestValidationError) -> JSONResponse:
-        problems = []
-        for error in exc.errors():
-            if error.get("type") == "json_invalid":
-                problems.append(_json_problem(error))
-                continue
-            where = ".".join(str(part) for part in error.get("loc", ()) if part != "body")
-            problems.append(f"{where or 'body'}: {error.get('msg')}")
-        return JSONResponse(
-            {"detail": "; ".join(problems), "errors": _jsonable(exc.errors())},
-            status_code=422,
-        )
-
-    @app.exception_handler(DBAPIError)
-    async def database_error(request: Request, exc: DBAPIError) -> JSONResponse:
-        if _is_unstorable_text(exc):
-            return JSONResponse({"detail": UNSTORABLE_TEXT_MESSAGE}, status_code=422)
-        if exc.connection_invalidated or isinstance(exc, OperationalError | InterfaceError):
-            log.warning(
-                "database_unavailable method=%s path=%s error=%s",
-                request.method,
-                request.url.path,
-                type(exc.orig).__name__,
-            )
-            return JSONResponse(
-                {"detail": "the database is unavailable or busy; retry shortly"},
-                status_code=503,
-                headers={"Retry-After": "1"},
-            )
-        raise exc  # a real server fault: the default 500, with its traceback logged
-
+    app.exception_handler(RunyardError)(_runyard_error)
+    app.exception_handler(RequestValidationError)(_validation_error)
+    app.exception_handler(DBAPIError)(_database_error)
     # The last resort for an error JsonServerErrors cannot catch (one in a middleware outside
     # it). Starlette calls this last and re-raises afterwards, so the traceback is logged.
-    @app.exception_handler(Exception)
-    async def server_error(request: Request, exc: Exception) -> JSONResponse:
-        log.error(
-            "request_failed method=%s path=%s error=%s",
+    app.exception_handler(Exception)(_server_error)
+    # orjson and msgpack (events, checkpoints, store values) stop at 64-bit integers.
+    app.exception_handler(TypeError)(_type_error)
+
+
+async def _runyard_error(_request: Request, exc: RunyardError) -> JSONResponse:
+    return JSONResponse({"detail": exc.message}, status_code=exc.status_code)
+
+
+async def _validation_error(_request: Request, exc: RequestValidationError) -> JSONResponse:
+    problems = []
+    for error in exc.errors():
+        if error.get("type") == "json_invalid":
+            problems.append(_json_problem(error))
+            continue
+        where = ".".join(str(part) for part in error.get("loc", ()) if part != "body")
+        problems.append(f"{where or 'body'}: {error.get('msg')}")
+    return JSONResponse(
+        {"detail": "; ".join(problems), "errors": _jsonable(exc.errors())},
+        status_code=422,
+    )
+
+
+async def _database_error(request: Request, exc: DBAPIError) -> JSONResponse:
+    if _is_unstorable_text(exc):
+        return JSONResponse({"detail": UNSTORABLE_TEXT_MESSAGE}, status_code=422)
+    if exc.connection_invalidated or isinstance(exc, OperationalError | InterfaceError):
+        log.warning(
+            "database_unavailable method=%s path=%s error=%s",
             request.method,
             request.url.path,
-            type(exc).__name__,
+            type(exc.orig).__name__,
         )
-        # The server closes the connection after an unhandled error: say so, so that a
-        # client does not send its next request down it.
         return JSONResponse(
-            {"detail": SERVER_ERROR_MESSAGE}, status_code=500, headers={"Connection": "close"}
+            {"detail": "the database is unavailable or busy; retry shortly"},
+            status_code=503,
+            headers={"Retry-After": "1"},
         )
+    raise exc  # a real server fault: the default 500, with its traceback logged
 
-    # orjson and msgpack (events, checkpoints, store values) stop at 64-bit integers.
-    @app.exception_handler(TypeError)
-    async def type_error(_request: Request, exc: TypeError) -> JSONResponse:
-        if str(exc) == "Integer exceeds 64-bit range":
-            return JSONResponse({"detail": BIG_INTEGER_MESSAGE}, status_code=422)
-        raise exc
+
+async def _server_error(request: Request, exc: Exception) -> JSONResponse:
+    log.error(
+        "request_failed method=%s path=%s error=%s",
+        request.method,
+        request.url.path,
+        type(exc).__name__,
+    )
+    # The server closes the connection after an unhandled error: say so, so that a
+    # client does not send its next request down it.
+    return JSONResponse(
+        {"detail": SERVER_ERROR_MESSAGE}, status_code=500, headers={"Connection": "close"}
+    )
+
+
+async def _type_error(_request: Request, exc: TypeError) -> JSONResponse:
+    if str(exc) == "Integer exceeds 64-bit range":
+        return JSONResponse({"detail": BIG_INTEGER_MESSAGE}, status_code=422)
+    raise exc
 
 
 STORE_OUTAGE_MESSAGE = "the database or Redis is unavailable or busy; retry shortly"

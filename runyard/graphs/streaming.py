@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -141,17 +141,9 @@ async def stream_graph(
     (with its defaults). `final`, when given, follows the root graph's last values and
     interrupts.
     """
-    kwargs: dict[str, Any] = {
-        "stream_mode": graph_stream_modes(requested),
-        "subgraphs": True,
-        "interrupt_before": interrupt_before,
-        "interrupt_after": interrupt_after,
-    }
-    graph_context = run_context(graph, context)
-    if graph_context is not None:
-        kwargs["context"] = graph_context
-    if durability is not None:
-        kwargs["durability"] = durability
+    kwargs = _stream_options(
+        graph, requested, context, interrupt_before, interrupt_after, durability
+    )
     if PROTOCOL_MODE in requested:
         async for item in _stream_protocol(graph, graph_input, config, kwargs, final):
             yield item
@@ -176,6 +168,41 @@ async def stream_graph(
             for item in convert(chunk):
                 yield item
         return
+    async for item in _stream_events(graph, graph_input, config, kwargs, convert):
+        yield item
+
+
+def _stream_options(
+    graph: Pregel,
+    requested: list[str],
+    context: Mapping[str, Any] | None,
+    interrupt_before: Any,
+    interrupt_after: Any,
+    durability: str | None,
+) -> dict[str, Any]:
+    """The keyword arguments of the graph's stream for a run asking for `requested`."""
+    kwargs: dict[str, Any] = {
+        "stream_mode": graph_stream_modes(requested),
+        "subgraphs": True,
+        "interrupt_before": interrupt_before,
+        "interrupt_after": interrupt_after,
+    }
+    graph_context = run_context(graph, context)
+    if graph_context is not None:
+        kwargs["context"] = graph_context
+    if durability is not None:
+        kwargs["durability"] = durability
+    return kwargs
+
+
+async def _stream_events(
+    graph: Pregel,
+    graph_input: Any,
+    config: dict[str, Any],
+    kwargs: dict[str, Any],
+    convert: Callable[[Any], list[tuple[str, Any]]],
+) -> AsyncIterator[tuple[str, Any]]:
+    """The `events` mode: LangChain's events, with the root graph's own chunks converted."""
     root_run_id = str(config.get("run_id")) if config.get("run_id") else None
     async for event in graph.astream_events(  # type: ignore[call-overload]
         graph_input, config, version="v2", **kwargs

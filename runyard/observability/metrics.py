@@ -51,6 +51,13 @@ class Metrics:
         self.instance = Info(
             "runyard_instance", "This instance: id, version and backends.", registry=registry
         )
+        self._add_run_metrics(in_flight)
+        self._add_lease_and_delivery_metrics()
+        self._add_process_metrics()
+
+    def _add_run_metrics(self, in_flight: Callable[[], int]) -> None:
+        """Runs and the queue: outcomes, depths, in flight, and the time of each step."""
+        registry = self.registry
         self.runs_finished = Counter(
             "runyard_runs_finished",
             "Runs this instance's workers or reaper brought to a terminal status, by status.",
@@ -99,6 +106,10 @@ class Metrics:
             buckets=STEP_BUCKETS,
             registry=registry,
         )
+
+    def _add_lease_and_delivery_metrics(self) -> None:
+        """Leases, the reaper, webhooks and the events followed here."""
+        registry = self.registry
         self.lease_renewals = Counter(
             "runyard_lease_renewals",
             "Run leases renewed by this instance's heartbeats.",
@@ -134,6 +145,10 @@ class Metrics:
             "Reads of a run's events opened here (a thread's live streams share one per run).",
             registry=registry,
         )
+
+    def _add_process_metrics(self) -> None:
+        """The process's statements, CPU and memory, and HTTP latency."""
+        registry = self.registry
         self.db_statements = Counter(
             "runyard_db_statements",
             "SQL statements sent to the database: `runs` by Runyard's own queries, "
