@@ -4,6 +4,10 @@ Why Streams rather than pub/sub plus a list: XADD assigns a unique, ordered id t
 event, XRANGE replays from any id, and XREAD BLOCK follows live events, so resuming with
 Last-Event-ID on any instance is exact without a second bookkeeping structure. Each run's
 stream is capped (MAXLEN ~) and expires after the retention period.
+
+Every append goes through one script (fenced_append.py); live events reach subscribers
+through the instance's shared reader (redis_reader.py), and a run's end wakes its waiters
+through completion signals (completion_signals.py).
 """
 
 from __future__ import annotations
@@ -26,11 +30,13 @@ from runyard.streaming.broker import (
     CompletionWaiter,
     Ended,
     EventsUnavailableError,
-    LocalWaiters,
     StreamEvent,
 )
+from runyard.streaming.completion_signals import CompletionSignals
+from runyard.streaming.feed import Feed, as_text, decode_entry
+from runyard.streaming.fenced_append import FENCED_XADD
 from runyard.streaming.followers import followers_key
-from runyard.streaming.redis_reader import Feed, StreamReader, decode_entry
+from runyard.streaming.redis_reader import StreamReader
 
 log = logging.getLogger("runyard.broker")
 
@@ -41,70 +47,6 @@ RANGE_COUNT = 500
 RETRY_DELAY_SECONDS = 0.5
 # A read of an ended run's events that fails this many times more gives up on Redis.
 FAILURES_BEFORE_UNAVAILABLE = 2
-
-# Appends events (ARGV[10..]: event, data, event, data...) only while the publisher's
-# attempt is the run's current one (fencing; false otherwise), and returns the stream's last
-# id before this append ("0-0" if none) followed by each new entry's id. ARGV[4] = '1' first
-# records the attempt as the newest (an older one can never lower it); a non-empty ARGV[5]
-# is a channel on which the run id (ARGV[6]) is published afterwards. ARGV[7] names the
-# batch: a retry whose first try was applied (its reply was lost) returns "-" and that
-# try's last id instead of appending the events twice. ARGV[8] is the channel on which the
-# stream readers of other instances learn of the append, when one of them follows the
-# stream (KEYS[4], see streaming/followers.py; ARGV[9] is the appending instance, whose own
-# subscribers are served without it): three lines, the stream key, its last id before this
-# append, and (unless the events are large) the new entries as JSON [[id, event, data],
-# ...], so a reader that is up to date with the key delivers them without reading it.
-_FENCED_XADD = """
-local last = redis.call('GET', KEYS[3])
-if last then
-  local sep = string.find(last, ' ', 1, true)
-  if sep and string.sub(last, 1, sep - 1) == ARGV[7] then
-    return {'-', string.sub(last, sep + 1)}
-  end
-end
-local attempt = tonumber(ARGV[1])
-local current = redis.call('GET', KEYS[2])
-if attempt >= 0 and current and tonumber(current) > attempt then
-  return false
-end
-if ARGV[4] == '1' and (not current or tonumber(current) < attempt) then
-  redis.call('SET', KEYS[2], ARGV[1], 'EX', ARGV[3])
-end
-local previous = '0-0'
-if last then
-  previous = string.sub(last, (string.find(last, ' ', 1, true) or 0) + 1)
-end
-local ids = {previous}
-for i = 10, #ARGV, 2 do
-  ids[#ids + 1] = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*',
-                             'event', ARGV[i], 'data', ARGV[i + 1])
-end
-if #ids > 1 then
-  redis.call('EXPIRE', KEYS[1], ARGV[3])
-  local others = redis.call('HLEN', KEYS[4])
-  if others > 0 and redis.call('HEXISTS', KEYS[4], ARGV[9]) == 1 then
-    others = others - 1
-  end
-  if others > 0 then
-    local added = {}
-    local size = 0
-    for i = 10, #ARGV, 2 do
-      added[#added + 1] = {ids[#added + 2], ARGV[i], ARGV[i + 1]}
-      size = size + string.len(ARGV[i + 1])
-    end
-    local body = ''
-    if size <= 16384 then
-      body = cjson.encode(added)
-    end
-    redis.call('PUBLISH', ARGV[8], KEYS[1] .. '\\n' .. previous .. '\\n' .. body)
-  end
-  redis.call('SET', KEYS[3], ARGV[7] .. ' ' .. ids[#ids], 'EX', ARGV[3])
-end
-if ARGV[5] ~= '' then
-  redis.call('PUBLISH', ARGV[5], ARGV[6])
-end
-return ids
-"""
 
 
 class RedisEventBroker:
@@ -138,7 +80,7 @@ class RedisEventBroker:
         self._signals = signals
         self._retention = int(retention_seconds)
         self._max_events = max_events
-        self._xadd: Any = redis.register_script(_FENCED_XADD)
+        self._xadd: Any = redis.register_script(FENCED_XADD)
         self._retry_seconds = append_retry_seconds
         self._down_since: float | None = None
         self._dropping = False
@@ -219,7 +161,7 @@ class RedisEventBroker:
             log.info("events_published_again run_id=%s", run_id)
         if result is None:
             raise StaleAttemptError(f"attempt {attempt} of run {run_id} is no longer current")
-        previous, *ids = (_decode(part) for part in result)
+        previous, *ids = (as_text(part) for part in result)
         if previous == "-":
             # A retry of a batch that was applied: its entries are not known here, so this
             # instance's subscribers (never announced to) read them.
@@ -355,7 +297,7 @@ class RedisEventBroker:
         if after != "$":
             return after if after and _looks_like_id(after) else "0-0"
         last: Any = await self._retrying(lambda: self._reads.xrevrange(key, count=1), ended)
-        return _decode(last[0][0]) if last else "0-0"
+        return as_text(last[0][0]) if last else "0-0"
 
     async def _replay(
         self,
@@ -448,24 +390,6 @@ def _flat(events: Sequence[tuple[str, str]]) -> list[str]:
     return [part for event in events for part in event]
 
 
-def _decode(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 def _looks_like_id(value: str) -> bool:
     head, _, tail = value.partition("-")
     return head.isdigit() and (tail == "" or tail.isdigit())
-
-
-class CompletionSignals(LocalWaiters):
-    """Local waiters, resolved by `done` messages the shared pub/sub listener receives."""
-
-    def __init__(self, redis: Redis, channel: str) -> None:
-        super().__init__()
-        self._redis = redis
-        self.channel = channel
-
-    async def publish(self, run_id: str) -> None:
-        """Announce a run's completion to every instance (and resolve local waiters now)."""
-        self.resolve(run_id)
-        await self._redis.publish(self.channel, run_id)

@@ -26,7 +26,6 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,96 +33,15 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from runyard.streaming.broker import StreamEvent
+from runyard.streaming.feed import Feed, as_text, decode_entry, id_key
 from runyard.streaming.followers import FollowerRegistry
 
 log = logging.getLogger("runyard.broker")
 
-# Bytes of event data one subscriber may have waiting before it is detached.
-FEED_BUFFER_BYTES = 4 * 1024 * 1024
 # Entries one read takes per stream: a busy stream cannot starve the others.
 READ_COUNT = 500
 # Keys one fetch reads in a single round trip.
 FETCH_BATCH = 200
-
-
-def id_key(entry_id: str) -> tuple[int, int]:
-    """A stream id as a sortable pair ("0-0" for anything malformed)."""
-    head, _, tail = entry_id.partition("-")
-    try:
-        return int(head), int(tail or 0)
-    except ValueError:
-        return 0, 0
-
-
-def decode_entry(entry_id: Any, fields: Any) -> StreamEvent:
-    """One XREAD/XRANGE entry as a StreamEvent."""
-    return StreamEvent(
-        _text(entry_id),
-        _text(fields.get(b"event", fields.get("event", b""))),
-        _text(fields.get(b"data", fields.get("data", b""))),
-    )
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-class Feed:
-    """One subscriber's share of a followed stream: a bounded buffer of live events."""
-
-    def __init__(self, key: str, cursor: str, replay_until: str | None) -> None:
-        self.key = key
-        self.cursor = cursor
-        # Entries up to this id were read before the feed joined: replay them from Redis.
-        self.replay_until = replay_until
-        self.detached = False
-        # A key followed anew by a replaying caller: the generation it registers with its
-        # first read (see FollowerRegistry).
-        self.register: int | None = None
-        self._events: list[StreamEvent] = []
-        self._bytes = 0
-        self._ready = asyncio.Event()
-
-    def offer(self, events: Sequence[StreamEvent]) -> bool:
-        """Buffer live events; False (and nothing kept) once the buffer would overflow."""
-        size = sum(len(e.data) for e in events)
-        if self._events and self._bytes + size > FEED_BUFFER_BYTES:
-            self.detached = True
-            self._ready.set()
-            return False
-        self._events.extend(events)
-        self._bytes += size
-        self._ready.set()
-        return True
-
-    def take(self) -> list[StreamEvent]:
-        """Every buffered event after the cursor (the buffer empties)."""
-        events, self._events, self._bytes = self._events, [], 0
-        self._ready.clear()
-        after = id_key(self.cursor)
-        return [e for e in events if id_key(e.id) > after]
-
-    async def wait(self, timeout: float) -> bool:
-        """True once something was buffered (or the feed detached), False on timeout."""
-        if self._ready.is_set():
-            return True
-        try:
-            # Not wait_for: it would run the wait as a task of its own, one more hop
-            # between the append's announcement and the subscriber.
-            async with asyncio.timeout(timeout):
-                await self._ready.wait()
-        except TimeoutError:
-            return False
-        return True
-
-    def reset(self) -> None:
-        """Empty the buffer and attach again (see StreamReader.rejoin)."""
-        self._events, self._bytes, self.detached, self.replay_until = [], 0, False, None
-        self._ready.clear()
-
-    def poke(self) -> None:
-        """Wake the subscriber (the reader lost or regained Redis)."""
-        self._ready.set()
 
 
 @dataclass
@@ -258,7 +176,7 @@ class StreamReader:
                 while not stop.is_set():
                     message = await pubsub.get_message(timeout=1.0)
                     if message is not None:
-                        self._announced(_text(message["data"]))
+                        self._announced(as_text(message["data"]))
             except (RedisError, OSError) as exc:
                 self._set_connected(False, exc)
                 await _pause(stop, delay)

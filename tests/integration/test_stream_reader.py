@@ -13,8 +13,9 @@ import redis as sync_redis
 
 from runyard.queue.redis_connections import RedisConnections
 from runyard.streaming.broker import StreamEvent
+from runyard.streaming.feed import FEED_BUFFER_BYTES
 from runyard.streaming.redis_broker import CompletionSignals, RedisEventBroker
-from runyard.streaming.redis_reader import FEED_BUFFER_BYTES, StreamReader
+from runyard.streaming.redis_reader import StreamReader
 from tests.support.server import free_port
 from tests.support.throwaway import ThrowawayRedis
 
