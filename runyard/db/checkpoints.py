@@ -14,6 +14,7 @@ run, however recently it last knew it held it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 # One checkpoint with the blobs of its channel versions and its pending writes, each
@@ -232,3 +233,27 @@ def storage_report(
         },
         "pending_writes": {"count": writes[0], "bytes": writes[1]},
     }
+
+
+# The conditions `list_query` may combine, by name.
+_LIST_CONDITIONS = {
+    "thread_id": "c.thread_id = ?",
+    "checkpoint_ns": "c.checkpoint_ns = ?",
+    "checkpoint_id": "c.checkpoint_id = ?",
+    "metadata": "c.metadata @> ?::jsonb",
+    "before": "c.checkpoint_id < ?",
+}
+
+
+def list_query(matches: Mapping[str, Any], limit: int | None) -> tuple[str, list[Any]]:
+    """`SELECT` of the checkpoints meeting every named condition (thread_id, checkpoint_ns,
+    checkpoint_id, metadata as JSON to contain, before a checkpoint id), newest first, and
+    its arguments in order."""
+    where: list[str] = []
+    args: list[Any] = []
+    for name, value in matches.items():
+        args.append(value)
+        where.append(_LIST_CONDITIONS[name].replace("?", f"${len(args)}"))
+    query = SELECT + (" WHERE " + " AND ".join(where) if where else "")
+    query += " ORDER BY c.checkpoint_id DESC" + (f" LIMIT {int(limit)}" if limit else "")
+    return query, args

@@ -54,6 +54,8 @@ _DRIVERS = ("asyncpg", "psycopg", "psycopg_pool", "sqlalchemy", "aiosqlite")
 # The innermost Runyard frame of a store failure lies in one of these.
 _STORAGE_MODULES = (
     "runyard.db.",
+    "runyard.graphs.pg_library",
+    "runyard.graphs.pg_rows",
     "runyard.graphs.pg_saver",
     "runyard.graphs.pg_store",
     "runyard.graphs.checkpointer",

@@ -6,36 +6,27 @@ what the other wrote. What a run does goes as one statement each through Runyard
 statement pool (asyncpg): read a checkpoint, write a checkpoint with its blobs (a
 data-modifying CTE inserts the blobs ahead of the checkpoint upsert), write a task's
 writes, delete a thread; listing (thread history) is one statement too. The SQL is in
-runyard/db/checkpoints.py. A run writes through `fenced_to(run_id, attempt)`, whose writes
-carry the fence in the same statement. Serialization
-stays on the event loop: in a worker thread it would hold the GIL all the same, and the hop
-itself costs about 40 µs.
+runyard/db/checkpoints.py, the rows' conversions in pg_rows.py. A run writes through
+`fenced_to(run_id, attempt)`, whose writes carry the fence in the same statement.
+Serialization stays on the event loop: in a worker thread it would hold the GIL all the
+same, and the hop itself costs about 40 µs.
 
-The rest is handed to the library's own `AsyncPostgresSaver`, opened on first need with a
-psycopg pool of its own: pruning, delta-channel history, checkpoints in the format older
-than v4 (whose pending sends the library migrates) and checkpoints holding a delta-channel
-snapshot. psycopg and the library's saver cost an
-instance about 10 MiB of memory, which one that never needs them does not pay. The tables
-are set up without them too: the library's migrations are read from its source and run
-here, with the library's own bookkeeping (`checkpoint_migrations`).
+The rest is handed to the library's own `AsyncPostgresSaver` (pg_library.py), opened on
+first need: pruning, delta-channel history, checkpoints in the format older than v4 (whose
+pending sends the library migrates) and checkpoints holding a delta-channel snapshot.
+psycopg and the library's saver cost an instance about 10 MiB of memory, which one that
+never needs them does not pay. The tables are set up without them too: the library's
+migrations are run here, with the library's own bookkeeping (`checkpoint_migrations`).
 
 Imported only when the database is PostgreSQL.
 """
 
 from __future__ import annotations
 
-import ast
 import asyncio
 import copy
-import json
-import random
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
-from functools import cache
-from importlib.metadata import PackageNotFoundError
-from importlib.metadata import version as installed_version
-from importlib.util import find_spec
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
@@ -46,128 +37,28 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
     get_checkpoint_id,
     get_serializable_checkpoint_metadata,
-    writes_sort_key,
 )
 
 from runyard.db import checkpoints as sql
-from runyard.domain.errors import ConfigError, StaleAttemptError
+from runyard.domain.errors import StaleAttemptError
 from runyard.graphs.encrypted_checkpoints import naming_checkpoint
 from runyard.graphs.pg_errors import client_data_errors
-from runyard.graphs.psycopg_pools import open_psycopg_pool
+from runyard.graphs.pg_library import LibrarySaver, library_migrations
+from runyard.graphs.pg_rows import (
+    INLINE_TYPES,
+    checkpoint_tuple,
+    fenced_write_params,
+    next_version,
+    older_format,
+    to_json,
+)
 
 if TYPE_CHECKING:
     from runyard.db.driver import StatementPool
 
-# Channel values stored in the checkpoint row itself; anything else is a blob.
-_INLINE = (str, int, float, bool)
-
-
-@cache
-def library_migrations() -> tuple[str, ...]:
-    """langgraph-checkpoint-postgres's migrations, read from its source without importing it.
-
-    The position of a migration in the list is its version (the library's own rule), so
-    a database set up by either saver is current for both.
-    """
-    spec = find_spec("langgraph.checkpoint")
-    for folder in (spec.submodule_search_locations or []) if spec else []:
-        source = Path(folder) / "postgres" / "base.py"
-        if not source.is_file():
-            continue
-        for node in ast.parse(source.read_text(encoding="utf-8")).body:
-            if isinstance(node, ast.Assign) and any(
-                isinstance(t, ast.Name) and t.id == "MIGRATIONS" for t in node.targets
-            ):
-                try:
-                    return tuple(ast.literal_eval(node.value))
-                except ValueError:
-                    break
-    raise ConfigError(
-        "cannot read the list of table migrations (MIGRATIONS, a list of SQL strings) of "
-        f"langgraph-checkpoint-postgres {_installed('langgraph-checkpoint-postgres')}: "
-        "install a release whose list is plain strings, such as 3.2.0"
-    )
-
-
-def _installed(distribution: str) -> str:
-    try:
-        return installed_version(distribution)
-    except PackageNotFoundError:
-        return "(not installed)"
-
 
 def _unchanged(value: Any) -> Any:
     return value
-
-
-def _json(value: Any) -> str:
-    # What psycopg's Jsonb sends: the json module's text of the value.
-    return json.dumps(value)
-
-
-def _older_format(row: Any) -> bool:
-    """A checkpoint written before format v4, whose pending sends sit in its parent's writes."""
-    return bool(row["checkpoint"]["v"] < 4 and row["parent_checkpoint_id"])
-
-
-class _NoLock:
-    """Stands in for the library saver's instance-wide lock: each pooled connection is
-    used alone, so runs reach the database in parallel."""
-
-    async def __aenter__(self) -> None:
-        return None
-
-    async def __aexit__(self, *_exc: object) -> None:
-        return None
-
-
-class _Library:
-    """The library's saver, opened on first need and shared by every copy of the saver."""
-
-    def __init__(
-        self, conninfo: str, pool_size: int, on_statements: Callable[[int], None] | None
-    ) -> None:
-        self._conninfo = conninfo
-        self._pool_size = pool_size
-        self._on_statements = on_statements
-        self._opening = asyncio.Lock()
-        self._pool: Any = None
-        self._saver: Any = None
-        self._views: dict[int, tuple[Any, Any]] = {}
-
-    async def saver(self, serde: Any) -> Any:
-        """The library's saver, with `serde` (a copy of the saver may carry its own)."""
-        if self._saver is None:
-            async with self._opening:
-                if self._saver is None:
-                    self._saver = await self._open(serde)
-        if serde is self._saver.serde:
-            return self._saver
-        known = self._views.get(id(serde))
-        if known is None or known[0] is not serde:
-            view = copy.copy(self._saver)
-            view.serde = serde
-            known = self._views[id(serde)] = (serde, view)
-        return known[1]
-
-    async def _open(self, serde: Any) -> Any:
-        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-
-        pool = await open_psycopg_pool(self._conninfo, self._pool_size, self._on_statements)
-        self._pool = pool
-        saver = AsyncPostgresSaver(pool, serde=serde)
-        saver.lock = _NoLock()  # type: ignore[assignment]
-        return saver
-
-    @property
-    def opened(self) -> bool:
-        """Whether the library's saver (and psycopg) has been needed yet."""
-        return self._pool is not None
-
-    async def close(self) -> None:
-        """Close the psycopg pool, if it was ever opened."""
-        if self._pool is not None:
-            await self._pool.close()
 
 
 class PostgresSaver(BaseCheckpointSaver[str]):
@@ -186,14 +77,14 @@ class PostgresSaver(BaseCheckpointSaver[str]):
         # Encryption at rest: every channel value is a blob (the serializer encrypts
         # those), none inline in the checkpoint's JSON, and the metadata goes through the
         # engine's JSON codec (runyard/encryption/json_keys.py).
-        self.inline: tuple[type, ...] = () if json_codec is not None else _INLINE
-        self.metadata_json: Callable[[Any], str] = json_codec.dumps if json_codec else _json
+        self.inline: tuple[type, ...] = () if json_codec is not None else INLINE_TYPES
+        self.metadata_json: Callable[[Any], str] = json_codec.dumps if json_codec else to_json
         # Custom encryption's metadata decryption (the built-in AES's is the pool's codec).
         self.metadata_read: Callable[[Any], Any] = _unchanged
         self.statements = statements
         self.on_statements = on_statements
         self.loop = asyncio.get_running_loop()
-        self.library = _Library(conninfo, pool_size, on_statements)
+        self.library = LibrarySaver(conninfo, pool_size, on_statements)
         # (run id, attempt) whose hold every write is conditional on (`fenced_to`).
         self.fence: tuple[str, int] | None = None
 
@@ -229,7 +120,7 @@ class PostgresSaver(BaseCheckpointSaver[str]):
             rows = await self._fetch(sql.SELECT_LATEST, (thread_id, checkpoint_ns))
         if not rows:
             return None
-        if _older_format(rows[0]):
+        if older_format(rows[0]):
             # Written in an older format: the library migrates its pending sends.
             library = await self.library.saver(self.serde)
             return await self._cold(library.aget_tuple(config))
@@ -258,7 +149,7 @@ class PostgresSaver(BaseCheckpointSaver[str]):
             checkpoint_ns,
             checkpoint["id"],
             conf.get("checkpoint_id"),
-            _json({**checkpoint, "channel_values": inline}),
+            to_json({**checkpoint, "channel_values": inline}),
             self.metadata_json(get_serializable_checkpoint_metadata(config, metadata)),
         )
         # A blob for each value that is not inline and has a new version.
@@ -350,28 +241,20 @@ class PostgresSaver(BaseCheckpointSaver[str]):
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
         """Checkpoints matching the config, metadata filter and `before`, newest first."""
-        where: list[str] = []
-        args: list[Any] = []
-
-        def match(condition: str, value: Any) -> None:
-            args.append(value)
-            where.append(condition.replace("?", f"${len(args)}"))
-
+        matches: dict[str, Any] = {}
         if config:
             conf = config["configurable"]
-            match("c.thread_id = ?", conf["thread_id"])
+            matches["thread_id"] = conf["thread_id"]
             if conf.get("checkpoint_ns") is not None:
-                match("c.checkpoint_ns = ?", conf["checkpoint_ns"])
+                matches["checkpoint_ns"] = conf["checkpoint_ns"]
             if checkpoint_id := get_checkpoint_id(config):
-                match("c.checkpoint_id = ?", checkpoint_id)
+                matches["checkpoint_id"] = checkpoint_id
         if filter:
-            match("c.metadata @> ?::jsonb", _json(filter))
+            matches["metadata"] = to_json(filter)
         if before is not None:
-            match("c.checkpoint_id < ?", get_checkpoint_id(before))
-        query = sql.SELECT + (" WHERE " + " AND ".join(where) if where else "")
-        query += " ORDER BY c.checkpoint_id DESC" + (f" LIMIT {int(limit)}" if limit else "")
-        rows = await self._fetch(query, args)
-        if any(_older_format(row) for row in rows):
+            matches["before"] = get_checkpoint_id(before)
+        rows = await self._fetch(*sql.list_query(matches, limit))
+        if any(older_format(row) for row in rows):
             # The library migrates the pending sends of checkpoints in the older format.
             library = await self.library.saver(self.serde)
             with client_data_errors():
@@ -449,69 +332,14 @@ class PostgresSaver(BaseCheckpointSaver[str]):
 
     def get_next_version(self, current: str | None, channel: None) -> str:
         """The library's version format: a zero-padded counter, then a random fraction."""
-        if current is None:
-            number = 0
-        elif isinstance(current, int):
-            number = current
-        else:
-            number = int(current.split(".")[0])
-        return f"{number + 1:032}.{random.random():016}"
+        return next_version(current)
 
     # --- plumbing ---------------------------------------------------------------------------
 
     def _tuple(self, row: Any) -> CheckpointTuple:
-        """A checkpoint row of `SELECT` (runyard/db/checkpoints.py) as LangGraph's tuple:
-        values, metadata, parent and pending writes (in the order the library returns
-        them)."""
+        """A checkpoint row of `SELECT` (runyard/db/checkpoints.py) as LangGraph's tuple."""
         with naming_checkpoint(row["thread_id"], row["checkpoint_ns"], row["checkpoint_id"]):
-            return self._read_tuple(row)
-
-    def _read_tuple(self, row: Any) -> CheckpointTuple:
-        checkpoint = row["checkpoint"]
-        values = dict(checkpoint.get("channel_values") or {})
-        loads = self.serde.loads_typed
-        for channel, kind, blob in zip(
-            row["channels"] or (), row["types"] or (), row["blobs"] or (), strict=True
-        ):
-            if kind != "empty":
-                values[channel] = loads((kind, blob))
-        writes = sorted(
-            zip(
-                row["task_paths"] or (),
-                row["task_ids"] or (),
-                row["idxs"] or (),
-                row["write_channels"] or (),
-                row["write_types"] or (),
-                row["write_blobs"] or (),
-                strict=True,
-            ),
-            key=lambda w: writes_sort_key(w[0], w[1], w[2]),
-        )
-        thread_id, checkpoint_ns = row["thread_id"], row["checkpoint_ns"]
-        parent_id = row["parent_checkpoint_id"]
-        return CheckpointTuple(
-            {
-                "configurable": {
-                    "thread_id": thread_id,
-                    "checkpoint_ns": checkpoint_ns,
-                    "checkpoint_id": row["checkpoint_id"],
-                }
-            },
-            cast(Checkpoint, {**checkpoint, "channel_values": values}),
-            self.metadata_read(row["metadata"]),
-            (
-                {
-                    "configurable": {
-                        "thread_id": thread_id,
-                        "checkpoint_ns": checkpoint_ns,
-                        "checkpoint_id": parent_id,
-                    }
-                }
-                if parent_id
-                else None
-            ),
-            [(task, channel, loads((kind, blob))) for _, task, _, channel, kind, blob in writes],
-        )
+            return checkpoint_tuple(row, self.serde.loads_typed, self.metadata_read)
 
     async def close(self) -> None:
         """Close what the library's saver opened, if it was ever needed."""
@@ -535,16 +363,8 @@ class PostgresSaver(BaseCheckpointSaver[str]):
             self._refuse()
 
     async def _fenced_writes(self, rows: Sequence[tuple[Any, ...]], special: bool) -> None:
-        # One row per index: a later special write replaces an earlier one, as it would
-        # one statement later; an ordinary write is kept as first written.
-        by_index: dict[int, tuple[Any, ...]] = {}
-        for row in rows:
-            if special or row[5] not in by_index:
-                by_index[row[5]] = row
-        kept = list(by_index.values())
-        columns = tuple([*column] for column in zip(*(row[5:] for row in kept), strict=True))
         query = sql.FENCED_REPLACE_WRITES if special else sql.FENCED_KEEP_WRITES
-        await self._fenced(query, (*rows[0][:5], *columns))
+        await self._fenced(query, fenced_write_params(rows, special))
 
     async def _ensure_held(self) -> None:
         """For writes the library's saver makes: checked just before (it cannot be inside)."""

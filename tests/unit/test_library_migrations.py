@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from runyard.domain.errors import ConfigError
-from runyard.graphs import pg_saver
+from runyard.graphs import pg_library
 
 
 @pytest.fixture
@@ -18,10 +18,10 @@ def library_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
     source = tmp_path / "postgres" / "base.py"
     source.parent.mkdir()
     spec = SimpleNamespace(submodule_search_locations=[str(tmp_path)])
-    monkeypatch.setattr(pg_saver, "find_spec", lambda _name: spec)
-    pg_saver.library_migrations.cache_clear()
+    monkeypatch.setattr(pg_library, "find_spec", lambda _name: spec)
+    pg_library.library_migrations.cache_clear()
     yield source
-    pg_saver.library_migrations.cache_clear()
+    pg_library.library_migrations.cache_clear()
 
 
 def test_the_list_is_read_in_order(library_source: Path) -> None:
@@ -30,7 +30,7 @@ def test_the_list_is_read_in_order(library_source: Path) -> None:
         "OTHER = 1\n"
         'MIGRATIONS = [\n    "CREATE TABLE a (v int);",\n    """SELECT 1;""",\n]\n'
     )
-    assert pg_saver.library_migrations() == ("CREATE TABLE a (v int);", "SELECT 1;")
+    assert pg_library.library_migrations() == ("CREATE TABLE a (v int);", "SELECT 1;")
 
 
 def test_a_list_that_is_not_plain_strings_stops_start_up_with_a_remedy(
@@ -38,4 +38,4 @@ def test_a_list_that_is_not_plain_strings_stops_start_up_with_a_remedy(
 ) -> None:
     library_source.write_text('TABLE = "t"\nMIGRATIONS = [f"CREATE TABLE {TABLE} (v int);"]\n')
     with pytest.raises(ConfigError, match=r"langgraph-checkpoint-postgres .*install a release"):
-        pg_saver.library_migrations()
+        pg_library.library_migrations()
