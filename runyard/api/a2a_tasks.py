@@ -1,7 +1,8 @@
 """A2A tasks of one assistant, carried out by Runyard's run services (one execution path).
 
 A task is a run (its id is the run id) and a context is a thread (its id is the thread id),
-so a conversation with the same contextId continues the same thread.
+so a conversation with the same contextId continues the same thread. The operations Runyard
+does not offer are refused in a2a_unoffered.py.
 """
 
 from __future__ import annotations
@@ -16,37 +17,25 @@ from typing import Any, NoReturn
 
 from a2a.server.context import ServerCallContext
 from a2a.server.events.event_queue import Event
-from a2a.server.request_handlers.request_handler import RequestHandler
 from a2a.types import (
-    AgentCard,
     CancelTaskRequest,
-    DeleteTaskPushNotificationConfigRequest,
-    GetExtendedAgentCardRequest,
-    GetTaskPushNotificationConfigRequest,
     GetTaskRequest,
-    ListTaskPushNotificationConfigsRequest,
-    ListTaskPushNotificationConfigsResponse,
-    ListTasksRequest,
-    ListTasksResponse,
     Message,
     SendMessageRequest,
-    SubscribeToTaskRequest,
     Task,
     TaskArtifactUpdateEvent,
-    TaskPushNotificationConfig,
     TaskState,
     TaskStatusUpdateEvent,
 )
 from a2a.utils.errors import (
     A2AError,
-    ExtendedAgentCardNotConfiguredError,
     InternalError,
     InvalidParamsError,
-    PushNotificationNotSupportedError,
     TaskNotCancelableError,
     UnsupportedOperationError,
 )
 
+from runyard.api.a2a_unoffered import UnofferedOperations
 from runyard.api.errors import STORE_OUTAGE_MESSAGE, is_store_outage
 from runyard.api.runs import authorize_new_run
 from runyard.auth.guards import require_assistant, require_thread
@@ -93,7 +82,7 @@ class Turn:
     owner: dict[str, Any] | None
 
 
-class AssistantTasks(RequestHandler):
+class AssistantTasks(UnofferedOperations):
     """The A2A operations of one assistant for one caller."""
 
     def __init__(
@@ -237,55 +226,6 @@ class AssistantTasks(RequestHandler):
         message = wire.agent_message("Task was canceled", run["thread_id"], params.id)
         task.status.CopyFrom(wire.status(TaskState.TASK_STATE_CANCELED, message))
         return task
-
-    async def on_list_tasks(
-        self, params: ListTasksRequest, context: ServerCallContext
-    ) -> ListTasksResponse:
-        """Not offered: list a thread's runs through the Agent Protocol instead."""
-        raise UnsupportedOperationError(
-            message="tasks/list is not offered; "
-            "GET /threads/{contextId}/runs lists the runs (tasks) of a context"
-        )
-
-    async def on_subscribe_to_task(
-        self, params: SubscribeToTaskRequest, context: ServerCallContext
-    ) -> AsyncGenerator[Event]:
-        """Not offered: join the run's stream through the Agent Protocol instead."""
-        raise UnsupportedOperationError(
-            message="tasks/resubscribe is not offered; "
-            "GET /threads/{contextId}/runs/{taskId}/stream joins a task's events"
-        )
-        yield  # an async generator, as the interface declares
-
-    async def on_create_task_push_notification_config(
-        self, params: TaskPushNotificationConfig, context: ServerCallContext
-    ) -> TaskPushNotificationConfig:
-        """Push notifications are not offered (the agent card says so)."""
-        raise PushNotificationNotSupportedError
-
-    async def on_get_task_push_notification_config(
-        self, params: GetTaskPushNotificationConfigRequest, context: ServerCallContext
-    ) -> TaskPushNotificationConfig:
-        """Push notifications are not offered (the agent card says so)."""
-        raise PushNotificationNotSupportedError
-
-    async def on_list_task_push_notification_configs(
-        self, params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext
-    ) -> ListTaskPushNotificationConfigsResponse:
-        """Push notifications are not offered (the agent card says so)."""
-        raise PushNotificationNotSupportedError
-
-    async def on_delete_task_push_notification_config(
-        self, params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
-    ) -> None:
-        """Push notifications are not offered (the agent card says so)."""
-        raise PushNotificationNotSupportedError
-
-    async def on_get_extended_agent_card(
-        self, params: GetExtendedAgentCardRequest, context: ServerCallContext
-    ) -> AgentCard:
-        """There is no extended card: the public one says everything."""
-        raise ExtendedAgentCardNotConfiguredError
 
     async def _assistant_row(self) -> dict[str, Any]:
         if self._assistant is None:
