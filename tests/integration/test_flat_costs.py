@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -24,7 +25,9 @@ from runyard.worker.lease import LeaseKeeper
 from runyard.worker.registry import RunningRuns
 from tests.support.databases import migrated_engine
 from tests.support.metrics import scrape, value
+from tests.support.redis_keys import postgres_and_redis
 from tests.support.rows import run_row, thread_row
+from tests.support.server import ROOT, ServerProcess
 
 
 class Counted:
@@ -218,3 +221,92 @@ async def test_renewal_keeps_only_the_attempts_this_instance_executes(database: 
     after = await _leases(database, ids)
     assert after[executing["run_id"]] > before[executing["run_id"]]
     assert after[abandoned["run_id"]] == before[abandoned["run_id"]]
+
+
+ORDERING_CONFIG = ROOT / "tests" / "graphs" / "langgraph_ordering.json"
+QUEUED = 100  # runs queued behind the gate per measurement
+
+
+@pytest.fixture(scope="module")
+def grouped_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """`runyard serve` on PostgreSQL and Redis, one worker slot, runs grouped by
+    `metadata.tenant`: (base URL, database URL)."""
+    workdir = tmp_path_factory.mktemp("grouped")
+    env = {
+        "WORKER_COUNT": "1",
+        "N_JOBS_PER_WORKER": "1",
+        "RUNYARD_FAIRNESS_KEY": "tenant",
+        "ORDER_FILE": str(workdir / "order.txt"),
+    }
+    with postgres_and_redis("runyard_grouped") as deployment:
+        proc = ServerProcess("serve", workdir, config=ORDERING_CONFIG, env={**deployment, **env})
+        try:
+            yield proc.start().url, deployment["DATABASE_URL"]
+        finally:
+            proc.stop()
+
+
+async def _until_count(db: psycopg.AsyncConnection, sql: str, params: Any, wanted: int) -> None:
+    """Poll a count until it is `wanted` (at most 60 s)."""
+    counted = -1
+    for _ in range(600):
+        row = await (await db.execute(sql, params)).fetchone()
+        counted = int(row[0]) if row else 0
+        if counted == wanted:
+            return
+        await asyncio.sleep(0.1)
+    pytest.fail(f"{sql} {params!r}: {counted}, not {wanted}")
+
+
+async def _dispatch_statements(
+    http: httpx.AsyncClient, database_url: str, groups: int, gate: Path
+) -> float:
+    """Runyard's statements per run while QUEUED runs in `groups` fairness groups, queued
+    behind a run that holds the one slot, are claimed, executed and finished."""
+    thread = str(uuid.uuid4())
+    held = {"assistant_id": "gate", "input": {"gate": str(gate)}, "if_not_exists": "create"}
+    created = await http.post(f"/threads/{thread}/runs", json=held)
+    assert created.status_code == 200, created.text
+    tenant = uuid.uuid4().hex[:6]
+    bodies = [
+        {
+            "assistant_id": "stamp",
+            "input": {"tag": f"{tenant}-{n}"},
+            "metadata": {"tenant": f"{tenant}-{n % groups}"},
+            "on_completion": "keep",
+        }
+        for n in range(QUEUED)
+    ]
+    batch = await http.post("/runs/batch", json=bodies)
+    assert batch.status_code == 200, batch.text
+    run_ids = [run["run_id"] for run in batch.json()]
+    in_status = "SELECT count(*) FROM runs WHERE run_id = ANY(%s) AND status = %s"
+    url = database_url.replace("postgresql+asyncpg://", "postgresql://")
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as db:
+        await _until_count(db, in_status, ([created.json()["run_id"]], "running"), 1)
+        await _until_count(db, in_status, (run_ids, "pending"), QUEUED)
+        before = await _runyard_statements(http)
+        gate.touch()
+        await _until_count(db, in_status, (run_ids, "success"), QUEUED)
+    after = await _runyard_statements(http)
+    return (after - before) / QUEUED
+
+
+async def test_claiming_costs_the_same_statements_with_1_group_and_with_50(
+    grouped_server: tuple[str, str], tmp_path: Path
+) -> None:
+    """The Redis queue picks the group whose turn it is: the database sees the same claim,
+    finish and next-run lookup per run however many groups wait."""
+    url, database_url = grouped_server
+    async with httpx.AsyncClient(base_url=url, timeout=60) as http:
+        one = await _dispatch_statements(http, database_url, 1, tmp_path / "gate-1")
+        fifty = await _dispatch_statements(http, database_url, 50, tmp_path / "gate-2")
+        again = await _dispatch_statements(http, database_url, 1, tmp_path / "gate-3")
+    print(
+        f"Runyard statements per dispatched run: 1 group {one:.2f}, 50 groups {fifty:.2f}, "
+        f"1 group again {again:.2f}"
+    )
+    assert 0 < one <= STATEMENTS_PER_RUN
+    # The background loops (reaper, lease renewal, sweeper) add a few tenths per run at
+    # random: a statement more per claim in 50 groups would add a whole one.
+    assert abs(fifty - (one + again) / 2) < 0.5
