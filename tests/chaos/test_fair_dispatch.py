@@ -98,7 +98,7 @@ async def test_a_small_group_and_an_urgent_run_pass_a_backlog_of_2000(
     places = {tag: place for place, tag in enumerate(tags)}
     print(
         f"fair dispatch: {BACKLOG} runs of A submitted in {backlog_s:.1f}s; B's {SMALL} runs "
-        f"and the urgent run started {time.monotonic() - opened:.1f}s after the gate opened, "
+        f"and the urgent run, {time.monotonic() - opened:.1f}s after the gate opened: "
         f"at places {sorted(places.get(f'b{n}', -1) for n in range(SMALL))} and "
         f"{places.get('urgent', -1)} of {len(tags)}"
     )
