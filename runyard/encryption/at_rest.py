@@ -13,7 +13,7 @@ from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from runyard.domain.errors import DecryptionError
-from runyard.encryption.json_keys import SYSTEM_KEYS, JsonKeyCipher
+from runyard.encryption.json_keys import JsonKeyCipher, stays_plain
 from runyard.encryption.keys import KeyRing
 
 log = logging.getLogger("runyard.encryption")
@@ -70,7 +70,7 @@ def at_rest(
     """The encryption the settings ask for, or None (nothing is encrypted, nothing costs)."""
     if key is None:
         return None
-    skipped = sorted(set(json_keys) & SYSTEM_KEYS)
+    skipped = sorted({key for key in json_keys if stays_plain(key)})
     if skipped:
         log.warning("aes_json_keys_skipped keys=%s reason=system_fields", ",".join(skipped))
     ring = KeyRing(key, previous)
@@ -78,7 +78,7 @@ def at_rest(
         "encryption_at_rest key_id=%s decrypt_key_ids=%s json_keys=%s",
         ring.current_hex,
         ",".join(ring.known_hex()),
-        ",".join(sorted(set(json_keys) - SYSTEM_KEYS)),
+        ",".join(sorted({key for key in json_keys if not stays_plain(key)})),
     )
     return AtRest(ring, JsonKeyCipher(ring, json_keys, dumps, loads))
 

@@ -46,6 +46,16 @@ SYSTEM_KEYS = frozenset(
         "ttl",
     }
 )
+# LangGraph's own fields (`langgraph_auth_user_id`, `langgraph_version`, ...) are the
+# server's too, whatever follows the prefix.
+SYSTEM_PREFIX = "langgraph_"
+
+
+def stays_plain(key: str) -> bool:
+    """Whether `key`'s value is never encrypted: the server reads it (an id, the owner, an
+    execution setting, a `langgraph_*` field). Both the AES JSON keys and the JSON handlers
+    of `encryption.path` leave these keys alone."""
+    return key in SYSTEM_KEYS or key.startswith(SYSTEM_PREFIX)
 
 
 def is_encrypted(value: Any) -> bool:
@@ -69,7 +79,7 @@ class JsonKeyCipher:
         loads: Callable[[str | bytes], Any],
     ) -> None:
         self.ring = ring
-        self.keys = frozenset(keys) - SYSTEM_KEYS
+        self.keys = frozenset(key for key in keys if not stays_plain(key))
         self._dumps = dumps
         self._loads = loads
         # How each key looks in JSON text: a document without any of them (and without text

@@ -29,6 +29,14 @@ def test_configured_keys_are_encrypted_at_any_depth_and_read_back() -> None:
     assert json.dumps({"a": 1}) == json_dumps({"a": 1})
 
 
+def test_langgraph_fields_stay_plain_even_when_listed() -> None:
+    # The server sets and reads them (who a run acts for): never ciphertext.
+    json = cipher(KeyRing(NEW), "langgraph_auth_user_id", "langgraph_auth_user", "api_key")
+    document = {"langgraph_auth_user_id": "user-a", "langgraph_auth_user": {"identity": "a"}}
+    assert json.loads(json.dumps(document)) == document
+    assert "user-a" in json.dumps(document) and '"identity":"a"' in json.dumps(document)
+
+
 def test_a_ciphertext_moved_under_another_key_does_not_decrypt() -> None:
     json = cipher(KeyRing(NEW), "api_key", "other")
     sealed = json.encrypt({"api_key": "s3cret"})["api_key"]
