@@ -238,9 +238,13 @@ class RunLifecycle:
         output: Any,
         error: Any,
         state: threads_db.ThreadState,
+        *,
+        stored_error: Any = None,
     ) -> bool | str:
         """Record an attempt's outcome and the thread's state, then end the run. False when
-        `attempt` no longer holds the run.
+        `attempt` no longer holds the run. `stored_error`: `error` as the run row and its
+        webhook store it (encrypted by encryption.path), when it differs; the run's last
+        event carries `error`.
 
         A cancel recorded first wins (a strategy or a cancel already answered as though it
         stopped the run): nothing is written, and its action (`interrupt`, `rollback`) is
@@ -251,13 +255,14 @@ class RunLifecycle:
         its own end recorded: that is done, and the run is ended (its events published).
         """
         run_id = str(run["run_id"])
+        recorded = error if stored_error is None else stored_error
 
         async def work(session: AsyncConnection) -> runs_db.Finished:
             done = await runs_db.finish_run_with_state(
-                session, run_id, attempt, status, output, error, state
+                session, run_id, attempt, status, output, recorded, state
             )
             if done.held:
-                await self._endings.owe_webhook(session, run, status, error, state.values)
+                await self._endings.owe_webhook(session, run, status, recorded, state.values)
             return done
 
         # With a webhook, its delivery is written in the same transaction as the end.

@@ -19,7 +19,7 @@ from runyard.domain.cron_schedule import parse_timezone, plan_firing
 from runyard.domain.encryption_context import CONTEXT_KEY, use_context
 from runyard.domain.errors import RunyardError
 from runyard.schemas.runs import RunCreate
-from runyard.services.crons import CRON_JSON, owner_configurable
+from runyard.services.crons import owner_configurable
 
 if TYPE_CHECKING:
     from runyard.encryption.custom import CustomEncryption
@@ -155,10 +155,10 @@ class CronScheduler:
         error: str | None = None
         try:
             if self._encryption is not None:
-                # The run is written under the cron creator's context; its metadata inherits
-                # the cron's in plain text, and is encrypted as the run's own.
+                # The run is written under the cron creator's context; it gets the cron's
+                # metadata and payload in plain text, and encrypts them as its own.
                 use_context((cron["payload"] or {}).get(CONTEXT_KEY) or {})
-                cron = await self._encryption.decrypt_fields("cron", dict(cron), CRON_JSON)
+                cron = await self._encryption.decrypt_cron(dict(cron))
             body = _run_body(cron, scheduled_for)
             run = await self._create_run(
                 cron["thread_id"],

@@ -28,9 +28,16 @@ from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph_sdk.encryption.types import DecryptResult, EncryptionContext
 
+from runyard.domain.encrypted_fields import (
+    CRON_FIELDS,
+    CRON_PAYLOAD_FIELDS,
+    NESTED_FIELDS,
+    RUN_FIELDS,
+    RUN_KWARGS_FIELDS,
+)
 from runyard.domain.encryption_context import CONTEXT_KEY, current_context
 from runyard.domain.errors import DecryptionError, InvalidInputError, RunyardError
-from runyard.encryption.json_keys import SYSTEM_KEYS
+from runyard.encryption.json_keys import stays_plain
 
 if TYPE_CHECKING:
     from langgraph_sdk import Encryption
@@ -44,19 +51,12 @@ CIPHER_NAME = "custom"
 # A blob's header: magic, then the length of the context's JSON, then the context.
 _BLOB_MAGIC = b"RYC1"
 _LENGTH = struct.Struct(">I")
-# Never handed to a JSON encryptor: the identifiers and execution settings the server reads
-# (LangGraph's server skips the same kind of fields), and the marker itself.
-NEVER_ENCRYPTED = SYSTEM_KEYS | {
-    CONTEXT_KEY,
-    "langgraph_version",
-    "langgraph_api_version",
-    "langgraph_plan",
-    "langgraph_host",
-    "langgraph_api_url",
-    "langgraph_request_id",
-    "langgraph_auth_user_id",
-    "langgraph_auth_permissions",
-}
+
+
+def never_encrypted(key: str) -> bool:
+    """Whether `key` is never handed to a JSON encryptor: what the server reads (ids, owner,
+    execution settings, `langgraph_*`; the AES JSON keys skip the same) and the marker."""
+    return key == CONTEXT_KEY or stays_plain(key)
 
 
 class EncryptionHandlerError(RunyardError):
@@ -180,8 +180,8 @@ class CustomEncryption:
         if CONTEXT_KEY in data:
             # Already encrypted (a row read back without decrypting): never twice.
             return data
-        kept = {k: v for k, v in data.items() if k in NEVER_ENCRYPTED}
-        given = {k: v for k, v in data.items() if k not in NEVER_ENCRYPTED}
+        kept = {k: v for k, v in data.items() if never_encrypted(k)}
+        given = {k: v for k, v in data.items() if not never_encrypted(k)}
         if context is None:
             context = current_context()
         if given:
@@ -217,8 +217,8 @@ class CustomEncryption:
         if not isinstance(data, dict) or CONTEXT_KEY not in data:
             return data
         context = data[CONTEXT_KEY] or {}
-        kept = {k: v for k, v in data.items() if k in NEVER_ENCRYPTED and k != CONTEXT_KEY}
-        given = {k: v for k, v in data.items() if k not in NEVER_ENCRYPTED}
+        kept = {k: v for k, v in data.items() if never_encrypted(k) and k != CONTEXT_KEY}
+        given = {k: v for k, v in data.items() if not never_encrypted(k)}
         if not given:
             return kept
         if self.json_decryptor is None:
@@ -243,7 +243,7 @@ class CustomEncryption:
         ciphertext, so the filter could never match."""
         if self.json_encryptor is None or not spec:
             return
-        named = sorted(k for k in spec if k not in NEVER_ENCRYPTED and not k.startswith("$"))
+        named = sorted(k for k in spec if not never_encrypted(k) and not k.startswith("$"))
         if named:
             raise InvalidInputError(
                 f"{what} on {', '.join(map(repr, named))}: encrypted at rest by the JSON "
@@ -252,23 +252,94 @@ class CustomEncryption:
             )
 
     async def open_webhook_payload(self, payload: dict[str, Any]) -> dict[str, Any]:
-        """A run's webhook payload as sent: the run's metadata and the thread's values
-        decrypted (they are stored with the delivery as the run and thread store them)."""
-        out = dict(payload)
-        for field, model in (("metadata", "run"), ("values", "thread")):
-            if field in out:
-                out[field] = await self.decrypt_json(model, field, out[field])
+        """A run's webhook payload as sent: the run's metadata, kwargs and error and the
+        thread's values decrypted (stored with the delivery as the run and thread store
+        them)."""
+        out = await self.decrypt_run(payload)
+        return await self.decrypt_fields("thread", out, ("values",))
+
+    async def encrypt_fields(
+        self,
+        model: str,
+        row: dict[str, Any],
+        fields: Iterable[str],
+        context: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """A copy of `row` with these JSON fields encrypted (see `NESTED_FIELDS`); None
+        and empty fields stay as they are, any other value that is not an object is a 422."""
+        out = dict(row)
+        if self.json_encryptor is None:
+            return out
+        for field in fields:
+            value = out.get(field)
+            if value is None:
+                continue
+            if not isinstance(value, dict):
+                raise InvalidInputError(
+                    f"{field} must be a JSON object (or null), got {type(value).__name__}: "
+                    f"the JSON encryptor of encryption.path ({self.path}) encrypts it, "
+                    "and it encrypts the values of an object"
+                )
+            out[field] = await self._encrypt_nested(model, field, value, context)
         return out
+
+    async def _encrypt_nested(
+        self, model: str, field: str, value: dict[str, Any], context: dict[str, Any] | None
+    ) -> Any:
+        inner = NESTED_FIELDS.get((model, field), ())
+        own = [k for k in inner if isinstance(value.get(k), dict)]
+        rest = {k: v for k, v in value.items() if k not in own}
+        sealed = await self.encrypt_json(model, field, rest, context)
+        if not own:
+            return sealed
+        parts = await self.encrypt_fields(model, {k: value[k] for k in own}, own, context)
+        return {**sealed, **parts}
 
     async def decrypt_fields(
         self, model: str, row: dict[str, Any], fields: Iterable[str]
     ) -> dict[str, Any]:
-        """A copy of `row` with these JSON fields decrypted."""
+        """A copy of `row` with these JSON fields decrypted (and the entries of them
+        `NESTED_FIELDS` names)."""
         out = dict(row)
         for field in fields:
             if field in out:
-                out[field] = await self.decrypt_json(model, field, out[field])
+                out[field] = await self._decrypt_nested(model, field, out[field])
         return out
+
+    async def decrypt_run(self, row: dict[str, Any]) -> dict[str, Any]:
+        """A copy of a stored run with its JSON decrypted, the caller's data in its kwargs
+        too."""
+        return await self._decrypt_with_inner(row, "run", RUN_FIELDS, "kwargs", RUN_KWARGS_FIELDS)
+
+    async def decrypt_cron(self, row: dict[str, Any]) -> dict[str, Any]:
+        """A copy of a stored cron with its metadata and the caller's data in its payload
+        decrypted."""
+        return await self._decrypt_with_inner(
+            row, "cron", CRON_FIELDS, "payload", CRON_PAYLOAD_FIELDS
+        )
+
+    async def _decrypt_with_inner(
+        self,
+        row: dict[str, Any],
+        model: str,
+        fields: Iterable[str],
+        holder: str,
+        inner: Iterable[str],
+    ) -> dict[str, Any]:
+        out = await self.decrypt_fields(model, row, fields)
+        if isinstance(out.get(holder), dict):
+            out[holder] = await self.decrypt_fields(model, out[holder], inner)
+        return out
+
+    async def _decrypt_nested(self, model: str, field: str, value: Any) -> Any:
+        inner = NESTED_FIELDS.get((model, field), ())
+        own = [k for k in inner if isinstance(value, dict) and _apart(value.get(k))]
+        if not own:
+            return await self.decrypt_json(model, field, value)
+        rest = {k: v for k, v in value.items() if k not in own}
+        opened = await self.decrypt_json(model, field, rest)
+        parts = await self.decrypt_fields(model, {k: value[k] for k in own}, own)
+        return {**opened, **parts}
 
     def metadata_codec(self) -> CheckpointMetadataCodec | None:
         """What the checkpoint savers pass checkpoint metadata through (None without a
@@ -322,6 +393,11 @@ class CustomEncryption:
                 f"{type(opened).__name__}; it must return bytes"
             )
         return opened
+
+
+def _apart(entry: Any) -> bool:
+    """Whether an entry `NESTED_FIELDS` names was stored encrypted on its own (or empty)."""
+    return isinstance(entry, dict) and (not entry or CONTEXT_KEY in entry)
 
 
 async def _awaited(call: Awaitable[T]) -> T:

@@ -11,6 +11,7 @@ from langgraph.pregel import Pregel
 
 from runyard.db import assistants as assistants_db
 from runyard.db.dialect import database_now
+from runyard.domain.encrypted_fields import ASSISTANT_FIELDS
 from runyard.domain.errors import ConflictError, InvalidInputError, NotFoundError
 from runyard.graphs import introspection
 from runyard.graphs.registry import default_assistant_id
@@ -24,7 +25,7 @@ from runyard.schemas.assistants import (
 )
 from runyard.services import threads as threads_service
 from runyard.services.encrypted_filters import refuse_encrypted_keys
-from runyard.services.encrypted_json import opened, sealed
+from runyard.services.encrypted_json import opened, sealed_fields
 
 if TYPE_CHECKING:
     from runyard.runtime import Runtime
@@ -33,7 +34,7 @@ log = logging.getLogger("runyard.assistants")
 
 # The fields a version carries; the assistant row mirrors them for its current version.
 # The assistant JSON custom encryption covers (encryption.path).
-ASSISTANT_JSON = ("metadata",)
+ASSISTANT_JSON = ASSISTANT_FIELDS
 VERSIONED_FIELDS = ("graph_id", "config", "context", "metadata", "name", "description")
 
 
@@ -92,14 +93,15 @@ async def create_assistant(runtime: Runtime, body: AssistantCreate) -> dict[str,
     _require_graph(runtime, body.graph_id)
     assistant_id = _new_assistant_id(body.assistant_id)
     config, context = _config_and_context(body.config, body.context)
-    fields = {
+    plain = {
         "graph_id": body.graph_id,
         "config": _with_context(config or {}, context),
         "context": context or {},
-        "metadata": await sealed(runtime, "assistant", "metadata", body.metadata or {}),
+        "metadata": body.metadata or {},
         "name": body.name or "Untitled",
         "description": body.description,
     }
+    fields = await sealed_fields(runtime, "assistant", plain, ASSISTANT_JSON)
     async with runtime.sessions() as session, session.begin():
         now = await database_now(session)
         row = {"assistant_id": assistant_id, **fields, "created_at": now}
@@ -139,16 +141,17 @@ async def patch_assistant(
         )
         assert current is not None
         metadata = {**current["metadata"], **(body.metadata or {})}
-        fields = {
+        plain = {
             "graph_id": body.graph_id or current["graph_id"],
             "config": _with_context(config or current["config"], context),
             "context": context if context is not None else current["context"],
-            "metadata": await sealed(runtime, "assistant", "metadata", metadata),
+            "metadata": metadata,
             "name": body.name if body.name is not None else current["name"],
             "description": body.description
             if body.description is not None
             else current["description"],
         }
+        fields = await sealed_fields(runtime, "assistant", plain, ASSISTANT_JSON)
         version = await assistants_db.next_version(session, resolved)
         await assistants_db.insert_version(
             session, {"assistant_id": resolved, "version": version, "created_at": now, **fields}

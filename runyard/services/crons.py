@@ -19,6 +19,7 @@ from runyard.domain.cron_schedule import (
     require_min_interval,
     validate_schedule,
 )
+from runyard.domain.encrypted_fields import CRON_PAYLOAD_FIELDS
 from runyard.domain.encryption_context import CONTEXT_KEY, current_context
 from runyard.domain.errors import InvalidInputError, NotFoundError
 from runyard.schemas.crons import (
@@ -31,7 +32,7 @@ from runyard.schemas.crons import (
 )
 from runyard.services.assistants import get_assistant, resolve_assistant_id
 from runyard.services.encrypted_filters import refuse_encrypted_keys
-from runyard.services.encrypted_json import opened, sealed
+from runyard.services.encrypted_json import opened_cron, sealed
 from runyard.services.runs import new_id
 
 if TYPE_CHECKING:
@@ -64,7 +65,7 @@ _RESCHEDULING = ("schedule", "timezone", "end_time")
 async def cron_wire(runtime: Runtime, row: dict[str, Any]) -> dict[str, Any]:
     """`to_wire` of a stored cron: its metadata decrypted, its creator's encryption
     context (encryption.path) left out of the payload."""
-    wire = to_wire(await opened(runtime, "cron", row, CRON_JSON))
+    wire = to_wire(await opened_cron(runtime, row))
     if CONTEXT_KEY in wire["payload"]:
         wire["payload"] = {k: v for k, v in wire["payload"].items() if k != CONTEXT_KEY}
     return wire
@@ -80,10 +81,6 @@ def to_wire(row: dict[str, Any]) -> dict[str, Any]:
     wire["payload"] = wire["payload"] or {}
     wire["metadata"] = wire["metadata"] or {}
     return wire
-
-
-# The cron JSON custom encryption covers (encryption.path).
-CRON_JSON = ("metadata",)
 
 
 def cron_not_found(cron_id: str) -> NotFoundError:
@@ -124,6 +121,7 @@ async def create_cron(
     if runtime.encryption is not None:
         # The cron's runs are written under its creator's encryption context.
         payload[CONTEXT_KEY] = current_context()
+        payload = await runtime.encryption.encrypt_fields("cron", payload, CRON_PAYLOAD_FIELDS)
     metadata = await sealed(runtime, "cron", "metadata", body.metadata or {})
     end_time = _utc(body.end_time)
     cron_id = new_id()
@@ -211,9 +209,15 @@ async def patch_cron(runtime: Runtime, cron_id: str, body: CronPatch) -> dict[st
         current = await crons_db.update_cron(session, cron_id, {"updated_at": now})
         if current is None:
             raise cron_not_found(cron_id)
-        values = _patched_values(await opened(runtime, "cron", current, CRON_JSON), body, sent)
+        values = _patched_values(await opened_cron(runtime, current), body, sent)
         if "metadata" in values:
             values["metadata"] = await sealed(runtime, "cron", "metadata", values["metadata"])
+        if "payload" in values and runtime.encryption is not None:
+            # Sealed again whole, under the context of the cron's creator its runs use.
+            creator = values["payload"].get(CONTEXT_KEY)
+            values["payload"] = await runtime.encryption.encrypt_fields(
+                "cron", values["payload"], CRON_PAYLOAD_FIELDS, creator
+            )
         enabling = body.enabled is True and not current["enabled"]
         if enabling:
             await _require_room(runtime, session, current["user_id"])

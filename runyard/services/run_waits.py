@@ -162,17 +162,18 @@ async def result_body(runtime: Runtime, run: dict[str, Any]) -> dict[str, Any]:
     A successful run stored that answer when it finished; other runs (interrupted by a
     cancel) answer with the thread's state.
     """
+    ended = {"output": run.get("output"), "error": run["error"]}
+    stored = await opened(runtime, "run", ended, ("output", "error"))
     if run["status"] in (RunStatus.ERROR.value, RunStatus.TIMEOUT.value):
-        return {"__error__": run["error"] or {"error": "Error", "message": run["status"]}}
-    output = await opened(runtime, "run", {"output": run.get("output")}, ("output",))
-    output = output["output"]
+        return {"__error__": stored["error"] or {"error": "Error", "message": run["status"]}}
+    output = stored["output"]
     if output is not None:
         return dict(output) if isinstance(output, dict) else {"values": output}
     async with runtime.autocommit() as session:
         thread = await threads_db.get_thread(session, run["thread_id"])
     if thread is None:
         return {}
-    thread = await opened(runtime, "thread", thread, ("values",))
+    thread = await opened(runtime, "thread", thread, ("values", "interrupts"))
     values = dict(thread["values"]) if thread["values"] else {}
     if thread["status"] == "interrupted" and thread["interrupts"]:
         flat = [i for items in thread["interrupts"].values() for i in items]

@@ -17,6 +17,7 @@ from runyard.db import runs as runs_db
 from runyard.db import threads as threads_db
 from runyard.db.dialect import database_now
 from runyard.domain.configurable import without_reserved
+from runyard.domain.encrypted_fields import RUN_KWARGS_FIELDS
 from runyard.domain.encryption_context import CONTEXT_KEY, current_context
 from runyard.domain.errors import ConflictError, InvalidInputError, NotFoundError
 from runyard.domain.priority import PrioritySettings
@@ -26,7 +27,7 @@ from runyard.graphs.serialize import to_jsonable
 from runyard.lifecycle import StrategyEffects
 from runyard.schemas.runs import RunCreate
 from runyard.services.assistants import get_assistant
-from runyard.services.encrypted_json import opened, sealed
+from runyard.services.encrypted_json import opened, opened_run, sealed, sealed_fields
 from runyard.services.run_priority import RunPriority, priority_for_new_run, stored_settings
 from runyard.services.threads import ttl_columns
 
@@ -183,7 +184,7 @@ async def _insert_run(
         "status": "busy",
         "values": None,
         "interrupts": {},
-        "context": context,
+        "context": await sealed(runtime, "thread", "context", context),
         # A temporary thread goes with its run; a thread of its own gets the default TTL.
         **({} if stateless else ttl_columns(None, runtime.thread_ttl)),
         **(_settings_columns(priority.settings) if priority.assigned else {}),
@@ -197,7 +198,7 @@ async def _insert_run(
                 runtime,
                 body,
                 assistant,
-                await opened(runtime, "thread", thread, RUN_JSON),
+                await opened(runtime, "thread", thread, ("metadata",)),
                 stateless,
                 stream_modes,
                 scheduled_at,
@@ -208,6 +209,7 @@ async def _insert_run(
             **_settings_columns(settings),
         }
         row["metadata"] = await sealed(runtime, "run", "metadata", row["metadata"])
+        row["kwargs"] = await sealed_fields(runtime, "run", row["kwargs"], RUN_KWARGS_FIELDS)
         return row
 
     if creating and not idempotency_key and not body.after_seconds:
@@ -274,7 +276,10 @@ async def _insert_run(
         row = await runs_db.insert_run(session, await run_row(thread, scheduled_at))
         if created is None:
             await threads_db.mark_busy(
-                session, target_thread, {**(thread["metadata"] or {}), **thread_metadata}, context
+                session,
+                target_thread,
+                {**(thread["metadata"] or {}), **thread_metadata},
+                new_thread["context"],
             )
         return row, True
 
@@ -282,9 +287,6 @@ async def _insert_run(
     row, inserted = await runtime.lifecycle.transaction(create)
     return row, effects, inserted
 
-
-# The run (and thread) JSON custom encryption covers (encryption.path).
-RUN_JSON = ("metadata",)
 
 # How often a create that may make its thread finds it deleted, then created by another
 # request, before it answers 409: each round is another client's committed delete and create.
@@ -431,7 +433,7 @@ def _request_hash(thread_id: str | None, body: RunCreate) -> str:
 
 async def run_wire(runtime: Runtime, row: Any) -> dict[str, Any]:
     """`to_wire` of a stored run, its JSON decrypted (encryption.path)."""
-    return to_wire(await opened(runtime, "run", row, RUN_JSON))
+    return to_wire(await opened_run(runtime, row))
 
 
 def to_wire(row: Any) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from runyard.domain.errors import ConflictError, InvalidInputError, NotFoundErro
 from runyard.domain.status import TERMINAL_RUN_STATUSES, RunStatus
 from runyard.graphs.streaming import PROTOCOL_MODE
 from runyard.schemas.runs import RunCreate
+from runyard.services.encrypted_json import opened
 from runyard.services.run_waits import wait_until_done
 from runyard.services.runs import create_run
 from runyard.services.thread_session import graph_name, is_session_run, run_protocol_events
@@ -140,6 +141,7 @@ async def resume_body(runtime: Runtime, thread_id: str, params: dict[str, Any]) 
     thread, latest = await _settled_thread(runtime, thread_id)
     if thread is None or latest is None:
         raise CommandError("no_such_run", "No interrupted run is bound to this thread.")
+    thread = await opened(runtime, "thread", thread, ("interrupts",))
     pending = {
         item.get("id")
         for items in (thread["interrupts"] or {}).values()

@@ -21,6 +21,7 @@ from runyard.db import threads as threads_db
 from runyard.domain.errors import NotFoundError
 from runyard.domain.status import TERMINAL_RUN_STATUSES, RunStatus
 from runyard.graphs.streaming import PROTOCOL_MODE
+from runyard.services.encrypted_json import opened
 from runyard.services.run_arrivals import POLL_SECONDS, anchor_of
 from runyard.services.run_waits import result_body
 from runyard.services.runs import get_run
@@ -206,7 +207,7 @@ async def run_protocol_events(
         async for event in _stored_ending(runtime, run_id, translator):
             yield event
         return
-    status, error = run["status"], _error_message(run.get("error"))
+    status, error = run["status"], await _stored_error(runtime, run)
     if live:
         told = translator.ended_as()
         if told is not None:
@@ -232,7 +233,7 @@ async def _stored_ending(
     if "__error__" not in body:
         params = {"namespace": [], "timestamp": translator.last_timestamp, "data": body}
         yield protocol_event(f"{run_id}:stored:values", "values", params)
-    for event in translator.finish(str(run["status"]), _error_message(run.get("error"))):
+    for event in translator.finish(str(run["status"]), await _stored_error(runtime, run)):
         yield event
 
 
@@ -254,7 +255,13 @@ async def _final_status(runtime: Runtime, run_id: str) -> tuple[str | None, str 
         run = await get_run(runtime, None, run_id)
     except NotFoundError:
         return None, None
-    return str(run["status"]), _error_message(run.get("error"))
+    return str(run["status"]), await _stored_error(runtime, run)
+
+
+async def _stored_error(runtime: Runtime, run: Any) -> str | None:
+    """The message of a stored run's error (decrypted, encryption.path)."""
+    stored = await opened(runtime, "run", {"error": run.get("error")}, ("error",))
+    return _error_message(stored["error"])
 
 
 def _error_message(error: Any) -> str | None:

@@ -25,7 +25,7 @@ from runyard.graphs.state import (
     snapshot_to_state,
 )
 from runyard.schemas.threads import CheckpointConfig, StateCommand, Superstep
-from runyard.services.encrypted_json import sealed
+from runyard.services.encrypted_json import opened, sealed_state
 from runyard.streaming.thread_log import publish_state_update
 
 if TYPE_CHECKING:
@@ -96,9 +96,9 @@ async def refresh_thread_from_checkpoint(
     if status is None:
         status = ThreadStatus.INTERRUPTED if snapshot.next else ThreadStatus.IDLE
     values = to_jsonable(snapshot.values) if has_checkpoint else None
-    if isinstance(values, dict):
-        values = await sealed(runtime, "thread", "values", values)
-    state = threads_db.ThreadState(thread_id, status.value, values, interrupts, error)
+    state = await sealed_state(
+        runtime, threads_db.ThreadState(thread_id, status.value, values, interrupts, error)
+    )
     await threads_db.set_state_fields(session, state)
     return snapshot
 
@@ -206,7 +206,8 @@ async def update_state(
                 f"thread {thread_id} has a pending or running run; wait for it to finish "
                 "(or cancel it) before updating its state"
             )
-        graph = await bound_graph(runtime, graph_id, thread_id, thread["config"], "threads.update")
+        config = (await opened(runtime, "thread", thread, ("config",)))["config"]
+        graph = await bound_graph(runtime, graph_id, thread_id, config, "threads.update")
         config = checkpoint_config(thread_id, checkpoint)
         wanted = config["configurable"].get("checkpoint_id")
         if wanted and await runtime.checkpointer.aget_tuple(config) is None:
@@ -271,7 +272,7 @@ async def _read_thread(runtime: Runtime, thread_id: str) -> dict[str, Any]:
         thread = await threads_db.get_thread(session, thread_id)
     if thread is None:
         raise thread_not_found(thread_id)
-    return thread
+    return dict(await opened(runtime, "thread", thread, ("metadata", "config")))
 
 
 def _checkpoint_not_found(thread_id: str, checkpoint_id: str) -> NotFoundError:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from langgraph.checkpoint.base.id import uuid6
 
 from runyard.db import threads as threads_db
+from runyard.domain.encrypted_fields import THREAD_FIELDS
 from runyard.domain.errors import ConflictError, InvalidInputError, NotFoundError
 from runyard.domain.retention import ThreadTTLPolicy
 from runyard.domain.status import ThreadStatus
@@ -49,7 +50,7 @@ WIRE_FIELDS = (
     "error",
 )
 # The thread JSON custom encryption covers (encryption.path).
-THREAD_JSON = ("metadata", "values")
+THREAD_JSON = THREAD_FIELDS
 EXTRACTABLE_ROOTS = frozenset({"values", "metadata", "config", "interrupts"})
 _ALIAS = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PATH_SPLIT = re.compile(r"\.|\[")
@@ -242,11 +243,12 @@ async def search_threads(
     more = len(rows) > body.limit
     page = []
     for row in rows[: body.limit]:
-        wire = to_wire(await opened(runtime, "thread", row, THREAD_JSON))
+        plain = await opened(runtime, "thread", row, THREAD_JSON)
+        wire = to_wire(plain)
         selected: set[str] = set(body.select or ())
         if "context" in selected:
             # Not part of a thread's default shape, as on LangGraph Platform: only on request.
-            wire["context"] = row.get("context") or {}
+            wire["context"] = plain.get("context") or {}
         out = {k: v for k, v in wire.items() if k in selected} if selected else wire
         if extract:
             out["extracted"] = {alias: extract_path(wire, path) for alias, path in extract.items()}
@@ -287,12 +289,13 @@ async def copy_thread(runtime: Runtime, thread_id: str) -> dict[str, Any]:
         }
         created = await threads_db.insert_thread(session, row)
         assert created is not None
-        # graph_id is never encrypted (runyard/encryption/custom.py NEVER_ENCRYPTED).
+        # graph_id is never encrypted (runyard/encryption/custom.py never_encrypted).
         graph_id = (source["metadata"] or {}).get("graph_id")
         try:
             await copy_thread_checkpoints(runtime.checkpointer, thread_id, new_id)
             if graph_id:
-                graph = await bound_graph(runtime, graph_id, new_id, source["config"])
+                config = (await opened(runtime, "thread", source, ("config",)))["config"]
+                graph = await bound_graph(runtime, graph_id, new_id, config)
                 await refresh_thread_from_checkpoint(
                     runtime,
                     session,

@@ -25,6 +25,7 @@ from runyard.graphs.factories import GraphAccess
 from runyard.graphs.serialize import dumps, to_jsonable
 from runyard.graphs.streaming import FinalState, stream_graph
 from runyard.observability.logs import run_log_context
+from runyard.services.encrypted_json import opened_run
 from runyard.streaming.publisher import EventPublisher
 from runyard.worker.attempt_input import attempt_config, attempt_input
 from runyard.worker.finalize import Outcome, ThreadSnapshot, cancelled, finalize_run
@@ -228,13 +229,13 @@ class RunExecutor:
             # run, torn down after it.
             async with limit, AsyncExitStack() as resources:
                 await self._begin_attempt(run_id, attempt)
-                if rt.encryption is not None:
-                    # The graph reads the run's metadata (in its config) in plain text.
-                    opened = await rt.encryption.decrypt_json("run", "metadata", run["metadata"])
-                    run = {**run, "metadata": opened}
-                config = attempt_config(run)
+                # The graph reads the run's metadata (in its config), input, config, context
+                # and command in plain text; the stored row goes on to the run's end.
+                plain = await opened_run(rt, run)
+                kwargs = plain["kwargs"]
+                config = attempt_config(plain)
                 graph = await self._graph(kwargs, config, entry, resources)
-                graph_input = await attempt_input(self._rt.checkpointer, run, config)
+                graph_input = await attempt_input(self._rt.checkpointer, plain, config)
                 await self._stream(graph, graph_input, config, kwargs, final, events)
         except asyncio.CancelledError:
             reason = absorb_stop(entry)

@@ -4,7 +4,7 @@ checkpoint; the lifecycle (runyard/lifecycle.py) writes it and ends the run."""
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from langgraph.pregel import Pregel
@@ -15,7 +15,7 @@ from runyard.domain.results import with_interrupts
 from runyard.domain.status import RunStatus, ThreadStatus
 from runyard.graphs.checkpointer import delete_run_checkpoints
 from runyard.graphs.serialize import to_jsonable
-from runyard.services.encrypted_json import sealed
+from runyard.services.encrypted_json import sealed, sealed_state
 
 if TYPE_CHECKING:
     from runyard.runtime import Runtime
@@ -75,7 +75,7 @@ async def finalize_run(
         snapshot = await _rolled_back_snapshot(runtime, run, attempt, outcome)
         if snapshot is None:
             return False
-        state = await _sealed_state(runtime, _thread_state(thread_id, outcome, snapshot))
+        state = await sealed_state(runtime, _thread_state(thread_id, outcome, snapshot))
         ended = await runtime.lifecycle.finish_rolled_back(
             run, attempt, outcome.status, state, outcome.error
         )
@@ -90,9 +90,12 @@ async def finalize_run(
     output = _result(snapshot) if outcome.status == RunStatus.SUCCESS else None
     if isinstance(output, dict):
         output = await sealed(runtime, "run", "output", output)
-    state = await _sealed_state(runtime, _thread_state(thread_id, outcome, snapshot))
+    state = await sealed_state(runtime, _thread_state(thread_id, outcome, snapshot))
+    error = outcome.error
+    if isinstance(error, dict):
+        error = await sealed(runtime, "run", "error", error)
     finished = await runtime.lifecycle.finish(
-        run, attempt, outcome.status, output, outcome.error, state
+        run, attempt, outcome.status, output, outcome.error, state, stored_error=error
     )
     if isinstance(finished, str):
         # A cancel landed before the end was written: the run ends as that cancel asks.
@@ -137,13 +140,6 @@ def _thread_state(thread_id: str, outcome: Outcome, snapshot: ThreadSnapshot) ->
         snapshot.interrupts,
         outcome.error if failed else None,
     )
-
-
-async def _sealed_state(runtime: Runtime, state: ThreadState) -> ThreadState:
-    """`state` with its values as stored (encryption.path's JSON handlers)."""
-    if runtime.encryption is None or not isinstance(state.values, dict):
-        return state
-    return replace(state, values=await sealed(runtime, "thread", "values", state.values))
 
 
 def _result(snapshot: ThreadSnapshot) -> Any:

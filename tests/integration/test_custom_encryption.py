@@ -179,6 +179,7 @@ async def converse(url: str, user: str) -> str:
         assert listed["value"]["api_key"] == SECRET_STORE[user]
         assert "__encryption_context__" not in run["metadata"]
         assert "__encryption_context__" not in run["kwargs"]
+        assert run["kwargs"]["input"]["messages"][0]["content"] == SECRETS[user]
         await client.threads.update(thread_id, metadata={"note": "patched"})
         patched = await client.threads.get(thread_id)
         assert patched["metadata"]["api_key"] == SECRET_METADATA[user]
@@ -204,6 +205,7 @@ async def run_a_cron(client: Any, assistant_id: str, user: str) -> None:
         (found,) = await client.crons.search(thread_id=thread["thread_id"])
         assert found["metadata"]["api_key"] == SECRET_CRON[user]
         assert "__encryption_context__" not in found["payload"]
+        assert found["payload"]["input"]["messages"][0]["content"] == SECRETS[user]
         for _ in range(200):
             runs = await client.runs.list(thread["thread_id"])
             if any(run["status"] == "success" for run in runs):
@@ -244,7 +246,8 @@ def test_an_official_encryption_module_works_unchanged(deployment: Deployment) -
     assert b"RYC1\x00\x00\x00\x02{}" not in checkpoints, "a blob written without a context"
     rows = deployment.json_bytes()
     assert b"__encryption_context__" in rows and b"enc:" in rows
-    found = [secret for secret in JSON_SECRETS if secret.encode() in rows]
+    # The messages are in the runs' input (and the crons' payload) too.
+    found = [s for s in [*SECRETS.values(), *JSON_SECRETS] if s.encode() in rows]
     assert not found, f"JSON the handlers cover stored in plain text: {found}"
     # The thread's copy of its values and the run's answer to /wait are encrypted too.
     for table, column in [("threads", "values"), ("runs", "output")]:
@@ -263,6 +266,140 @@ def test_an_official_encryption_module_works_unchanged(deployment: Deployment) -
                 await client.http.client.aclose()
 
         asyncio.run(read_back())
+
+
+# One marker per field LangGraph's server encrypts that a client can fill.
+MARKS = {
+    name: f"mk-{name}-5b0e"
+    for name in (
+        "assistant-config",
+        "assistant-context",
+        "run-input",
+        "run-config",
+        "run-configurable",
+        "run-context",
+        "run-command",
+        "run-error",
+        "thread-interrupts",
+        "cron-input",
+        "cron-config",
+        "cron-context",
+    )
+}
+
+
+async def fill_every_field(url: str) -> None:
+    """As user-a: an assistant with config and context, runs with input, config, context
+    and a command (answering an interrupt), a failing run, a cron with input, config and
+    context; every SDK read answers the plain values."""
+    client = client_of(url, "user-a")
+    try:
+        assistant = await client.assistants.create(
+            "agent",
+            config={"tags": [MARKS["assistant-config"]]},
+            context={"hint": MARKS["assistant-context"]},
+        )
+        assistant_id = assistant["assistant_id"]
+        for got in [
+            await client.assistants.get(assistant_id),
+            *await client.assistants.get_versions(assistant_id),
+            *await client.assistants.search(graph_id="agent", limit=100),
+        ]:
+            if got["assistant_id"] == assistant_id:
+                assert got["config"]["tags"] == [MARKS["assistant-config"]], got
+                assert got["context"] == {"hint": MARKS["assistant-context"]}, got
+        thread_id = (await client.threads.create())["thread_id"]
+        # "please ..." asks for approval with interrupt(): the thread's interrupts hold it.
+        asked = await client.runs.wait(
+            thread_id,
+            assistant_id,
+            input={"messages": [{"role": "user", "content": f"please {MARKS['run-input']}"}]},
+            config={
+                "tags": [MARKS["run-config"]],
+                "configurable": {"api_key": MARKS["run-configurable"]},
+            },
+            context={"tenant_hint": MARKS["run-context"]},
+        )
+        assert MARKS["run-input"] in str(asked["__interrupt__"]), asked
+        thread = await client.threads.get(thread_id)
+        assert MARKS["run-input"] in str(thread["interrupts"]), thread
+        (with_context,) = await client.threads.search(
+            ids=[thread_id], select=["thread_id", "context"]
+        )
+        assert with_context["context"]["tenant_hint"] == MARKS["run-context"]
+        decision = {"type": "reject", "message": MARKS["run-command"]}
+        await client.runs.wait(
+            thread_id, assistant_id, command={"resume": {"decisions": [decision]}}
+        )
+        first, second = sorted(await client.runs.list(thread_id), key=lambda run: run["created_at"])
+        kwargs = first["kwargs"]
+        assert kwargs["input"]["messages"][0]["content"] == f"please {MARKS['run-input']}"
+        assert MARKS["run-config"] in kwargs["config"]["tags"]
+        assert kwargs["config"]["configurable"]["api_key"] == MARKS["run-configurable"]
+        assert kwargs["context"]["tenant_hint"] == MARKS["run-context"]
+        assert kwargs["context"]["hint"] == MARKS["assistant-context"]
+        assert second["kwargs"]["command"]["resume"]["decisions"] == [decision]
+        # The encryptor encrypts the values of an object: any other input is a 422 naming it.
+        listed = await client.http.client.post(
+            f"/threads/{thread_id}/runs", json={"assistant_id": assistant_id, "input": ["x"]}
+        )
+        assert listed.status_code == 422 and "input" in listed.json()["detail"], listed.text
+        # A thread left waiting for an answer keeps its interrupts.
+        waiting = (await client.threads.create())["thread_id"]
+        ask = f"please {MARKS['thread-interrupts']}"
+        await client.runs.wait(
+            waiting, assistant_id, input={"messages": [{"role": "user", "content": ask}]}
+        )
+        interrupts = (await client.threads.get(waiting))["interrupts"]
+        assert MARKS["thread-interrupts"] in str(interrupts), interrupts
+        # A failing run: its error, and its thread's, name the input.
+        failing = await client.assistants.create("fail")
+        failed_thread = (await client.threads.create())["thread_id"]
+        await client.runs.create(
+            failed_thread, failing["assistant_id"], input={"value": MARKS["run-error"]}
+        )
+        (failed,) = await client.runs.list(failed_thread)
+        joined = await client.runs.join(failed_thread, failed["run_id"])
+        assert MARKS["run-error"] in str(joined), joined
+        (failed,) = await client.runs.list(failed_thread)
+        assert failed["status"] == "error", failed
+        assert MARKS["run-error"] in (await client.threads.get(failed_thread))["error"]["message"]
+        cron = await client.crons.create(
+            assistant_id,
+            schedule="0 0 1 1 *",
+            input={"messages": [{"role": "user", "content": MARKS["cron-input"]}]},
+            config={"tags": [MARKS["cron-config"]]},
+            context={"tenant_hint": MARKS["cron-context"]},
+        )
+        (found,) = [c for c in await client.crons.search() if c["cron_id"] == cron["cron_id"]]
+        assert found["payload"]["input"]["messages"][0]["content"] == MARKS["cron-input"]
+        assert found["payload"]["config"]["tags"] == [MARKS["cron-config"]]
+        assert found["payload"]["context"] == {"tenant_hint": MARKS["cron-context"]}
+        await client.crons.update(cron["cron_id"], context={"tenant_hint": MARKS["cron-context"]})
+        (found,) = [c for c in await client.crons.search() if c["cron_id"] == cron["cron_id"]]
+        assert found["payload"]["input"]["messages"][0]["content"] == MARKS["cron-input"]
+    finally:
+        await client.http.client.aclose()
+
+
+def test_every_json_field_langgraph_encrypts_is_stored_encrypted(deployment: Deployment) -> None:
+    with deployment.server() as proc:
+        asyncio.run(fill_every_field(proc.url))
+    rows = deployment.json_bytes()
+    found = [name for name, mark in MARKS.items() if mark.encode() in rows]
+    assert not found, f"fields stored in plain text: {found}"
+    for table, column in [
+        ("assistants", "config"),
+        ("assistants", "context"),
+        ("assistant_versions", "config"),
+        ("runs", "kwargs"),
+        ("runs", "error"),
+        ("threads", "context"),
+        ("threads", "interrupts"),
+        ("threads", "error"),
+        ("crons", "payload"),
+    ]:
+        assert "enc:" in deployment.column_text(table, column), (table, column)
 
 
 def test_a_json_encryptor_that_adds_a_key_is_refused_with_its_name(

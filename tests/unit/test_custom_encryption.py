@@ -169,3 +169,76 @@ def test_a_webhook_payload_is_sent_decrypted(custom: CustomEncryption) -> None:
     }
     # Fields a payload does not carry (webhooks.allowed_fields) are not added.
     assert asyncio.run(custom.open_webhook_payload({"run_id": "r"})) == {"run_id": "r"}
+
+
+def test_run_kwargs_are_encrypted_field_by_field_as_langgraph_does(
+    custom: CustomEncryption,
+) -> None:
+    # The caller's data in a run's kwargs: input, config (its configurable and metadata on
+    # their own), context and command, each with the (model, field) LangGraph's server uses.
+    kwargs = {
+        "input": {"messages": ["secret-input"]},
+        "config": {
+            "tags": ["secret-tag"],
+            "recursion_limit": 7,
+            "configurable": {
+                "thread_id": "t-1",
+                "checkpoint_ns": "",
+                "langgraph_auth_user_id": "user-a",
+                "api_key": "secret-conf",
+            },
+            "metadata": {"note": "secret-meta"},
+        },
+        "context": {"tenant_hint": "secret-ctx"},
+        "command": {"resume": "secret-resume"},
+        "stream_mode": ["values"],
+        "graph_id": "agent",
+        CONTEXT_KEY: {"key_id": "key-a"},
+    }
+    fields = ("input", "config", "context", "command")
+    use_context({"key_id": "key-a"})
+    stored = asyncio.run(custom.encrypt_fields("run", kwargs, fields))
+    text = json.dumps(stored)
+    assert "secret" not in text, text
+    # What the server reads stays plain, and never reaches the encryptor.
+    assert stored["stream_mode"] == ["values"] and stored["graph_id"] == "agent"
+    assert stored["config"]["recursion_limit"] == 7
+    configurable = stored["config"]["configurable"]
+    assert configurable["thread_id"] == "t-1" and configurable["checkpoint_ns"] == ""
+    assert configurable["langgraph_auth_user_id"] == "user-a"
+    assert configurable[CONTEXT_KEY] == {"key_id": "key-a"}
+    given = {(ctx.model, ctx.field) for ctx in seen}
+    assert given == {
+        ("run", "input"),
+        ("run", "config"),
+        ("run", "configurable"),
+        ("run", "metadata"),
+        ("run", "context"),
+        ("run", "command"),
+    }
+    assert all(ctx.metadata == {"key_id": "key-a"} for ctx in seen)
+    seen.clear()
+    assert asyncio.run(custom.decrypt_fields("run", stored, fields)) == {
+        **kwargs,
+        "config": {**kwargs["config"]},
+    }
+    assert {ctx.field for ctx in seen} == {
+        "input",
+        "config",
+        "configurable",
+        "metadata",
+        "context",
+        "command",
+    }
+    # Sealing what is already sealed changes nothing (a cron's payload patched in part).
+    assert asyncio.run(custom.encrypt_fields("run", stored, fields)) == stored
+
+
+def test_a_run_input_that_is_not_an_object_is_a_422_naming_it(custom: CustomEncryption) -> None:
+    from runyard.domain.errors import InvalidInputError
+
+    with pytest.raises(InvalidInputError) as caught:
+        asyncio.run(custom.encrypt_fields("run", {"input": ["a", "b"]}, ("input",)))
+    assert "input must be a JSON object" in caught.value.message
+    # Null stays null.
+    assert asyncio.run(custom.encrypt_fields("run", {"input": None}, ("input",))) == {"input": None}
