@@ -271,18 +271,9 @@ class RunLifecycle:
         )
         assert finished is not None
         if not finished.held:
-            async with self._autocommit() as session:
-                action = await runs_db.cancel_requested(session, run_id, attempt)
-                own = None if action else await runs_db.ended_by(session, run_id, attempt, status)
-            if action:
-                log.info(
-                    "run_end_cancelled run_id=%s attempt=%s action=%s", run_id, attempt, action
-                )
-                return action
-            if own is None:
-                log.warning("run_finalize_refused run_id=%s attempt=%s", run_id, attempt)
-                return False
-            log.info("run_end_found_committed run_id=%s attempt=%s", run_id, attempt)
+            refused = await self._not_held(run_id, attempt, status)
+            if refused is not None:
+                return refused
             finished = None
         elif not finished.thread_written:
             # A run was committed on the thread while this one ended: write with a fresh view.
@@ -292,6 +283,21 @@ class RunLifecycle:
                 )
         await self.end(run, status, error=error, attempt=attempt, finished=finished)
         return True
+
+    async def _not_held(self, run_id: str, attempt: int, status: RunStatus) -> bool | str | None:
+        """Why an attempt's finish wrote nothing: a cancel's action, False when another
+        attempt holds the run, None when this attempt's own end was committed already."""
+        async with self._autocommit() as session:
+            action = await runs_db.cancel_requested(session, run_id, attempt)
+            own = None if action else await runs_db.ended_by(session, run_id, attempt, status)
+        if action:
+            log.info("run_end_cancelled run_id=%s attempt=%s action=%s", run_id, attempt, action)
+            return action
+        if own is None:
+            log.warning("run_finalize_refused run_id=%s attempt=%s", run_id, attempt)
+            return False
+        log.info("run_end_found_committed run_id=%s attempt=%s", run_id, attempt)
+        return None
 
     async def finish_rolled_back(
         self,

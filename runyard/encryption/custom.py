@@ -14,16 +14,13 @@ the same refusal of a JSON encryptor that adds or removes keys, the same marker.
 
 from __future__ import annotations
 
-import asyncio
-import json
 import logging
 import struct
-import threading
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
-from langgraph.checkpoint.serde.base import CipherProtocol, SerializerProtocol
+from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph_sdk.encryption.types import DecryptResult, EncryptionContext
@@ -37,6 +34,11 @@ from runyard.domain.encrypted_fields import (
 )
 from runyard.domain.encryption_context import CONTEXT_KEY, current_context
 from runyard.domain.errors import DecryptionError, InvalidInputError, RunyardError
+from runyard.encryption.custom_checkpoints import (
+    BlobHandlerCipher,
+    CheckpointMetadataCodec,
+    HandlerThread,
+)
 from runyard.encryption.json_keys import stays_plain
 
 if TYPE_CHECKING:
@@ -47,7 +49,6 @@ log = logging.getLogger("runyard.encryption")
 T = TypeVar("T")
 
 # The cipher name checkpoint blobs carry in their type (`msgpack+custom`).
-CIPHER_NAME = "custom"
 # A blob's header: magic, then the length of the context's JSON, then the context.
 _BLOB_MAGIC = b"RYC1"
 _LENGTH = struct.Struct(">I")
@@ -64,45 +65,6 @@ class EncryptionHandlerError(RunyardError):
     of the project's encryption module, named in the message."""
 
     status_code = 500
-
-
-class HandlerThread:
-    """An event loop on a thread of its own, for the blob handlers.
-
-    LangGraph's checkpoint serializer is synchronous and is called on the server's event
-    loop, so an async handler cannot be awaited there; it runs to completion on this loop
-    instead, the caller waiting for it (about what the cipher itself costs).
-    """
-
-    def __init__(self) -> None:
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        """Start the loop on its thread."""
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(
-            target=self._loop.run_forever, name="runyard-encryption", daemon=True
-        )
-        self._thread.start()
-
-    def stop(self) -> None:
-        """Stop the loop, wait for its thread and close it. Idempotent."""
-        loop, thread = self._loop, self._thread
-        self._loop = self._thread = None
-        if loop is None or thread is None:
-            return
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout=5)
-        if not thread.is_alive():
-            loop.close()
-
-    def run(self, call: Coroutine[Any, Any, T]) -> T:
-        """The result of `call`, run to completion on this loop."""
-        if self._loop is None:
-            call.close()
-            raise RuntimeError("the encryption handler loop is not running")
-        return asyncio.run_coroutine_threadsafe(call, self._loop).result()
 
 
 def _name(handler: Callable[..., Any]) -> str:
@@ -402,52 +364,3 @@ def _apart(entry: Any) -> bool:
 
 async def _awaited(call: Awaitable[T]) -> T:
     return await call
-
-
-class CheckpointMetadataCodec:
-    """Checkpoint metadata through the JSON handlers (`model="checkpoint"`,
-    `field="metadata"`), for the savers, which are synchronous where they encode it: the
-    handlers run on the handler loop, the caller's context captured before."""
-
-    def __init__(self, encryption: CustomEncryption) -> None:
-        self.encryption = encryption
-
-    def encrypt(self, metadata: Any) -> Any:
-        """`metadata` as stored (the step, source and parents stay plain)."""
-        if not isinstance(metadata, dict):
-            return metadata
-        call = self.encryption.encrypt_json(
-            "checkpoint", "metadata", metadata, dict(current_context())
-        )
-        return self.encryption.handlers.run(call)
-
-    def decrypt(self, metadata: Any) -> Any:
-        """Stored metadata decrypted under the context stored beside it."""
-        if not isinstance(metadata, dict) or CONTEXT_KEY not in metadata:
-            return metadata
-        call = self.encryption.decrypt_json("checkpoint", "metadata", metadata)
-        return self.encryption.handlers.run(call)
-
-    def dumps(self, metadata: Any) -> str:
-        """The JSON text of `metadata` as stored."""
-        return json.dumps(self.encrypt(metadata))
-
-
-class BlobHandlerCipher(CipherProtocol):
-    """LangGraph's cipher protocol over the blob handlers, for EncryptedSerializer."""
-
-    def __init__(self, encryption: CustomEncryption) -> None:
-        self.encryption = encryption
-
-    def encrypt(self, plaintext: bytes) -> tuple[str, bytes]:
-        """`plaintext` through the blob encryptor."""
-        return CIPHER_NAME, self.encryption.seal_blob(plaintext)
-
-    def decrypt(self, ciphername: str, ciphertext: bytes) -> bytes:
-        """The plaintext of a blob the blob encryptor wrote."""
-        if ciphername != CIPHER_NAME:
-            raise DecryptionError(
-                f"a checkpoint value was encrypted with cipher {ciphername!r}; with "
-                f"encryption.path configured Runyard reads only {CIPHER_NAME!r}"
-            )
-        return self.encryption.open_blob(ciphertext)
