@@ -112,9 +112,9 @@ def _fallback_queue(
     """The Redis queue; while Redis is unreachable, workers find work in the database."""
     from runyard.queue.redis_queue import DatabaseFallbackQueue, RedisRunQueue
 
-    async def claimable() -> str | None:
+    async def claimable(skipped_groups: list[str]) -> str | None:
         async with sessions() as session, session.begin():
-            return await find_claimable_run(session)
+            return await find_claimable_run(session, skipped_groups)
 
     return DatabaseFallbackQueue(
         RedisRunQueue(redis.requests, prefix, blocking=redis.blocking),

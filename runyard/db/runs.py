@@ -863,15 +863,20 @@ async def find_active_runs(
     return (await session.execute(stmt)).mappings().all()
 
 
-async def find_claimable_run(session: AsyncConnection) -> str | None:
+async def find_claimable_run(
+    session: AsyncConnection, skipped_groups: Sequence[str] = ()
+) -> str | None:
     """A pending run ready to claim, skipping rows other pollers hold (Redis-down fallback):
-    the first by priority, then start time, as the queue orders them."""
+    the first by priority, then start time, as the queue orders them; none of the
+    `skipped_groups` (held by a cap)."""
     stmt = (
         select(runs.c.run_id)
         .where(*_claimable(session))
         .order_by(runs.c.priority, runs.c.created_at)
         .limit(1)
     )
+    if skipped_groups:
+        stmt = stmt.where(runs.c.fairness_group.not_in(list(skipped_groups)))
     if dialect_name(session) == "postgresql":
         stmt = stmt.with_for_update(skip_locked=True, of=runs)
     return (await session.execute(stmt)).scalar_one_or_none()

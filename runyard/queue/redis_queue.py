@@ -10,6 +10,10 @@
   capped); a wake-up is only a hint, the pop script decides what is taken.
 - `<prefix>delayed`, `<prefix>delayed:placing`: runs created with `after_seconds`, by due
   time, and the priority and group each is queued with once due.
+- `<prefix>queue:hold:<group>`: set (with an expiry) while a group is held by a cap
+  (runyard/domain/group_caps.py): the pop script passes the group's turn on to the next
+  group; a held run goes back to its group with the score it was popped with, so it keeps
+  its place.
 
 A pop (one script) takes the first run of the group whose turn it is, and sends the group
 last if it has more: deficit round robin with every group's quantum one run (langgraph-sdk
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import OrderedDict
 from typing import Any
 
 from redis.asyncio import Redis
@@ -80,11 +85,12 @@ return #due
 )
 # KEYS: legacy list, turns, waiting, ready; ARGV: group key prefix, whether to spend a
 # wake-up (one per run taken, so the wake-ups left match the runs left; a loop that BLPOPed
-# one has spent it already).
+# one has spent it already), hold key prefix. Returns {run id, group, score} ({run id} from
+# the legacy list).
 _POP = """
 local legacy = redis.call('LPOP', KEYS[1])
 if legacy then
-  return legacy
+  return {legacy}
 end
 for _ = 1, redis.call('LLEN', KEYS[2]) do
   local group = redis.call('LPOP', KEYS[2])
@@ -92,20 +98,48 @@ for _ = 1, redis.call('LLEN', KEYS[2]) do
     return false
   end
   local key = ARGV[1] .. group
-  local popped = redis.call('ZPOPMIN', key)
-  if #popped > 0 then
-    if redis.call('EXISTS', key) == 1 then
-      redis.call('RPUSH', KEYS[2], group)
+  if redis.call('EXISTS', ARGV[3] .. group) == 1 then
+    redis.call('RPUSH', KEYS[2], group)
+  else
+    local popped = redis.call('ZPOPMIN', key)
+    if #popped > 0 then
+      if redis.call('EXISTS', key) == 1 then
+        redis.call('RPUSH', KEYS[2], group)
+      end
+      redis.call('HDEL', KEYS[3], popped[1])
+      if ARGV[2] == '1' then
+        redis.call('LPOP', KEYS[4])
+      end
+      return {popped[1], group, popped[2]}
     end
-    redis.call('HDEL', KEYS[3], popped[1])
-    if ARGV[2] == '1' then
-      redis.call('LPOP', KEYS[4])
-    end
-    return popped[1]
   end
 end
 return false
 """
+# KEYS: arrivals, turns, waiting, the group's hold key; ARGV: group key prefix, run id,
+# group, score ('' when not known: from the priority offset and a new arrival), priority
+# offset, hold milliseconds. A longer hold already set is kept.
+_HOLD = f"""
+if redis.call('PTTL', KEYS[4]) < tonumber(ARGV[6]) then
+  redis.call('SET', KEYS[4], '1', 'PX', ARGV[6])
+end
+local key = ARGV[1] .. ARGV[3]
+if redis.call('HEXISTS', KEYS[3], ARGV[2]) == 1 or redis.call('ZSCORE', key, ARGV[2]) then
+  return 0
+end
+local score = tonumber(ARGV[4])
+if not score then
+  score = tonumber(ARGV[5]) * {_PRIORITY_STEP} + redis.call('INCR', KEYS[1])
+end
+if redis.call('EXISTS', key) == 0 then
+  redis.call('RPUSH', KEYS[2], ARGV[3])
+end
+redis.call('ZADD', key, score, ARGV[2])
+redis.call('HSET', KEYS[3], ARGV[2], ARGV[3])
+return 1
+"""
+# Places of recently popped runs kept for `hold` (only needed between a pop and its claim).
+PLACES_KEPT = 10_000
 
 
 class RedisRunQueue:
@@ -127,11 +161,15 @@ class RedisRunQueue:
         self.arrivals_key = f"{prefix}queue:arrivals"
         self.delayed_key = f"{prefix}delayed"
         self.placing_key = f"{prefix}delayed:placing"
+        self.hold_prefix = f"{prefix}queue:hold:"
         self._enqueue_keys = [self.arrivals_key, self.turns_key, self.waiting_key, self.ready_key]
         self._push: Any = self._redis.register_script(_PUSH)
         self._promote: Any = self._blocking.register_script(_PROMOTE)
         self._take: Any = self._blocking.register_script(_POP)
+        self._hold: Any = self._redis.register_script(_HOLD)
         self._last_promote = 0.0
+        # Run id -> (group, score) of the runs this instance popped lately.
+        self._places: OrderedDict[str, tuple[str, str]] = OrderedDict()
 
     async def push(
         self,
@@ -169,11 +207,26 @@ class RedisRunQueue:
 
     async def _take_one(self, spend_wakeup: bool) -> str | None:
         keys = [self.queue_key, self.turns_key, self.waiting_key, self.ready_key]
-        args = [self.group_prefix, "1" if spend_wakeup else "0"]
+        args = [self.group_prefix, "1" if spend_wakeup else "0", self.hold_prefix]
         value = await self._take(keys=keys, args=args)
-        if value is None:
+        if not value:
             return None
-        return value.decode() if isinstance(value, bytes) else str(value)
+        run_id = _text(value[0])
+        if len(value) == 3:
+            self._places[run_id] = (_text(value[1]), _text(value[2]))
+            if len(self._places) > PLACES_KEPT:
+                self._places.popitem(last=False)
+        return run_id
+
+    async def hold(self, run_id: str, group: str, priority: int, seconds: float) -> None:
+        """Back to the place it was popped from in `group` (known to this instance; else
+        as new at `priority`); the pop script skips the group for `seconds`."""
+        place = self._places.pop(run_id, None)
+        score = place[1] if place is not None and place[0] == group else ""
+        keys = [self.arrivals_key, self.turns_key, self.waiting_key, self.hold_prefix + group]
+        millis = max(int(seconds * 1000), 1)
+        args = [self.group_prefix, run_id, group, score, priority - PRIORITY_FIRST, millis]
+        await self._hold(keys=keys, args=args)
 
     async def queued(self, run_ids: list[str]) -> set[str]:
         """Which ids wait in the queue or the delayed set (two pipelined round trips: their
@@ -227,9 +280,12 @@ class DatabaseFallbackQueue:
 
     def __init__(self, inner: RedisRunQueue, find_claimable: Any, poll_interval: float) -> None:
         self._inner = inner
+        # find_claimable(skipped groups) -> a claimable run id, or None.
         self._find_claimable = find_claimable
         self._poll_interval = poll_interval
         self.redis_down_since: float | None = None
+        # Groups held by a cap while Redis is down, until when (monotonic clock).
+        self._held: dict[str, float] = {}
 
     async def push(
         self,
@@ -252,7 +308,9 @@ class DatabaseFallbackQueue:
                 return await self._inner.pop(timeout)
             except (RedisError, OSError) as exc:
                 self._mark_down(exc)
-        run_id = await self._find_claimable()
+        now = time.monotonic()
+        self._held = {group: until for group, until in self._held.items() if until > now}
+        run_id = await self._find_claimable(sorted(self._held))
         if run_id is not None:
             return str(run_id)
         import asyncio
@@ -264,6 +322,18 @@ class DatabaseFallbackQueue:
         except (RedisError, OSError):
             pass
         return None
+
+    async def hold(self, run_id: str, group: str, priority: int, seconds: float) -> None:
+        """Hold in Redis; while Redis is down, the database poll skips the group instead
+        (the run stays pending in the database, which the poll reads)."""
+        until = time.monotonic() + seconds
+        self._held[group] = max(self._held.get(group, 0.0), until)
+        if self.redis_down_since is not None:
+            return
+        try:
+            await self._inner.hold(run_id, group, priority, seconds)
+        except (RedisError, OSError) as exc:
+            self._mark_down(exc)
 
     async def queued(self, run_ids: list[str]) -> set[str]:
         """Delegate; with Redis down nothing counts as queued (the poll covers it)."""

@@ -5,6 +5,10 @@ with every group's quantum one run: langgraph-sdk 0.4.14, whose Priority API thi
 has no fairness weight, so this is round robin); within a group, by priority (-5 first .. 5
 last), then first come first served. A run's priority and group are its thread's
 (runyard/services/run_priority.py).
+
+A group whose run was held back by a cap (runyard/domain/group_caps.py) is skipped for a
+while: the run goes back to the place it was popped from, and the group loses its turns
+until the hold ends, so workers do not pop and bounce its backlog.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
-from collections import deque
+from collections import OrderedDict, deque
 from typing import Protocol
 
 from runyard.domain.priority import DEFAULT_FAIRNESS_GROUP, DEFAULT_PRIORITY
@@ -36,6 +40,11 @@ class RunQueue(Protocol):
         """The next run id, or None after `timeout` seconds without one."""
         ...
 
+    async def hold(self, run_id: str, group: str, priority: int, seconds: float) -> None:
+        """Put a popped run held back by a cap back at its place in `group` (at `priority`,
+        as new, when the place is not known) and skip the group for `seconds`."""
+        ...
+
     async def close(self) -> None:
         """Stop delayed pushes and release resources."""
         ...
@@ -47,6 +56,11 @@ class RunQueue(Protocol):
     async def depth(self) -> int:
         """How many run ids wait in the queue now (for the queue depth metric)."""
         ...
+
+
+# Places of recently popped runs, for a hold to put one back where it was: only needed
+# between a pop and its claim, so a bounded number is kept.
+PLACES_KEPT = 10_000
 
 
 class InProcessRunQueue:
@@ -63,6 +77,10 @@ class InProcessRunQueue:
         # Each delayed push not yet due, with its run id.
         self._timers: dict[asyncio.TimerHandle, str] = {}
         self._waiting: dict[str, int] = {}
+        # Held groups, until when (loop time); the wake-ups at the ends of holds.
+        self._held: dict[str, float] = {}
+        self._hold_ends: set[asyncio.TimerHandle] = set()
+        self._places: OrderedDict[str, tuple[int, int]] = OrderedDict()
 
     async def push(
         self,
@@ -86,26 +104,52 @@ class InProcessRunQueue:
         handle = loop.call_later(delay, fire)
         self._timers[handle] = run_id
 
-    def _put(self, run_id: str, priority: int, group: str) -> None:
+    def _put(self, run_id: str, priority: int, group: str, arrival: int | None = None) -> None:
         heap = self._groups.get(group)
         if heap is None:
             heap = self._groups[group] = []
             self._turns.append(group)
-        heapq.heappush(heap, (priority, next(self._arrivals), run_id))
+        place = next(self._arrivals) if arrival is None else arrival
+        heapq.heappush(heap, (priority, place, run_id))
         self._ready += 1
         self._wake_one()
 
-    def _take(self) -> str:
+    def _is_held(self, group: str, now: float) -> bool:
+        until = self._held.get(group)
+        if until is None:
+            return False
+        if until <= now:
+            del self._held[group]
+            return False
+        return True
+
+    def _next_group(self) -> str | None:
+        """Rotate the turns to the first group not held; None when every one is."""
+        if not self._held:
+            return self._turns[0] if self._turns else None
+        now = asyncio.get_running_loop().time()
+        for _ in range(len(self._turns)):
+            if not self._is_held(self._turns[0], now):
+                return self._turns[0]
+            self._turns.rotate(-1)
+        return None
+
+    def _take(self) -> str | None:
         """The next run: the first of the group whose turn it is, which then goes last."""
-        group = self._turns[0]
+        group = self._next_group()
+        if group is None:
+            return None
         heap = self._groups[group]
-        _, _, run_id = heapq.heappop(heap)
+        priority, arrival, run_id = heapq.heappop(heap)
         self._ready -= 1
         if heap:
             self._turns.rotate(-1)
         else:
             del self._groups[group]
             self._turns.popleft()
+        self._places[run_id] = (priority, arrival)
+        if len(self._places) > PLACES_KEPT:
+            self._places.popitem(last=False)
         return run_id
 
     def _wake_one(self) -> None:
@@ -126,7 +170,7 @@ class InProcessRunQueue:
         """The next run id (see the module), waiting up to `timeout` for one."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        while not self._ready:
+        while (run_id := self._take() if self._ready else None) is None:
             left = deadline - loop.time()
             if left <= 0:
                 return None
@@ -147,24 +191,51 @@ class InProcessRunQueue:
             finally:
                 if popper in self._poppers:
                     self._poppers.remove(popper)
-        run_id = self._take()
         if self._ready and self._poppers:
             # Another popper may be parked while runs remain: pass the wake-up on.
             self._wake_one()
         self._unwait(run_id)
         return run_id
 
+    async def hold(self, run_id: str, group: str, priority: int, seconds: float) -> None:
+        """Back to its place in `group`, which is skipped for `seconds` (see the module)."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + seconds
+        if until > self._held.get(group, 0.0):
+            self._held[group] = until
+            handle: asyncio.TimerHandle
+
+            def end_hold() -> None:
+                self._hold_ends.discard(handle)
+                self._wake_one()
+
+            handle = loop.call_later(seconds, end_hold)
+            self._hold_ends.add(handle)
+        if run_id in self._waiting:
+            return
+        place = self._places.pop(run_id, None)
+        self._waiting[run_id] = 1
+        if place is None:
+            self._put(run_id, priority, group)
+        else:
+            self._put(run_id, place[0], group, place[1])
+
     async def queued(self, run_ids: list[str]) -> set[str]:
         """The ids among `run_ids` that are in the queue now (or due to enter it)."""
         return {rid for rid in run_ids if rid in self._waiting}
 
     async def depth(self) -> int:
-        """Run ids ready in the queue (delayed ones not yet due are not counted)."""
+        """Run ids ready in the queue, held groups' too (delayed ones not yet due are not
+        counted)."""
         return self._ready
 
     async def close(self) -> None:
-        """Cancel pending delayed pushes: their ids no longer count as queued."""
+        """Cancel pending delayed pushes (their ids no longer count as queued) and the ends
+        of holds."""
         for handle, run_id in self._timers.items():
             handle.cancel()
             self._unwait(run_id)
         self._timers.clear()
+        for handle in self._hold_ends:
+            handle.cancel()
+        self._hold_ends.clear()

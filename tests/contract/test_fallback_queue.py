@@ -64,17 +64,19 @@ async def queue(engine: AsyncEngine) -> AsyncIterator[DatabaseFallbackQueue]:
 def _fallback(redis: Redis, engine: AsyncEngine) -> DatabaseFallbackQueue:
     """The fallback queue as the transport builds it, polling the database every 50 ms."""
 
-    async def claimable() -> str | None:
+    async def claimable(skipped_groups: list[str]) -> str | None:
         async with engine.begin() as session:
-            return await runs_db.find_claimable_run(session)
+            return await runs_db.find_claimable_run(session, skipped_groups)
 
     return DatabaseFallbackQueue(RedisRunQueue(redis, "fallback:"), claimable, 0.05)
 
 
-async def _pending_run(engine: AsyncEngine, after_seconds: float = 0.0) -> str:
+async def _pending_run(
+    engine: AsyncEngine, after_seconds: float = 0.0, group: str = "default"
+) -> str:
     thread_id, run_id = str(uuid.uuid4()), str(uuid.uuid4())
     async with engine.begin() as session:
-        row = run_row(run_id, thread_id)
+        row = {**run_row(run_id, thread_id), "fairness_group": group}
         if after_seconds:
             row["scheduled_at"] = await database_now(session) + timedelta(seconds=after_seconds)
         await threads_db.insert_thread(session, thread_row(thread_id))
@@ -99,6 +101,27 @@ async def test_pop_finds_pending_runs_in_the_database_oldest_first_until_claimed
     async with engine.begin() as session:
         assert await runs_db.claim_run(session, older, "instance-a", 30) is not None
     assert await queue.pop(timeout=0.1) == newer
+
+
+async def test_the_poll_skips_a_group_held_by_a_cap_until_the_hold_ends(
+    queue: DatabaseFallbackQueue, engine: AsyncEngine
+) -> None:
+    capped = await _pending_run(engine, group="capped")
+    other = await _pending_run(engine, group="other")
+    assert await queue.pop(timeout=0.1) == capped
+    # Its claim was refused by a cap: the poll finds the other group's run instead of
+    # bouncing the capped one at every tick.
+    await queue.hold(capped, "capped", 0, 2.0)
+    assert await queue.pop(timeout=0.1) == other
+    async with engine.begin() as session:
+        assert await runs_db.claim_run(session, other, "instance-a", 30) is not None
+    assert await queue.pop(timeout=0.1) is None
+    found = None
+    for _ in range(200):
+        found = await queue.pop(timeout=0.1)
+        if found is not None:
+            break
+    assert found == capped
 
 
 async def test_a_delayed_run_is_not_found_before_its_time(

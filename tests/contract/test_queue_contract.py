@@ -137,3 +137,40 @@ async def test_groups_with_runs_take_turns(run_queue: Any) -> None:
     # Within a group by priority, then arrival; across groups one run each in turn.
     assert popped == ["a0", "b1", "c0", "a1", "b0", "a2", "a3", "a4", "a5"]
     assert await run_queue.pop(timeout=0.1) is None
+
+
+async def test_a_held_group_is_skipped_and_its_run_keeps_its_place(run_queue: Any) -> None:
+    for n in range(3):
+        await run_queue.push(f"a{n}", group="capped")
+    await run_queue.push("b0", group="other")
+    await run_queue.push("b1", group="other")
+    assert await run_queue.pop(timeout=1) == "a0"
+    # a0's claim was refused by a cap: it goes back first in its group, which is skipped.
+    await run_queue.hold("a0", "capped", 0, 1.0)
+    assert await run_queue.queued(["a0"]) == {"a0"}
+    assert await run_queue.depth() == 5
+    assert [await run_queue.pop(timeout=1) for _ in range(2)] == ["b0", "b1"]
+    # Only the held group has runs left: a pop waits instead of handing them out.
+    assert await run_queue.pop(timeout=0.2) is None
+    # Once the hold ends the group's runs come out in their first order.
+    assert [await _next_id(run_queue) for _ in range(3)] == ["a0", "a1", "a2"]
+
+
+async def test_a_hold_keeps_the_longer_of_two(run_queue: Any) -> None:
+    await run_queue.push("a0", group="capped")
+    await run_queue.push("a1", group="capped")
+    assert await run_queue.pop(timeout=1) == "a0"
+    await run_queue.hold("a0", "capped", 0, 30.0)
+    assert await run_queue.pop(timeout=1) is None
+    await run_queue.hold("a1", "capped", 0, 0.1)
+    await asyncio.sleep(0.3)
+    assert await run_queue.pop(timeout=0.5) is None
+    assert await run_queue.queued(["a0", "a1"]) == {"a0", "a1"}
+
+
+async def test_a_held_run_not_popped_here_goes_back_at_its_priority(run_queue: Any) -> None:
+    await run_queue.push("late", group="capped")
+    # Popped by another instance (no place known here): it is queued by its priority.
+    await run_queue.hold("urgent", "capped", -5, 0.2)
+    assert [await _next_id(run_queue) for _ in range(2)] == ["urgent", "late"]
+    assert await run_queue.pop(timeout=0.1) is None
