@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, field_validator, model_validator
+from pydantic import AliasChoices, Field, PrivateAttr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from runyard.domain.group_caps import GroupCap, GroupCaps, parse_group_limits
 
 # Runyard's name of a setting -> LangGraph's server's name for it.
 OFFICIAL_NAMES = {
@@ -96,6 +98,14 @@ class Settings(BaseSettings):
     # Without priority.path: the run metadata key whose value is a run's fairness group
     # (else the authenticated user's identity, else "default"). Unset: every run "default".
     fairness_key: str | None = Field(default=None, min_length=1, alias="RUNYARD_FAIRNESS_KEY")
+    # Per-group caps on dispatch (0: no cap), the default for every group, and overrides as
+    # JSON ({"group": {"max_running": 3, "max_starts_per_minute": 60}}).
+    group_max_running: int = Field(default=0, ge=0, alias="RUNYARD_GROUP_MAX_RUNNING")
+    group_max_starts_per_minute: int = Field(
+        default=0, ge=0, alias="RUNYARD_GROUP_MAX_STARTS_PER_MINUTE"
+    )
+    group_limits: str | None = Field(default=None, alias="RUNYARD_GROUP_LIMITS")
+    _group_caps: GroupCaps = PrivateAttr(default_factory=GroupCaps)
     bg_job_max_retries: int = Field(default=3, ge=1, alias="BG_JOB_MAX_RETRIES")
     # A crashed instance's runs continue elsewhere about one lease (plus up to one reaper
     # interval) after the crash; the lease outlasts three missed heartbeats.
@@ -199,6 +209,7 @@ class Settings(BaseSettings):
         "aes_key",
         "aes_json_keys",
         "aes_decrypt_keys",
+        "group_limits",
         mode="before",
     )
     @classmethod
@@ -236,6 +247,26 @@ class Settings(BaseSettings):
         if not value.startswith(("redis://", "rediss://", "unix://")):
             raise ValueError("REDIS_URL must start with redis://, rediss:// or unix://")
         return value
+
+    @model_validator(mode="after")
+    def _check_group_limits(self) -> Settings:
+        self._group_caps = GroupCaps(
+            self._default_group_cap,
+            parse_group_limits(self.group_limits, self._default_group_cap)
+            if self.group_limits
+            else {},
+        )
+        return self
+
+    @property
+    def _default_group_cap(self) -> GroupCap:
+        return GroupCap(self.group_max_running, self.group_max_starts_per_minute)
+
+    @property
+    def group_caps(self) -> GroupCaps:
+        """The per-group caps on dispatch (RUNYARD_GROUP_MAX_RUNNING,
+        RUNYARD_GROUP_MAX_STARTS_PER_MINUTE, RUNYARD_GROUP_LIMITS)."""
+        return self._group_caps
 
     @model_validator(mode="after")
     def _check_timings(self) -> Settings:

@@ -43,7 +43,7 @@ def in_process_transport(settings: Settings, stop_run: CancelHandler) -> Transpo
     """The single-process transport (`runyard dev`, or `runyard serve` without Redis)."""
     return Transport(
         InMemoryEventBroker(settings.event_retention_seconds),
-        InProcessRunQueue(),
+        InProcessRunQueue(settings.group_caps),
         InProcessCancelBus(stop_run),
     )
 
@@ -117,7 +117,7 @@ def _fallback_queue(
             return await find_claimable_run(session, skipped_groups)
 
     return DatabaseFallbackQueue(
-        RedisRunQueue(redis.requests, prefix, blocking=redis.blocking),
+        RedisRunQueue(redis.requests, prefix, blocking=redis.blocking, caps=settings.group_caps),
         claimable,
         settings.postgres_poll_interval_seconds,
     )

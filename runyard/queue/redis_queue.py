@@ -12,8 +12,10 @@
   time, and the priority and group each is queued with once due.
 - `<prefix>queue:hold:<group>`: set (with an expiry) while a group is held by a cap
   (runyard/domain/group_caps.py): the pop script passes the group's turn on to the next
-  group; a held run goes back to its group with the score it was popped with, so it keeps
-  its place.
+  group. A run popped from a capped group holds it (value: the run id) until its claim is
+  decided, so one claim of the group is in flight at a time; a claim refused by a cap holds
+  it (value `held`) for a while, and the run goes back with the score it was popped with,
+  so it keeps its place.
 
 A pop (one script) takes the first run of the group whose turn it is, and sends the group
 last if it has more: deficit round robin with every group's quantum one run (langgraph-sdk
@@ -28,6 +30,7 @@ queued before an upgrade are not stranded.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections import OrderedDict
@@ -36,6 +39,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from runyard.domain.group_caps import PROBE_SECONDS, GroupCaps
 from runyard.domain.priority import DEFAULT_FAIRNESS_GROUP, DEFAULT_PRIORITY, PRIORITY_FIRST
 
 log = logging.getLogger("runyard.queue")
@@ -85,13 +89,17 @@ return #due
 )
 # KEYS: legacy list, turns, waiting, ready; ARGV: group key prefix, whether to spend a
 # wake-up (one per run taken, so the wake-ups left match the runs left; a loop that BLPOPed
-# one has spent it already), hold key prefix. Returns {run id, group, score} ({run id} from
-# the legacy list).
+# one has spent it already), hold key prefix, probe milliseconds ('0': no group is capped),
+# whether groups are capped by default ('1'/'0'), the groups that differ (JSON object of
+# group -> 1/0). A run taken from a capped group holds the group (value: the run id) until
+# its claim is decided: one claim of a capped group in flight at a time. Returns {run id,
+# group, score, '1' when it probes} ({run id} from the legacy list).
 _POP = """
 local legacy = redis.call('LPOP', KEYS[1])
 if legacy then
   return {legacy}
 end
+local overrides = nil
 for _ = 1, redis.call('LLEN', KEYS[2]) do
   local group = redis.call('LPOP', KEYS[2])
   if not group then
@@ -110,7 +118,19 @@ for _ = 1, redis.call('LLEN', KEYS[2]) do
       if ARGV[2] == '1' then
         redis.call('LPOP', KEYS[4])
       end
-      return {popped[1], group, popped[2]}
+      local probe = '0'
+      if ARGV[4] ~= '0' then
+        overrides = overrides or cjson.decode(ARGV[6])
+        local capped = overrides[group]
+        if capped == nil then
+          capped = tonumber(ARGV[5])
+        end
+        if capped == 1 then
+          redis.call('SET', ARGV[3] .. group, popped[1], 'PX', ARGV[4])
+          probe = '1'
+        end
+      end
+      return {popped[1], group, popped[2], probe}
     end
   end
 end
@@ -118,10 +138,11 @@ return false
 """
 # KEYS: arrivals, turns, waiting, the group's hold key; ARGV: group key prefix, run id,
 # group, score ('' when not known: from the priority offset and a new arrival), priority
-# offset, hold milliseconds. A longer hold already set is kept.
+# offset, hold milliseconds. Replaces a probe's hold; of two holds, the longer is kept.
 _HOLD = f"""
-if redis.call('PTTL', KEYS[4]) < tonumber(ARGV[6]) then
-  redis.call('SET', KEYS[4], '1', 'PX', ARGV[6])
+local current = redis.call('GET', KEYS[4])
+if current ~= 'held' or redis.call('PTTL', KEYS[4]) < tonumber(ARGV[6]) then
+  redis.call('SET', KEYS[4], 'held', 'PX', ARGV[6])
 end
 local key = ARGV[1] .. ARGV[3]
 if redis.call('HEXISTS', KEYS[3], ARGV[2]) == 1 or redis.call('ZSCORE', key, ARGV[2]) then
@@ -138,6 +159,18 @@ redis.call('ZADD', key, score, ARGV[2])
 redis.call('HSET', KEYS[3], ARGV[2], ARGV[3])
 return 1
 """
+# KEYS: the group's hold key, ready; ARGV: the probing run id, group key. Lifts the probe's
+# hold (not a hold set since) and wakes a worker loop when the group has runs waiting.
+_SETTLE = f"""
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  if redis.call('EXISTS', ARGV[2]) == 1 then
+    redis.call('RPUSH', KEYS[2], '1')
+    redis.call('LTRIM', KEYS[2], -{READY_CAP}, -1)
+  end
+end
+return 1
+"""
 # Places of recently popped runs kept for `hold` (only needed between a pop and its claim).
 PLACES_KEPT = 10_000
 
@@ -150,7 +183,13 @@ class RedisRunQueue:
     of delayed runs, so a parked BLPOP never takes a connection the request path needs.
     """
 
-    def __init__(self, redis: Redis, prefix: str, blocking: Redis | None = None) -> None:
+    def __init__(
+        self,
+        redis: Redis,
+        prefix: str,
+        blocking: Redis | None = None,
+        caps: GroupCaps | None = None,
+    ) -> None:
         self._redis = redis
         self._blocking = blocking if blocking is not None else redis
         self.queue_key = f"{prefix}queue"
@@ -167,9 +206,13 @@ class RedisRunQueue:
         self._promote: Any = self._blocking.register_script(_PROMOTE)
         self._take: Any = self._blocking.register_script(_POP)
         self._hold: Any = self._redis.register_script(_HOLD)
+        self._settle: Any = self._redis.register_script(_SETTLE)
         self._last_promote = 0.0
         # Run id -> (group, score) of the runs this instance popped lately.
         self._places: OrderedDict[str, tuple[str, str]] = OrderedDict()
+        # Runs popped from a capped group whose claim is not decided yet -> their group.
+        self._probing: dict[str, str] = {}
+        self._caps_args = _caps_args(caps or GroupCaps())
 
     async def push(
         self,
@@ -208,19 +251,32 @@ class RedisRunQueue:
     async def _take_one(self, spend_wakeup: bool) -> str | None:
         keys = [self.queue_key, self.turns_key, self.waiting_key, self.ready_key]
         args = [self.group_prefix, "1" if spend_wakeup else "0", self.hold_prefix]
-        value = await self._take(keys=keys, args=args)
+        value = await self._take(keys=keys, args=[*args, *self._caps_args])
         if not value:
             return None
         run_id = _text(value[0])
-        if len(value) == 3:
-            self._places[run_id] = (_text(value[1]), _text(value[2]))
+        if len(value) == 4:
+            group = _text(value[1])
+            self._places[run_id] = (group, _text(value[2]))
             if len(self._places) > PLACES_KEPT:
                 self._places.popitem(last=False)
+            if _text(value[3]) == "1":
+                self._probing[run_id] = group
         return run_id
+
+    async def settle(self, run_id: str) -> None:
+        """The claim of `run_id` is decided (taken, or not claimable): its capped group's
+        next run may be popped."""
+        group = self._probing.pop(run_id, None)
+        if group is None:
+            return
+        keys = [self.hold_prefix + group, self.ready_key]
+        await self._settle(keys=keys, args=[run_id, self.group_prefix + group])
 
     async def hold(self, run_id: str, group: str, priority: int, seconds: float) -> None:
         """Back to the place it was popped from in `group` (known to this instance; else
         as new at `priority`); the pop script skips the group for `seconds`."""
+        self._probing.pop(run_id, None)
         place = self._places.pop(run_id, None)
         score = place[1] if place is not None and place[0] == group else ""
         keys = [self.arrivals_key, self.turns_key, self.waiting_key, self.hold_prefix + group]
@@ -269,6 +325,18 @@ class RedisRunQueue:
 
     async def close(self) -> None:
         """Nothing owned here: the Redis client is closed by the runtime."""
+
+
+def _caps_args(caps: GroupCaps) -> list[str]:
+    """The pop script's arguments about caps: probe milliseconds, capped by default, the
+    groups that differ from the default."""
+    if not caps.any:
+        return ["0", "0", "{}"]
+    default = caps.default.capped
+    differ = {
+        group: int(cap.capped) for group, cap in caps.overrides.items() if cap.capped != default
+    }
+    return [str(int(PROBE_SECONDS * 1000)), str(int(default)), json.dumps(differ)]
 
 
 def _text(value: object) -> str:
@@ -332,6 +400,15 @@ class DatabaseFallbackQueue:
             return
         try:
             await self._inner.hold(run_id, group, priority, seconds)
+        except (RedisError, OSError) as exc:
+            self._mark_down(exc)
+
+    async def settle(self, run_id: str) -> None:
+        """Delegate; with Redis down there is no probe to lift (its hold expires)."""
+        if self.redis_down_since is not None:
+            return
+        try:
+            await self._inner.settle(run_id)
         except (RedisError, OSError) as exc:
             self._mark_down(exc)
 

@@ -6,9 +6,11 @@ has no fairness weight, so this is round robin); within a group, by priority (-5
 last), then first come first served. A run's priority and group are its thread's
 (runyard/services/run_priority.py).
 
-A group whose run was held back by a cap (runyard/domain/group_caps.py) is skipped for a
-while: the run goes back to the place it was popped from, and the group loses its turns
-until the hold ends, so workers do not pop and bounce its backlog.
+Caps (runyard/domain/group_caps.py): a run popped from a capped group holds the group
+until its claim is decided (`settle`), so one claim of the group is in flight at a time; a
+claim refused by a cap holds the group for a while (`hold`): the run goes back to the place
+it was popped from, and the group passes its turns on until the hold ends, so workers do
+not pop and bounce its backlog.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import itertools
 from collections import OrderedDict, deque
 from typing import Protocol
 
+from runyard.domain.group_caps import PROBE_SECONDS, GroupCaps
 from runyard.domain.priority import DEFAULT_FAIRNESS_GROUP, DEFAULT_PRIORITY
 
 
@@ -45,6 +48,11 @@ class RunQueue(Protocol):
         as new, when the place is not known) and skip the group for `seconds`."""
         ...
 
+    async def settle(self, run_id: str) -> None:
+        """The claim of a popped run is decided (taken, or not claimable): the next run of
+        its group, if capped, may be popped."""
+        ...
+
     async def close(self) -> None:
         """Stop delayed pushes and release resources."""
         ...
@@ -67,7 +75,8 @@ class InProcessRunQueue:
     """Per fairness group, a heap of (priority, arrival, run id); the groups with runs take
     turns (see the module) inside the single dev-mode process."""
 
-    def __init__(self) -> None:
+    def __init__(self, caps: GroupCaps | None = None) -> None:
+        self._caps = caps or GroupCaps()
         self._groups: dict[str, list[tuple[int, int, str]]] = {}
         # Groups with runs waiting, the one whose turn it is first.
         self._turns: deque[str] = deque()
@@ -77,8 +86,9 @@ class InProcessRunQueue:
         # Each delayed push not yet due, with its run id.
         self._timers: dict[asyncio.TimerHandle, str] = {}
         self._waiting: dict[str, int] = {}
-        # Held groups, until when (loop time); the wake-ups at the ends of holds.
-        self._held: dict[str, float] = {}
+        # Held groups: until when (loop time), and the run whose claim holds it (a probe) or
+        # None (a claim refused by a cap); the wake-ups at the ends of holds.
+        self._held: dict[str, tuple[float, str | None]] = {}
         self._hold_ends: set[asyncio.TimerHandle] = set()
         self._places: OrderedDict[str, tuple[int, int]] = OrderedDict()
 
@@ -115,10 +125,10 @@ class InProcessRunQueue:
         self._wake_one()
 
     def _is_held(self, group: str, now: float) -> bool:
-        until = self._held.get(group)
-        if until is None:
+        held = self._held.get(group)
+        if held is None:
             return False
-        if until <= now:
+        if held[0] <= now:
             del self._held[group]
             return False
         return True
@@ -150,7 +160,27 @@ class InProcessRunQueue:
         self._places[run_id] = (priority, arrival)
         if len(self._places) > PLACES_KEPT:
             self._places.popitem(last=False)
+        if self._caps.any and self._caps.of(group).capped:
+            self._hold_group(group, PROBE_SECONDS, run_id)
         return run_id
+
+    def _hold_group(self, group: str, seconds: float, probe: str | None) -> None:
+        """Skip `group` for `seconds`: for the claim of `probe`, or after a refused claim
+        (which replaces a probe's hold, and of two such holds the longer is kept)."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + seconds
+        held = self._held.get(group)
+        if probe is None and held is not None and held[1] is None and until <= held[0]:
+            return
+        self._held[group] = (until, probe)
+        handle: asyncio.TimerHandle
+
+        def end_hold() -> None:
+            self._hold_ends.discard(handle)
+            self._wake_one()
+
+        handle = loop.call_later(seconds, end_hold)
+        self._hold_ends.add(handle)
 
     def _wake_one(self) -> None:
         while self._poppers:
@@ -199,18 +229,7 @@ class InProcessRunQueue:
 
     async def hold(self, run_id: str, group: str, priority: int, seconds: float) -> None:
         """Back to its place in `group`, which is skipped for `seconds` (see the module)."""
-        loop = asyncio.get_running_loop()
-        until = loop.time() + seconds
-        if until > self._held.get(group, 0.0):
-            self._held[group] = until
-            handle: asyncio.TimerHandle
-
-            def end_hold() -> None:
-                self._hold_ends.discard(handle)
-                self._wake_one()
-
-            handle = loop.call_later(seconds, end_hold)
-            self._hold_ends.add(handle)
+        self._hold_group(group, seconds, None)
         if run_id in self._waiting:
             return
         place = self._places.pop(run_id, None)
@@ -219,6 +238,14 @@ class InProcessRunQueue:
             self._put(run_id, priority, group)
         else:
             self._put(run_id, place[0], group, place[1])
+
+    async def settle(self, run_id: str) -> None:
+        """Lift the hold of the run's group if this run's claim held it (see the module)."""
+        for group, (_, probe) in self._held.items():
+            if probe == run_id:
+                del self._held[group]
+                self._wake_one()
+                return
 
     async def queued(self, run_ids: list[str]) -> set[str]:
         """The ids among `run_ids` that are in the queue now (or due to enter it)."""

@@ -71,6 +71,7 @@ class WorkerPool:
                     # Its priority is not known here: it goes back at the default one, and
                     # another instance (or this one's next start) takes it from there.
                     await self._queue.push(run_id)
+                    await self._queue.settle(run_id)
                 continue
             task = asyncio.create_task(self._guarded(run_id), name=f"run:{run_id}")
             self._runs.add(task)

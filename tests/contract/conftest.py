@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
+from runyard.domain.group_caps import GroupCap, GroupCaps
 from runyard.queue.redis_bus import NotificationListener
 from runyard.queue.redis_queue import DatabaseFallbackQueue, RedisRunQueue
 from runyard.queue.run_queue import InProcessRunQueue
@@ -120,6 +121,28 @@ async def run_queue(request: pytest.FixtureRequest, redis: Redis) -> AsyncIterat
         return
     prefix = f"contract-{uuid.uuid4().hex[:8]}:"
     inner = RedisRunQueue(redis, prefix)
+    try:
+        if request.param == "redis":
+            yield inner
+        else:
+            yield DatabaseFallbackQueue(inner, _database_not_asked, poll_interval=0.05)
+    finally:
+        await _drop_prefix(redis, prefix)
+
+
+CAPPED = GroupCaps(overrides={"capped": GroupCap(max_running=1)})
+
+
+@pytest.fixture(params=["memory", "redis", "fallback"])
+async def capped_queue(request: pytest.FixtureRequest, redis: Redis) -> AsyncIterator[Any]:
+    """A run queue of each kind whose group "capped" has a cap (other groups have none)."""
+    if request.param == "memory":
+        queue = InProcessRunQueue(CAPPED)
+        yield queue
+        await queue.close()
+        return
+    prefix = f"contract-{uuid.uuid4().hex[:8]}:"
+    inner = RedisRunQueue(redis, prefix, caps=CAPPED)
     try:
         if request.param == "redis":
             yield inner

@@ -174,3 +174,44 @@ async def test_a_held_run_not_popped_here_goes_back_at_its_priority(run_queue: A
     await run_queue.hold("urgent", "capped", -5, 0.2)
     assert [await _next_id(run_queue) for _ in range(2)] == ["urgent", "late"]
     assert await run_queue.pop(timeout=0.1) is None
+
+
+async def test_a_capped_group_has_one_claim_in_flight_until_it_is_settled(
+    capped_queue: Any,
+) -> None:
+    for n in range(3):
+        await capped_queue.push(f"a{n}", group="capped")
+        await capped_queue.push(f"b{n}", group="free")
+    assert await capped_queue.pop(timeout=1) == "a0"
+    # a0's claim is not decided yet: the capped group is skipped, the free one is not.
+    assert [await capped_queue.pop(timeout=1) for _ in range(3)] == ["b0", "b1", "b2"]
+    assert await capped_queue.pop(timeout=0.2) is None
+    await capped_queue.settle("a0")  # claimed: the next run of the group may go
+    assert await capped_queue.pop(timeout=1) == "a1"
+    await capped_queue.settle("b0")  # a run of a group without a cap: nothing to lift
+    assert await capped_queue.pop(timeout=0.2) is None
+    await capped_queue.settle("a1")
+    assert await capped_queue.pop(timeout=1) == "a2"
+
+
+async def test_a_refused_claim_replaces_its_probe_by_a_hold(capped_queue: Any) -> None:
+    await capped_queue.push("a0", group="capped")
+    await capped_queue.push("a1", group="capped")
+    assert await capped_queue.pop(timeout=1) == "a0"
+    await capped_queue.hold("a0", "capped", 0, 0.3)
+    # The hold is shorter than a probe's: the group's runs come again once it ends, in order.
+    assert await _next_id(capped_queue) == "a0"
+    await capped_queue.settle("a0")
+    assert await _next_id(capped_queue) == "a1"
+
+
+async def test_a_parked_pop_is_woken_when_a_probe_settles(capped_queue: Any) -> None:
+    await capped_queue.push("a0", group="capped")
+    await capped_queue.push("a1", group="capped")
+    assert await capped_queue.pop(timeout=1) == "a0"
+    # (Redis: spends a1's wake-up, a hint only, on finding its group held.)
+    assert await capped_queue.pop(timeout=0.2) is None
+    parked = asyncio.create_task(capped_queue.pop(timeout=3))
+    await asyncio.sleep(0.2)
+    await capped_queue.settle("a0")
+    assert await asyncio.wait_for(parked, 5) == "a1"
