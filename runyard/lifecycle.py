@@ -11,6 +11,9 @@ Lock order (PostgreSQL): **the thread row, then its run rows**, in every transit
   InitPlan of the statement, which PostgreSQL runs before the UPDATE locks the run row
   (runyard/db/runs.py, `_thread_locked_first`).
 - The reaper locks every thread it recovers runs of, ordered by id, before their runs.
+- A claim in a fairness group with a cap takes the group's advisory lock before all of
+  these (only such claims take it, and a claim holds no other lock when it does); marking
+  the group's waiting runs `held_back` skips the run rows others hold instead of waiting.
 - Deleting a thread deletes its row; its runs go by cascade, after it.
 A deadlock or serialization failure that can still occur (lease renewal updates runs of
 many threads in one statement) is retried up to CONTENTION_RETRIES times, never answered
@@ -54,11 +57,13 @@ from typing import Any, TypeVar
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from runyard.db import group_caps as caps_db
 from runyard.db import runs as runs_db
 from runyard.db import threads as threads_db
 from runyard.db.contention import lost_to_contention
 from runyard.db.engine import Sessions
 from runyard.domain.errors import ConflictError, NotFoundError
+from runyard.domain.group_caps import GroupCaps, HeldBack, held_back_reason
 from runyard.domain.status import ACTIVE_RUN_STATUSES, RunStatus
 from runyard.graphs.checkpointer import delete_run_checkpoints
 from runyard.observability.metrics import Metrics
@@ -100,8 +105,10 @@ class RunLifecycle:
         webhooks: WebhookSink,
         metrics: Metrics,
         checkpointer: BaseCheckpointSaver,
+        caps: GroupCaps | None = None,
     ) -> None:
         self._sessions = sessions
+        self._caps = caps if caps is not None else GroupCaps()
         self._autocommit = autocommit
         self._queue = queue
         self._cancel_bus = cancel_bus
@@ -205,10 +212,36 @@ class RunLifecycle:
         for run_id, action in effects.cancel_running:
             await self._cancel_bus.publish(run_id, action)
 
-    async def claim(self, run_id: str, owner: str, lease_seconds: float) -> dict[str, Any] | None:
+    async def claim(
+        self, run_id: str, owner: str, lease_seconds: float
+    ) -> dict[str, Any] | HeldBack | None:
         """Take a pending run for `owner` (see `runs_db.claim_run`); None when it is not
-        claimable now."""
-        return await self.atomic(lambda s: runs_db.claim_run(s, run_id, owner, lease_seconds))
+        claimable now, HeldBack when its fairness group is at a cap (the run says why)."""
+        if not self._caps.any:
+            return await self.atomic(lambda s: runs_db.claim_run(s, run_id, owner, lease_seconds))
+        return await self.transaction(
+            lambda s: self._claim_within_caps(s, run_id, owner, lease_seconds)
+        )
+
+    async def _claim_within_caps(
+        self, session: AsyncConnection, run_id: str, owner: str, lease_seconds: float
+    ) -> dict[str, Any] | HeldBack | None:
+        """The claim, after its group's caps are checked under the group's lock: the claims
+        of a capped group are serialized (an advisory lock on PostgreSQL, the process lock
+        on SQLite), so two instances never both take the last place under a cap."""
+        placing = await runs_db.claimable_run_placing(session, run_id)
+        if placing is None:
+            return None
+        group, priority = placing
+        cap = self._caps.of(group)
+        if cap.capped:
+            await caps_db.lock_group(session, group)
+            held = held_back_reason(group, cap, await caps_db.group_load(session, group))
+            if held is not None:
+                reason, seconds = held
+                await caps_db.mark_held_back(session, group, reason)
+                return HeldBack(run_id, group, priority, reason, seconds)
+        return await runs_db.claim_run(session, run_id, owner, lease_seconds)
 
     async def fail_unreadable(self, run_id: str, owner: str, message: str) -> None:
         """End a run whose stored request cannot be decrypted (`owner`'s claim could not

@@ -34,6 +34,7 @@ from runyard.db.engine import (
     session_factory,
 )
 from runyard.domain.errors import ConfigError
+from runyard.domain.group_caps import caps_from
 from runyard.domain.retention import ThreadTTLPolicy, parse_checkpointer
 from runyard.graphs.checkpointer import open_checkpointer
 from runyard.graphs.config import ProjectConfig, apply_environment, find_config, load_config
@@ -282,6 +283,11 @@ class Runtime:
     async def _start_transport(self) -> None:
         """Phase 2: broker, queue and cancel bus (Redis or in-process), webhooks, lifecycle."""
         settings = self.settings
+        caps = caps_from(
+            settings.group_max_running,
+            settings.group_max_starts_per_minute,
+            settings.group_limit_overrides,
+        )
         if settings.redis_url:
             transport = await open_redis_transport(
                 settings,
@@ -290,9 +296,10 @@ class Runtime:
                 self.running.stop,
                 self.sessions,
                 self.instance_id,
+                caps,
             )
         else:
-            transport = in_process_transport(settings, self.running.stop)
+            transport = in_process_transport(settings, self.running.stop, caps)
         self.broker = self.metrics.counting_subscribers(transport.broker)
         # A thread's live streams share one reader of its runs' events: stopped before the
         # broker it reads from.
@@ -331,6 +338,7 @@ class Runtime:
             self.webhooks,
             self.metrics,
             self.checkpointer,
+            caps=caps,
         )
         self._stack.push_async_callback(self.queue.close)
 

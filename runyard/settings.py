@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import AliasChoices, Field, PrivateAttr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
-
-from runyard.domain.group_caps import GroupCap, GroupCaps, parse_group_limits
 
 # Runyard's name of a setting -> LangGraph's server's name for it.
 OFFICIAL_NAMES = {
@@ -105,7 +104,7 @@ class Settings(BaseSettings):
         default=0, ge=0, alias="RUNYARD_GROUP_MAX_STARTS_PER_MINUTE"
     )
     group_limits: str | None = Field(default=None, alias="RUNYARD_GROUP_LIMITS")
-    _group_caps: GroupCaps = PrivateAttr(default_factory=GroupCaps)
+    _group_limits: dict[str, dict[str, int]] = PrivateAttr(default_factory=dict)
     bg_job_max_retries: int = Field(default=3, ge=1, alias="BG_JOB_MAX_RETRIES")
     # A crashed instance's runs continue elsewhere about one lease (plus up to one reaper
     # interval) after the crash; the lease outlasts three missed heartbeats.
@@ -250,23 +249,14 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _check_group_limits(self) -> Settings:
-        self._group_caps = GroupCaps(
-            self._default_group_cap,
-            parse_group_limits(self.group_limits, self._default_group_cap)
-            if self.group_limits
-            else {},
-        )
+        self._group_limits = _parsed_group_limits(self.group_limits) if self.group_limits else {}
         return self
 
     @property
-    def _default_group_cap(self) -> GroupCap:
-        return GroupCap(self.group_max_running, self.group_max_starts_per_minute)
-
-    @property
-    def group_caps(self) -> GroupCaps:
-        """The per-group caps on dispatch (RUNYARD_GROUP_MAX_RUNNING,
-        RUNYARD_GROUP_MAX_STARTS_PER_MINUTE, RUNYARD_GROUP_LIMITS)."""
-        return self._group_caps
+    def group_limit_overrides(self) -> dict[str, dict[str, int]]:
+        """RUNYARD_GROUP_LIMITS: per group, the caps it sets (`max_running`,
+        `max_starts_per_minute`); the others keep the defaults."""
+        return self._group_limits
 
     @model_validator(mode="after")
     def _check_timings(self) -> Settings:
@@ -342,3 +332,35 @@ class Settings(BaseSettings):
         if self.database_url:
             return self.database_url
         return f"sqlite+aiosqlite:///{(self.data_dir / 'runyard.sqlite').resolve()}"
+
+
+_LIMIT_KEYS = ("max_running", "max_starts_per_minute")
+
+
+def _parsed_group_limits(raw: str) -> dict[str, dict[str, int]]:
+    """RUNYARD_GROUP_LIMITS, checked: a JSON object of group name to an object of
+    `max_running` and/or `max_starts_per_minute` (integers >= 0, 0: no cap). ValueError
+    names what is wrong."""
+    try:
+        parsed: Any = json.loads(raw)
+    except ValueError as exc:
+        raise ValueError(f"RUNYARD_GROUP_LIMITS is not valid JSON: {exc}") from None
+    if not isinstance(parsed, dict):
+        raise ValueError(
+            'RUNYARD_GROUP_LIMITS must be a JSON object such as {"group": {"max_running": 3}}'
+        )
+    limits: dict[str, dict[str, int]] = {}
+    for group, entry in parsed.items():
+        where = f"RUNYARD_GROUP_LIMITS[{group!r}]"
+        if not isinstance(entry, dict):
+            raise ValueError(f"{where} must be an object with max_running, max_starts_per_minute")
+        unknown = sorted(set(entry) - set(_LIMIT_KEYS))
+        if unknown:
+            raise ValueError(
+                f"{where} has unknown keys {unknown}; allowed: max_running, max_starts_per_minute"
+            )
+        for key, value in entry.items():
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{where}.{key} must be an integer >= 0 (0: no cap)")
+        limits[group] = dict(entry)
+    return limits

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from runyard.db.engine import Sessions
 from runyard.db.runs import find_claimable_run
+from runyard.domain.group_caps import GroupCaps
 from runyard.domain.urls import masked_url
 from runyard.loops import LoopGroup
 from runyard.queue.cancel_bus import CancelBus, CancelHandler, InProcessCancelBus
@@ -39,11 +40,11 @@ class Transport:
     redis: Any = None
 
 
-def in_process_transport(settings: Settings, stop_run: CancelHandler) -> Transport:
+def in_process_transport(settings: Settings, stop_run: CancelHandler, caps: GroupCaps) -> Transport:
     """The single-process transport (`runyard dev`, or `runyard serve` without Redis)."""
     return Transport(
         InMemoryEventBroker(settings.event_retention_seconds),
-        InProcessRunQueue(settings.group_caps),
+        InProcessRunQueue(caps),
         InProcessCancelBus(stop_run),
     )
 
@@ -55,6 +56,7 @@ async def open_redis_transport(
     stop_run: CancelHandler,
     sessions: Sessions,
     instance_id: str,
+    caps: GroupCaps,
 ) -> Transport:
     """Redis connections (closed by `stack`), then the loops that read them.
 
@@ -95,7 +97,7 @@ async def open_redis_transport(
         append_retry_seconds=settings.lease_duration_seconds,
     )
 
-    queue = _fallback_queue(redis, prefix, settings, sessions)
+    queue = _fallback_queue(redis, prefix, settings, sessions, caps)
     cancel_bus = RedisCancelBus(redis.requests, f"{prefix}cancel", stop_run)
     listener = NotificationListener(redis.blocking, f"{prefix}cancel", stop_run, signals)
     listeners.start("notifications", listener.run_forever)
@@ -107,7 +109,7 @@ async def open_redis_transport(
 
 
 def _fallback_queue(
-    redis: RedisConnections, prefix: str, settings: Settings, sessions: Sessions
+    redis: RedisConnections, prefix: str, settings: Settings, sessions: Sessions, caps: GroupCaps
 ) -> RunQueue:
     """The Redis queue; while Redis is unreachable, workers find work in the database."""
     from runyard.queue.redis_queue import DatabaseFallbackQueue, RedisRunQueue
@@ -117,7 +119,7 @@ def _fallback_queue(
             return await find_claimable_run(session, skipped_groups)
 
     return DatabaseFallbackQueue(
-        RedisRunQueue(redis.requests, prefix, blocking=redis.blocking, caps=settings.group_caps),
+        RedisRunQueue(redis.requests, prefix, blocking=redis.blocking, caps=caps),
         claimable,
         settings.postgres_poll_interval_seconds,
     )

@@ -311,6 +311,7 @@ def _claim_statements(dialect: str) -> tuple[Any, Update | None]:
             lease_expires_at=clock_plus(dialect, "p_lease"),
             started_at=func.coalesce(runs.c.started_at, now),
             updated_at=now,
+            held_back=None,
         )
         .returning(*runs.c)
     )
@@ -334,6 +335,21 @@ def _claim_statements(dialect: str) -> tuple[Any, Update | None]:
         .values(status="busy", updated_at=now)
     )
     return claim, busy
+
+
+@cache
+def _placing_statement(dialect: str) -> Select[Any]:
+    return select(runs.c.fairness_group, runs.c.priority).where(
+        runs.c.run_id == bindparam("p_run_id"), *_claimable_in(dialect)
+    )
+
+
+async def claimable_run_placing(session: AsyncConnection, run_id: str) -> tuple[str, int] | None:
+    """The fairness group and priority of a run that may be claimed now; None otherwise."""
+    row = await fetch_one(session, _placing_statement(dialect_name(session)), {"p_run_id": run_id})
+    if row is None:
+        return None
+    return str(row["fairness_group"]), int(row["priority"])
 
 
 async def claim_run(

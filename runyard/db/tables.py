@@ -161,8 +161,12 @@ runs = Table(
     # The thread's priority settings when the run was created: what it is dispatched by.
     Column("priority", Integer, nullable=False, server_default="0"),
     Column("fairness_group", String(256), nullable=False, server_default="default"),
+    # Why a pending run was not claimed (its group at a cap); cleared when it is claimed.
+    Column("held_back", Text, nullable=True),
     Index("ix_runs_thread_status_created", "thread_id", "status", "created_at"),
     Index("ix_runs_status_lease", "status", "lease_expires_at"),
+    Index("ix_runs_group_status", "fairness_group", "status"),
+    Index("ix_runs_group_started", "fairness_group", "started_at"),
 )
 
 crons = Table(

@@ -85,6 +85,7 @@ RunField = Literal[
     "kwargs",
     "multitask_strategy",
     "langsmith_session_name",
+    "held_back",
 ]
 
 
@@ -101,6 +102,8 @@ class Run(BaseModel):
     kwargs: dict[str, Any]
     multitask_strategy: str
     langsmith_session_name: str | None = None
+    # Why a pending run was not started yet: its fairness group at a cap (Runyard's own).
+    held_back: str | None = None
 
 
 class CancelMany(BaseModel):

@@ -449,6 +449,7 @@ def to_wire(row: Any) -> dict[str, Any]:
         "kwargs": {k: v for k, v in (row["kwargs"] or {}).items() if k != CONTEXT_KEY},
         "multitask_strategy": row["multitask_strategy"],
         "langsmith_session_name": row["langsmith_session_name"],
+        "held_back": row.get("held_back"),
     }
 
 

@@ -15,6 +15,7 @@ from runyard.db.faults import retry_while_store_unavailable, store_fault, store_
 from runyard.domain.configurable import AUTH_USER_KEY
 from runyard.domain.encryption_context import CONTEXT_KEY, use_context
 from runyard.domain.errors import DecryptionError, StaleAttemptError
+from runyard.domain.group_caps import HeldBack
 from runyard.domain.status import RunStatus
 from runyard.graphs.checkpointer import (
     fenced,
@@ -47,16 +48,7 @@ class RunExecutor:
     async def execute(self, run_id: str) -> None:
         """Claim the run and, if this instance won it, execute and finalize it."""
         rt = self._rt
-        try:
-            with rt.metrics.claim_seconds.time():
-                run = await rt.lifecycle.claim(
-                    run_id, rt.instance_id, rt.settings.lease_duration_seconds
-                )
-        except DecryptionError as exc:
-            # Claimed again it would fail again: at every push, or every lease expiry.
-            log.warning("run_unreadable run_id=%s error=%s", run_id, exc.message)
-            await rt.lifecycle.fail_unreadable(run_id, rt.instance_id, exc.message)
-            return
+        run = await self._claim(run_id)
         if run is None:
             return
         attempt = int(run["attempt"])
@@ -69,6 +61,42 @@ class RunExecutor:
             rt.tracing.run_span(claimed),
         ):
             await self._execute_and_finalize(claimed, attempt, thread_empty)
+
+    async def _claim(self, run_id: str) -> dict[str, Any] | None:
+        """The claim; once it is decided, the queue is told (a capped group's next run may be
+        popped), or, when a cap refused it, the run goes back to its group, held a while."""
+        rt = self._rt
+        try:
+            with rt.metrics.claim_seconds.time():
+                run = await rt.lifecycle.claim(
+                    run_id, rt.instance_id, rt.settings.lease_duration_seconds
+                )
+        except DecryptionError as exc:
+            await self._settle(run_id)
+            # Claimed again it would fail again: at every push, or every lease expiry.
+            log.warning("run_unreadable run_id=%s error=%s", run_id, exc.message)
+            await rt.lifecycle.fail_unreadable(run_id, rt.instance_id, exc.message)
+            return None
+        except Exception:
+            await self._settle(run_id)
+            raise
+        if isinstance(run, HeldBack):
+            # Back to its place in its group, which the queue skips for a while: workers do
+            # not pop and bounce the group's backlog meanwhile.
+            log.info(
+                "run_held_back run_id=%s group=%s seconds=%.2f", run_id, run.group, run.seconds
+            )
+            await rt.queue.hold(run_id, run.group, run.priority, run.seconds)
+            return None
+        await self._settle(run_id)
+        return run
+
+    async def _settle(self, run_id: str) -> None:
+        try:
+            await self._rt.queue.settle(run_id)
+        except Exception:
+            # Only a hint: a probe's hold expires by itself.
+            log.exception("queue_settle_failed run_id=%s", run_id)
 
     async def _execute_and_finalize(
         self, run: dict[str, Any], attempt: int, thread_empty: bool

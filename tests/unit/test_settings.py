@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from runyard.domain.group_caps import GroupCap, GroupCaps, caps_from
 from runyard.settings import OFFICIAL_NAMES, Settings, setting_names
 
 # Every alias Settings reads, so a developer's shell cannot leak into these tests.
@@ -238,3 +239,53 @@ def test_a_bad_mount_prefix_names_the_setting(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv("MOUNT_PREFIX", "api/")
     with pytest.raises(ValidationError, match="MOUNT_PREFIX"):
         load()
+
+
+def test_group_caps_default_to_none_and_take_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert not caps_of(load()).any
+    monkeypatch.setenv("RUNYARD_GROUP_MAX_RUNNING", "10")
+    monkeypatch.setenv(
+        "RUNYARD_GROUP_LIMITS",
+        '{"a": {"max_running": 3, "max_starts_per_minute": 60}, "b": {"max_running": 0},'
+        ' "c": {"max_starts_per_minute": 5}}',
+    )
+    caps = caps_of(load())
+    assert caps.of("a") == GroupCap(max_running=3, max_starts_per_minute=60)
+    assert not caps.of("b").capped  # 0 lifts the default
+    assert caps.of("c") == GroupCap(max_running=10, max_starts_per_minute=5)  # default kept
+    assert caps.of("anyone else") == GroupCap(max_running=10)
+
+
+@pytest.mark.parametrize(
+    ("raw", "named"),
+    [
+        ("{not json", "not valid JSON"),
+        ('["a"]', "must be a JSON object"),
+        ('{"a": 3}', "RUNYARD_GROUP_LIMITS['a'] must be an object"),
+        ('{"a": {"max_runing": 3}}', "unknown keys ['max_runing']"),
+        ('{"a": {"max_running": -1}}', "RUNYARD_GROUP_LIMITS['a'].max_running must be an integer"),
+        ('{"a": {"max_running": "3"}}', "max_running must be an integer >= 0"),
+    ],
+)
+def test_bad_group_limits_stop_start_up_naming_the_group_and_key(
+    monkeypatch: pytest.MonkeyPatch, raw: str, named: str
+) -> None:
+    monkeypatch.setenv("RUNYARD_GROUP_LIMITS", raw)
+    with pytest.raises(ValidationError) as caught:
+        load()
+    assert named in str(caught.value)
+
+
+def test_a_negative_default_cap_names_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RUNYARD_GROUP_MAX_RUNNING", "-1")
+    with pytest.raises(ValidationError, match="RUNYARD_GROUP_MAX_RUNNING"):
+        load()
+
+
+def caps_of(settings: Settings) -> GroupCaps:
+    """The caps the runtime builds from these settings."""
+    return caps_from(
+        settings.group_max_running,
+        settings.group_max_starts_per_minute,
+        settings.group_limit_overrides,
+    )
