@@ -100,6 +100,10 @@ class RunEndings:
         except Exception:
             log.warning("run_final_events_failed run_id=%s", run_id, exc_info=True)
             await self.quietly(self._broker.signal_done(run_id), "run_done_signal_failed", run_id)
+        group = run.get("fairness_group")
+        if group is not None:
+            # A place under its group's cap may have freed: the group's next run goes now.
+            await self.quietly(self._queue.lift(str(group)), "queue_lift_failed", run_id)
         deleting = bool(run.get("temporary")) and (run.get("on_completion") or "delete") == "delete"
         if not deleting:
             # A thread about to be deleted takes its runs with it: nothing to dispatch there.

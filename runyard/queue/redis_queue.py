@@ -159,8 +159,9 @@ redis.call('ZADD', key, score, ARGV[2])
 redis.call('HSET', KEYS[3], ARGV[2], ARGV[3])
 return 1
 """
-# KEYS: the group's hold key, ready; ARGV: the probing run id, group key. Lifts the probe's
-# hold (not a hold set since) and wakes a worker loop when the group has runs waiting.
+# KEYS: the group's hold key, ready; ARGV: the probing run id (or 'held': the hold a refused
+# claim set), group key. Lifts that hold (not another set since) and wakes a worker loop
+# when the group has runs waiting.
 _SETTLE = f"""
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
@@ -212,7 +213,8 @@ class RedisRunQueue:
         self._places: OrderedDict[str, tuple[str, str]] = OrderedDict()
         # Runs popped from a capped group whose claim is not decided yet -> their group.
         self._probing: dict[str, str] = {}
-        self._caps_args = _caps_args(caps or GroupCaps())
+        self._caps = caps or GroupCaps()
+        self._caps_args = _caps_args(self._caps)
 
     async def push(
         self,
@@ -283,6 +285,14 @@ class RedisRunQueue:
         millis = max(int(seconds * 1000), 1)
         args = [self.group_prefix, run_id, group, score, priority - PRIORITY_FIRST, millis]
         await self._hold(keys=keys, args=args)
+
+    async def lift(self, group: str) -> None:
+        """End a hold a refused claim set on `group` (a run of it ended); only for a group
+        with a cap, so without caps this costs nothing."""
+        if not self._caps.any or not self._caps.of(group).capped:
+            return
+        keys = [self.hold_prefix + group, self.ready_key]
+        await self._settle(keys=keys, args=["held", self.group_prefix + group])
 
     async def queued(self, run_ids: list[str]) -> set[str]:
         """Which ids wait in the queue or the delayed set (two pipelined round trips: their
@@ -409,6 +419,16 @@ class DatabaseFallbackQueue:
             return
         try:
             await self._inner.settle(run_id)
+        except (RedisError, OSError) as exc:
+            self._mark_down(exc)
+
+    async def lift(self, group: str) -> None:
+        """End the group's hold here, and in Redis unless it is down."""
+        self._held.pop(group, None)
+        if self.redis_down_since is not None:
+            return
+        try:
+            await self._inner.lift(group)
         except (RedisError, OSError) as exc:
             self._mark_down(exc)
 

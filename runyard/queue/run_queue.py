@@ -53,6 +53,11 @@ class RunQueue(Protocol):
         its group, if capped, may be popped."""
         ...
 
+    async def lift(self, group: str) -> None:
+        """A run of `group` ended: end a hold a refused claim set on it (a place may have
+        freed), so its next run is tried now rather than when the hold runs out."""
+        ...
+
     async def close(self) -> None:
         """Stop delayed pushes and release resources."""
         ...
@@ -246,6 +251,13 @@ class InProcessRunQueue:
                 del self._held[group]
                 self._wake_one()
                 return
+
+    async def lift(self, group: str) -> None:
+        """End the group's hold if a refused claim set it (see the protocol)."""
+        held = self._held.get(group)
+        if held is not None and held[1] is None:
+            del self._held[group]
+            self._wake_one()
 
     async def queued(self, run_ids: list[str]) -> set[str]:
         """The ids among `run_ids` that are in the queue now (or due to enter it)."""

@@ -215,3 +215,18 @@ async def test_a_parked_pop_is_woken_when_a_probe_settles(capped_queue: Any) -> 
     await asyncio.sleep(0.2)
     await capped_queue.settle("a0")
     assert await asyncio.wait_for(parked, 5) == "a1"
+
+
+async def test_a_run_ending_in_the_group_lifts_a_refused_claims_hold(capped_queue: Any) -> None:
+    await capped_queue.push("a0", group="capped")
+    await capped_queue.push("a1", group="capped")
+    assert await capped_queue.pop(timeout=1) == "a0"
+    await capped_queue.hold("a0", "capped", 0, 30.0)
+    assert await capped_queue.pop(timeout=0.2) is None
+    await capped_queue.lift("capped")  # one of its runs ended: a place may be free
+    assert await _next_id(capped_queue) == "a0"
+    # A claim in flight keeps its hold: a run ending does not let a second claim start.
+    await capped_queue.lift("capped")
+    assert await capped_queue.pop(timeout=0.2) is None
+    await capped_queue.settle("a0")
+    assert await _next_id(capped_queue) == "a1"
