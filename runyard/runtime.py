@@ -310,7 +310,25 @@ class Runtime:
             transport.cancel_bus,
             transport.redis,
         )
-        self.webhooks = WebhookSender(
+        self.webhooks = self._webhook_sender()
+        self._stack.push_async_callback(self.webhooks.stop)
+        self.lifecycle = RunLifecycle(
+            self.sessions,
+            self.autocommit,
+            self.dialect,
+            self.broker,
+            self.queue,
+            self.cancel_bus,
+            self.webhooks,
+            self.metrics,
+            self.checkpointer,
+            caps=caps,
+        )
+        self._stack.push_async_callback(self.queue.close)
+
+    def _webhook_sender(self) -> WebhookSender:
+        settings = self.settings
+        return WebhookSender(
             self.webhook_guard,
             DeliveryOptions(
                 max_attempts=settings.webhook_max_attempts,
@@ -327,20 +345,6 @@ class Runtime:
             owner=self.instance_id,
             opener=self.encryption.open_webhook_payload if self.encryption else None,
         )
-        self._stack.push_async_callback(self.webhooks.stop)
-        self.lifecycle = RunLifecycle(
-            self.sessions,
-            self.autocommit,
-            self.dialect,
-            self.broker,
-            self.queue,
-            self.cancel_bus,
-            self.webhooks,
-            self.metrics,
-            self.checkpointer,
-            caps=caps,
-        )
-        self._stack.push_async_callback(self.queue.close)
 
     async def _start_workers(self) -> None:
         """Phase 3: lease renewal, then the worker pool (drained first at shutdown)."""

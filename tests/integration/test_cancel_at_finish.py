@@ -86,9 +86,7 @@ class HeldFinish:
         self._go = asyncio.Event()
         finish = rt.lifecycle.finish
 
-        async def held(
-            run: Any, attempt: int, status: RunStatus, *args: Any, **kwargs: Any
-        ) -> Any:
+        async def held(run: Any, attempt: int, status: RunStatus, *args: Any, **kwargs: Any) -> Any:
             if status is RunStatus.SUCCESS and not self.reached.is_set():
                 self.reached.set()
                 await self._go.wait()
