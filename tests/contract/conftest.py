@@ -110,24 +110,33 @@ async def _database_not_asked(skipped_groups: list[str]) -> str | None:
     raise AssertionError("the fallback polled the database while Redis answered")
 
 
-@pytest.fixture(params=["memory", "redis", "fallback"])
-async def run_queue(request: pytest.FixtureRequest, redis: Redis) -> AsyncIterator[Any]:
-    """A run queue of each kind: in-process, Redis, and Redis behind the database fallback
-    (Redis reachable: the fallback must keep the Redis queue's contract and never poll)."""
-    if request.param == "memory":
-        queue = InProcessRunQueue()
-        yield queue
-        await queue.close()
+@asynccontextmanager
+async def _queue_of_kind(kind: str, redis: Redis, caps: GroupCaps | None) -> AsyncIterator[Any]:
+    """A run queue: in-process, Redis, or Redis behind the database fallback (Redis
+    reachable: the fallback must keep the Redis queue's contract and never poll)."""
+    if kind == "memory":
+        queue = InProcessRunQueue(caps)
+        try:
+            yield queue
+        finally:
+            await queue.close()
         return
     prefix = f"contract-{uuid.uuid4().hex[:8]}:"
-    inner = RedisRunQueue(redis, prefix)
+    inner = RedisRunQueue(redis, prefix, caps=caps)
     try:
-        if request.param == "redis":
+        if kind == "redis":
             yield inner
         else:
             yield DatabaseFallbackQueue(inner, _database_not_asked, poll_interval=0.05)
     finally:
         await _drop_prefix(redis, prefix)
+
+
+@pytest.fixture(params=["memory", "redis", "fallback"])
+async def run_queue(request: pytest.FixtureRequest, redis: Redis) -> AsyncIterator[Any]:
+    """A run queue of each kind (see `_queue_of_kind`)."""
+    async with _queue_of_kind(request.param, redis, None) as queue:
+        yield queue
 
 
 CAPPED = GroupCaps(overrides={"capped": GroupCap(max_running=1)})
@@ -136,20 +145,8 @@ CAPPED = GroupCaps(overrides={"capped": GroupCap(max_running=1)})
 @pytest.fixture(params=["memory", "redis", "fallback"])
 async def capped_queue(request: pytest.FixtureRequest, redis: Redis) -> AsyncIterator[Any]:
     """A run queue of each kind whose group "capped" has a cap (other groups have none)."""
-    if request.param == "memory":
-        queue = InProcessRunQueue(CAPPED)
+    async with _queue_of_kind(request.param, redis, CAPPED) as queue:
         yield queue
-        await queue.close()
-        return
-    prefix = f"contract-{uuid.uuid4().hex[:8]}:"
-    inner = RedisRunQueue(redis, prefix, caps=CAPPED)
-    try:
-        if request.param == "redis":
-            yield inner
-        else:
-            yield DatabaseFallbackQueue(inner, _database_not_asked, poll_interval=0.05)
-    finally:
-        await _drop_prefix(redis, prefix)
 
 
 @pytest.fixture(params=["in-process", "redis"])

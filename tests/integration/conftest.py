@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.integration.test_cli import Cli
+from tests.support.databases import Counted, migrated_engine
 
 
 @pytest.fixture
@@ -18,3 +19,12 @@ def runner(tmp_path: Path) -> Iterator[Cli]:
         yield cli
     finally:
         cli.stop_all()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def counted_database(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[Counted]:
+    """A fresh, migrated database of each backend, its statements counted."""
+    async with migrated_engine(request.param, tmp_path) as engine:
+        yield Counted(engine)

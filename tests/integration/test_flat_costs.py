@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,40 +12,27 @@ import httpx
 import psycopg
 import pytest
 from sqlalchemy import select, text
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from runyard.db import runs as runs_db
 from runyard.db import threads as threads_db
-from runyard.db.engine import on_each_statement, session_factory
+from runyard.db.engine import session_factory
 from runyard.db.tables import runs
 from runyard.domain.status import RunStatus
 from runyard.observability.metrics import Metrics
 from runyard.settings import Settings
 from runyard.worker.lease import LeaseKeeper
 from runyard.worker.registry import RunningRuns
-from tests.support.databases import migrated_engine
+from tests.support.databases import Counted
 from tests.support.metrics import scrape, value
 from tests.support.redis_keys import postgres_and_redis
 from tests.support.rows import run_row, thread_row
 from tests.support.server import ROOT, ServerProcess
 
 
-class Counted:
-    """An engine on a fresh, migrated database, with every statement it sends counted."""
-
-    def __init__(self, engine: AsyncEngine) -> None:
-        self.engine = engine
-        self.statements = 0
-        on_each_statement(engine, self._count)
-
-    def _count(self) -> None:
-        self.statements += 1
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-async def database(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Counted]:
-    async with migrated_engine(request.param, tmp_path) as engine:
-        yield Counted(engine)
+@pytest.fixture
+def database(counted_database: Counted) -> Counted:
+    """A fresh, migrated database of each backend, its statements counted."""
+    return counted_database
 
 
 async def _claimed_runs(db: Counted, owner: str, count: int) -> list[dict[str, Any]]:

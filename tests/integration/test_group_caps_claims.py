@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from runyard.db import runs as runs_db
 from runyard.db import threads as threads_db
-from runyard.db.engine import on_each_statement, session_factory
+from runyard.db.engine import session_factory
 from runyard.db.tables import runs
 from runyard.domain.group_caps import RATE_HOLD_MAX_SECONDS, GroupCap, GroupCaps, HeldBack
 from runyard.domain.status import RunStatus
@@ -28,7 +26,7 @@ from runyard.queue.cancel_bus import InProcessCancelBus
 from runyard.queue.run_queue import InProcessRunQueue
 from runyard.streaming.broker import InMemoryEventBroker
 from runyard.worker.webhooks import DeliveryOptions, WebhookSender
-from tests.support.databases import migrated_engine
+from tests.support.databases import Counted
 from tests.support.rows import run_row, thread_row
 
 pytestmark = pytest.mark.timeout(60)
@@ -38,22 +36,10 @@ CAPS = GroupCaps(
 )
 
 
-class Counted:
-    """The database's engine, with every statement it sends counted."""
-
-    def __init__(self, engine: AsyncEngine) -> None:
-        self.engine = engine
-        self.statements = 0
-        on_each_statement(engine, self._count)
-
-    def _count(self) -> None:
-        self.statements += 1
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-async def database(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Counted]:
-    async with migrated_engine(request.param, tmp_path) as engine:
-        yield Counted(engine)
+@pytest.fixture
+def database(counted_database: Counted) -> Counted:
+    """A fresh, migrated database of each backend, its statements counted."""
+    return counted_database
 
 
 def lifecycle(engine: AsyncEngine, caps: GroupCaps) -> RunLifecycle:

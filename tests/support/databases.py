@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 import psycopg
 from sqlalchemy import text
 
+from runyard.db.engine import on_each_statement
+
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -148,3 +150,15 @@ async def until_true(engine: AsyncEngine, sql: str, what: str, tries: int = 250)
                 return
             await asyncio.sleep(0.02)
     raise AssertionError(f"{what} never happened")
+
+
+class Counted:
+    """An engine on a fresh, migrated database, with every statement it sends counted."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self.statements = 0
+        on_each_statement(engine, self._count)
+
+    def _count(self) -> None:
+        self.statements += 1
