@@ -51,7 +51,6 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -64,11 +63,13 @@ from runyard.db.contention import lost_to_contention
 from runyard.db.engine import Sessions
 from runyard.domain.errors import ConflictError, NotFoundError
 from runyard.domain.group_caps import GroupCaps, HeldBack, held_back_reason
+from runyard.domain.new_run import NewRun
 from runyard.domain.status import ACTIVE_RUN_STATUSES, RunStatus
 from runyard.graphs.checkpointer import delete_run_checkpoints
 from runyard.observability.metrics import Metrics
 from runyard.queue.cancel_bus import CancelBus
 from runyard.queue.run_queue import RunQueue
+from runyard.run_creation import Created, RunCreation, StrategyEffects
 from runyard.run_endings import RunEndings, WebhookSink
 from runyard.streaming.broker import EventBroker
 
@@ -80,15 +81,6 @@ CONTENTION_RETRIES = 5
 _ACTIVE = {status.value for status in ACTIVE_RUN_STATUSES}
 # What the reaper ends a run as (cancelled while its worker was lost; out of retries).
 _ENDED_BY_REAPER = {RunStatus.INTERRUPTED.value, RunStatus.ERROR.value}
-
-
-@dataclass
-class StrategyEffects:
-    """What a multitask strategy leaves to do once the creating transaction committed."""
-
-    cancel_running: list[tuple[str, str]] = field(default_factory=list)
-    # Pending runs the strategy ended (interrupted, or deleted by a rollback).
-    ended: list[dict[str, Any]] = field(default_factory=list)
 
 
 class RunLifecycle:
@@ -118,6 +110,7 @@ class RunLifecycle:
         self._endings = RunEndings(
             broker, queue, webhooks, autocommit, checkpointer, metrics, self._serial
         )
+        self._creation = RunCreation(self, autocommit, checkpointer)
 
     # --- running a transition -----------------------------------------------------------
 
@@ -174,6 +167,13 @@ class RunLifecycle:
             attempt += 1
 
     # --- transitions ----------------------------------------------------------------------
+
+    async def create(self, new_run: NewRun) -> Created:
+        """Commit a pending run under its thread's multitask strategy, with its thread when
+        it creates one (busy), or marking its existing thread busy; an existing run when its
+        idempotency key was used already. `after_strategy(created.effects)` follows, once the
+        caller has done what must precede the run's dispatch (runyard/run_creation.py)."""
+        return await self._creation.create(new_run)
 
     async def apply_strategy(
         self, session: AsyncConnection, thread_id: str, strategy: str, effects: StrategyEffects

@@ -33,6 +33,7 @@ LAYERS: dict[str, int] = {
     "transport": 4,
     "deploy": 4,
     "run_endings": 4,
+    "run_creation": 4,
     "lifecycle": 5,
     "services": 6,
     "auth": 7,
