@@ -2,7 +2,10 @@
 
 A run is created under its thread's multitask strategy, claimed, finished, cancelled
 (interrupt or rollback), deleted, handed back or requeued here, and only here; so is the
-thread's status, and the dispatch of the thread's next run.
+thread's status (a thread created with its run or on its own, copied, or given a state
+outside a run), and the dispatch of the thread's next run. Creating a run is
+runyard/run_creation.py, ending one runyard/run_endings.py: parts of the lifecycle, which
+alone imports them (tests/unit/test_status_writers.py).
 
 Lock order (PostgreSQL): **the thread row, then its run rows**, in every transition.
 - A transaction (create, cancel, delete, rollback's end) locks the thread row first
@@ -63,13 +66,13 @@ from runyard.db.contention import lost_to_contention
 from runyard.db.engine import Sessions
 from runyard.domain.errors import ConflictError, NotFoundError
 from runyard.domain.group_caps import GroupCaps, HeldBack, held_back_reason
-from runyard.domain.new_run import NewRun
-from runyard.domain.status import ACTIVE_RUN_STATUSES, RunStatus
+from runyard.domain.new_run import NewRun, NewThread
+from runyard.domain.status import ACTIVE_RUN_STATUSES, RunStatus, ThreadStatus
 from runyard.graphs.checkpointer import delete_run_checkpoints
 from runyard.observability.metrics import Metrics
 from runyard.queue.cancel_bus import CancelBus
 from runyard.queue.run_queue import RunQueue
-from runyard.run_creation import Created, RunCreation, StrategyEffects
+from runyard.run_creation import Created, RunCreation, StrategyEffects, thread_row
 from runyard.run_endings import RunEndings, WebhookSink
 from runyard.streaming.broker import EventBroker
 
@@ -81,6 +84,8 @@ CONTENTION_RETRIES = 5
 _ACTIVE = {status.value for status in ACTIVE_RUN_STATUSES}
 # What the reaper ends a run as (cancelled while its worker was lost; out of retries).
 _ENDED_BY_REAPER = {RunStatus.INTERRUPTED.value, RunStatus.ERROR.value}
+# What a thread's status can be when none of its runs is active.
+_RESTING_THREAD = {status.value for status in ThreadStatus if status is not ThreadStatus.BUSY}
 
 
 class RunLifecycle:
@@ -481,6 +486,26 @@ class RunLifecycle:
                 lambda s: runs_db.delete_run(s, row["run_id"]), str(row["thread_id"])
             )
         await self.end(row, RunStatus.INTERRUPTED)
+
+    # --- threads without a run ------------------------------------------------------------
+
+    async def create_thread(
+        self, session: AsyncConnection, thread: NewThread, *, failed: bool = False
+    ) -> dict[str, Any] | None:
+        """In the caller's transaction: insert a thread that has no run (created on its own,
+        or a copy), `idle`, or `error` when it copies a thread whose last run failed. None,
+        with nothing written, when the thread exists."""
+        status = ThreadStatus.ERROR if failed else ThreadStatus.IDLE
+        return await threads_db.insert_thread(session, thread_row(thread, status))
+
+    async def record_thread_state(
+        self, session: AsyncConnection, state: threads_db.ThreadState
+    ) -> None:
+        """In the caller's transaction: store the state of a thread no run is active on (a
+        state update, supersteps, a copy), its status `idle`, `interrupted` or `error`."""
+        if state.status not in _RESTING_THREAD:
+            raise ValueError(f"a thread with no active run is never {state.status!r}")
+        await threads_db.set_state_fields(session, state)
 
     # --- ending a run (after its end is committed: runyard/run_endings.py) --------------
 

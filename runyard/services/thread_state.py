@@ -99,7 +99,7 @@ async def refresh_thread_from_checkpoint(
     state = await sealed_state(
         runtime, threads_db.ThreadState(thread_id, status.value, values, interrupts, error)
     )
-    await threads_db.set_state_fields(session, state)
+    await runtime.lifecycle.record_thread_state(session, state)
     return snapshot
 
 

@@ -12,6 +12,7 @@ from langgraph.checkpoint.base.id import uuid6
 from runyard.db import threads as threads_db
 from runyard.domain.encrypted_fields import THREAD_FIELDS
 from runyard.domain.errors import ConflictError, InvalidInputError, NotFoundError
+from runyard.domain.new_run import NewThread
 from runyard.domain.retention import ThreadTTLPolicy
 from runyard.domain.status import ThreadStatus
 from runyard.graphs.checkpointer import StorageReporting, copy_thread_checkpoints
@@ -109,18 +110,13 @@ async def create_thread(runtime: Runtime, body: ThreadCreate) -> dict[str, Any]:
     graph_id = metadata.get("graph_id")
     if body.supersteps:
         _require_graph(runtime, graph_id)
-    row = {
-        "thread_id": thread_id,
-        "metadata": await sealed(runtime, "thread", "metadata", metadata),
-        "config": {},
-        "status": ThreadStatus.IDLE.value,
-        "values": None,
-        "interrupts": {},
-        "error": None,
-        **ttl_columns(body.ttl, runtime.thread_ttl),
-    }
+    thread = NewThread(
+        thread_id,
+        metadata=await sealed(runtime, "thread", "metadata", metadata),
+        columns=ttl_columns(body.ttl, runtime.thread_ttl),
+    )
     async with runtime.sessions() as session, session.begin():
-        created = await threads_db.insert_thread(session, row)
+        created = await runtime.lifecycle.create_thread(session, thread)
         if created is None:
             if body.if_exists == "raise":
                 raise ConflictError(
@@ -276,18 +272,17 @@ async def copy_thread(runtime: Runtime, thread_id: str) -> dict[str, Any]:
         if source is None:
             raise thread_not_found(thread_id)
         failed = source["status"] == ThreadStatus.ERROR.value
-        row = {
-            "thread_id": new_id,
-            "metadata": source["metadata"] or {},
-            "config": source["config"] or {},
-            # A copy has no runs, so it is never busy.
-            "status": ThreadStatus.ERROR.value if failed else ThreadStatus.IDLE.value,
-            "values": source["values"],
-            "interrupts": source["interrupts"] or {},
-            "error": source["error"],
-            "context": source["context"],
-        }
-        created = await threads_db.insert_thread(session, row)
+        copied = NewThread(
+            new_id,
+            metadata=source["metadata"] or {},
+            config=source["config"] or {},
+            values=source["values"],
+            interrupts=source["interrupts"] or {},
+            error=source["error"],
+            context=source["context"],
+        )
+        # A copy has no runs, so it is never busy: idle, or error as its source.
+        created = await runtime.lifecycle.create_thread(session, copied, failed=failed)
         assert created is not None
         # graph_id is never encrypted (runyard/encryption/custom.py never_encrypted).
         graph_id = (source["metadata"] or {}).get("graph_id")
