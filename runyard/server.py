@@ -16,6 +16,8 @@ import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.supervisors.watchfilesreload import WatchFilesReload
 
+from runyard.streaming.closing import STREAMS_CLOSING, StreamsClosing
+
 logger = logging.getLogger(__name__)
 
 # What a client gets to send its request head (request line and headers) in, and how large
@@ -33,11 +35,20 @@ class AnnouncingServer(uvicorn.Server):
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         """Start as uvicorn does, then say where."""
+        # Every request's scope["state"] is a copy of the lifespan's: its streams find this.
+        self.streams_closing = StreamsClosing()
+        self.lifespan.state[STREAMS_CLOSING] = self.streams_closing
         await super().startup(sockets=sockets)
         if self.started:
             host = self.config.host
             url = f"http://{f'[{host}]' if ':' in host else host}:{self.config.port}"
             print(f"runyard: serving on {url}", flush=True)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        """End the open event streams, then shut down as uvicorn does (which waits for
+        every request in flight, and a stream has no end of its own)."""
+        self.streams_closing.close()
+        await super().shutdown(sockets=sockets)
 
 
 class ServerConfig(uvicorn.Config):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,11 +14,11 @@ from fastapi import Request, Response
 from fastapi.responses import JSONResponse
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 from pydantic import ValidationError
-from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from runyard import __version__
 from runyard.api.errors import STORE_OUTAGE_MESSAGE, is_store_outage
 from runyard.api.runs import authorize_new_run
+from runyard.api.sse import EventStream
 from runyard.auth.handlers import Caller
 from runyard.domain.errors import RunyardError
 from runyard.runtime import Runtime
@@ -34,6 +34,8 @@ from runyard.schemas.mcp import (
 from runyard.schemas.runs import RunCreate
 from runyard.services import assistants as assistants_service
 from runyard.services.run_waits import run_to_end
+from runyard.streaming.broker import StreamEvent
+from runyard.streaming.sse_frames import sse_frame
 
 log = logging.getLogger("runyard.mcp")
 
@@ -231,14 +233,15 @@ def _http_error(code: int, message: str) -> JSONResponse:
 
 def _sse_answer(
     runtime: Runtime, pending: Callable[[], Awaitable[types.JSONRPCResponse | types.JSONRPCError]]
-) -> EventSourceResponse:
-    async def frames() -> AsyncIterator[ServerSentEvent]:
+) -> EventStream:
+    async def frames() -> AsyncGenerator[bytes, None]:
         message = await pending()
-        yield ServerSentEvent(data=json.dumps(_dump(message), ensure_ascii=False), event="message")
+        data = json.dumps(_dump(message), ensure_ascii=False)
+        yield sse_frame(StreamEvent("", "message", data)).encode()
 
-    return EventSourceResponse(
+    return EventStream(
         frames(),
-        ping=runtime.settings.stream_keepalive_seconds,
-        ping_message_factory=lambda: ServerSentEvent(comment="keep-alive"),
+        keepalive_seconds=runtime.settings.stream_keepalive_seconds,
+        keepalive=b": keep-alive\r\n\r\n",
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )

@@ -8,10 +8,9 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Header, Query, Response
 from fastapi.responses import JSONResponse, StreamingResponse
-from sse_starlette import EventSourceResponse
 
 from runyard.api.deps import CallerDep, RunConfigurableDep, RunId, RuntimeDep, ThreadId
-from runyard.api.sse import sse_response
+from runyard.api.sse import EventStream, sse_response
 from runyard.auth.guards import require_assistant, require_thread
 from runyard.auth.handlers import Caller, rewritten, sent_copy
 from runyard.domain.errors import ForbiddenError, InvalidInputError
@@ -35,9 +34,7 @@ def _run_path(run: dict[str, Any]) -> str:
     return f"/threads/{run['thread_id']}/runs/{run['run_id']}"
 
 
-def _sse(
-    runtime: Runtime, events: AsyncIterator[StreamEvent], run: dict[str, Any]
-) -> EventSourceResponse:
+def _sse(runtime: Runtime, events: AsyncIterator[StreamEvent], run: dict[str, Any]) -> EventStream:
     return sse_response(
         runtime,
         events,
@@ -88,7 +85,7 @@ async def _stream_new_run(
     body: RunCreate,
     key: str | None,
     configurable: dict[str, Any],
-) -> EventSourceResponse:
+) -> EventStream:
     owner = await authorize_new_run(runtime, caller, thread_id, body)
     run = await runs.create_run(
         runtime,
@@ -166,7 +163,7 @@ async def create_run(
     return run
 
 
-@router.post("/threads/{thread_id}/runs/stream", response_class=EventSourceResponse)
+@router.post("/threads/{thread_id}/runs/stream", response_class=EventStream)
 async def stream_run(
     thread_id: ThreadId,
     body: RunCreate,
@@ -174,7 +171,7 @@ async def stream_run(
     caller: CallerDep,
     configurable: RunConfigurableDep,
     key: IdempotencyKey = None,
-) -> EventSourceResponse:
+) -> EventStream:
     """Create a run on a thread and stream its events (SSE)."""
     return await _stream_new_run(runtime, caller, str(thread_id), body, key, configurable)
 
@@ -221,14 +218,14 @@ async def create_stateless_run_batch(
     return await runs.create_batch(runtime, body, configurable)
 
 
-@router.post("/runs/stream", response_class=EventSourceResponse)
+@router.post("/runs/stream", response_class=EventStream)
 async def stream_stateless_run(
     body: RunCreate,
     runtime: RuntimeDep,
     caller: CallerDep,
     configurable: RunConfigurableDep,
     key: IdempotencyKey = None,
-) -> EventSourceResponse:
+) -> EventStream:
     """Create a run on a temporary thread and stream its events."""
     return await _stream_new_run(runtime, caller, None, body, key, configurable)
 
@@ -341,7 +338,7 @@ async def join_run(
     return _json_stream(waiting, run)
 
 
-@router.get("/threads/{thread_id}/runs/{run_id}/stream", response_class=EventSourceResponse)
+@router.get("/threads/{thread_id}/runs/{run_id}/stream", response_class=EventStream)
 async def join_run_stream(
     thread_id: ThreadId,
     run_id: RunId,
@@ -350,7 +347,7 @@ async def join_run_stream(
     stream_mode: Annotated[list[str] | None, Query()] = None,
     cancel_on_disconnect: bool = False,
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
-) -> EventSourceResponse:
+) -> EventStream:
     """Join a run's event stream; Last-Event-ID replays exactly what was missed."""
     await require_thread(runtime, caller, str(thread_id), "read")
     run = await runs.get_run(runtime, str(thread_id), str(run_id))

@@ -13,13 +13,12 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
-from sse_starlette import EventSourceResponse
 
 from runyard.api.deps import CallerDep, RunConfigurableDep, RuntimeDep, ThreadId
 from runyard.api.errors import SERVER_ERROR_MESSAGE, is_store_outage
 from runyard.api.responses import ErrorBody
 from runyard.api.runs import authorize_new_run
-from runyard.api.sse import sse_response
+from runyard.api.sse import EventStream, sse_response
 from runyard.auth.guards import require_thread
 from runyard.auth.handlers import Caller
 from runyard.domain.errors import NotFoundError, RunyardError
@@ -272,7 +271,7 @@ async def thread_command(
 
 @router.post(
     "/threads/{thread_id}/stream/events",
-    response_class=EventSourceResponse,
+    response_class=EventStream,
     openapi_extra=_EVENTS_BODY,
     responses={
         400: {"model": ErrorBody, "description": "a body that is no valid stream request"},

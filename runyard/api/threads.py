@@ -6,10 +6,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Header, Query, Response
 from pydantic import WithJsonSchema
-from sse_starlette import EventSourceResponse
 
 from runyard.api.deps import CallerDep, RuntimeDep, ThreadId, set_page_headers
-from runyard.api.sse import sse_response
+from runyard.api.sse import EventStream, sse_response
 from runyard.auth.guards import require_thread
 from runyard.auth.handlers import rewritten, sent_copy
 from runyard.domain.errors import InvalidInputError
@@ -268,7 +267,7 @@ async def get_history(
     )
 
 
-@router.get("/threads/{thread_id}/stream", response_class=EventSourceResponse)
+@router.get("/threads/{thread_id}/stream", response_class=EventStream)
 async def join_thread_stream(
     runtime: RuntimeDep,
     caller: CallerDep,
@@ -276,7 +275,7 @@ async def join_thread_stream(
     stream_mode: ThreadStreamModes = None,
     stream_modes: ThreadStreamModes = None,
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
-) -> EventSourceResponse:
+) -> EventStream:
     """Every run of the thread in turn, runs created later included, until it is deleted."""
     await require_thread(runtime, caller, str(thread_id), "read")
     modes = thread_streams.parse_thread_stream_modes([*(stream_mode or []), *(stream_modes or [])])

@@ -18,8 +18,8 @@ class FramedEvent(StreamEvent):
 
 
 def sse_frame(event: StreamEvent) -> str:
-    """The SSE text of one event: its id (when it has one), name and data lines, as
-    sse_starlette's ServerSentEvent encodes them."""
+    """The SSE text of one event: its id (when it has one), name and data lines (one per
+    line of the data), CRLF-separated."""
     if isinstance(event, FramedEvent):
         return event.frame
     head = f"id: {_LINE_BREAK.sub('', event.id)}\r\n" if event.id else ""
