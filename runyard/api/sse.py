@@ -88,6 +88,7 @@ class EventStream(Response):
         """Stream; a HEAD request gets the headers only (the stream never starts)."""
         start = {"type": "http.response.start", "status": 200, "headers": self.raw_headers}
         if scope["method"] == "HEAD":
+            await self.chunks.aclose()
             await send(start)
             await send({"type": "http.response.body", "body": b"", "more_body": False})
             return

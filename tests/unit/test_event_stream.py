@@ -199,3 +199,4 @@ async def test_head_gets_the_headers_and_no_stream() -> None:
     await start(stream(events), client)
     assert [m["type"] for m in client.sent] == ["http.response.start", "http.response.body"]
     assert client.sent[-1] == END
+    assert events.closed
