@@ -53,9 +53,16 @@ class Chunks(Protocol):
 class EventStream(Response):
     """An SSE answer: the headers, then each chunk `chunks` yields, with keep-alive comments
     every `keepalive_seconds`, until the chunks end, the client leaves or stops reading
-    (a write it has not taken in `send_timeout` seconds), or the server shuts down."""
+    (a write it has not taken in `send_timeout` seconds), or the server shuts down.
 
-    media_type = "text/event-stream"
+    Only the request's own task ends the body, and only once the writer has ended: no
+    keep-alive and no chunk can follow the end, whatever order the event loop takes when
+    the events end, a keep-alive comes due and the server shuts down at the same moment.
+    """
+
+    # None, as on Response: FastAPI reads it to describe the route (a plain-text body
+    # schema otherwise); the header is set per answer.
+    media_type = None
 
     def __init__(
         self,
@@ -65,8 +72,9 @@ class EventStream(Response):
         keepalive: bytes,
         headers: Mapping[str, str] | None = None,
         send_timeout: float | None = None,
+        status_code: int = 200,
     ) -> None:
-        self.status_code = 200
+        self.status_code = status_code
         self.background = None
         self.chunks = chunks
         self.keepalive_seconds = keepalive_seconds
@@ -76,29 +84,29 @@ class EventStream(Response):
         fields.setdefault("Cache-Control", "no-store")
         fields["Connection"] = "keep-alive"
         fields["X-Accel-Buffering"] = "no"
+        fields["Content-Type"] = "text/event-stream; charset=utf-8"
         self.init_headers(fields)
         self._stopped = False
-        # The body was ended (`_complete`), or cannot be: the client left or stopped reading.
-        self._complete = False
+        # The client left or stopped reading: nothing more can be sent, not even the end.
         self._broken = False
         self._deadline: asyncio.Timeout | None = None
         self._send_lock = asyncio.Lock()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Stream; a HEAD request gets the headers only (the stream never starts)."""
-        start = {"type": "http.response.start", "status": 200, "headers": self.raw_headers}
+        start = {"type": "http.response.start", "status": self.status_code}
         if scope["method"] == "HEAD":
             await self.chunks.aclose()
-            await send(start)
+            await send({**start, "headers": self.raw_headers})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
             return
-        await send(start)
+        await send({**start, "headers": self.raw_headers})
         closing: StreamsClosing | None = scope.get("state", {}).get(STREAMS_CLOSING)
         writer = asyncio.create_task(self._write(send), name="sse-writer")
-        writer.add_done_callback(lambda _: self._stop())
+        writer.add_done_callback(self._writer_done)
         if closing is not None:
             closing.watch(self._stop)
-            self._stopped = closing.closed
+            self._stopped = self._stopped or closing.closed
         try:
             await self._listen(receive, send)
         finally:
@@ -109,22 +117,25 @@ class EventStream(Response):
             finally:
                 # Here, not in the writer: a writer cancelled before it ran never closes them.
                 await self.chunks.aclose()
-        if not self._complete and not self._broken:
-            # Stopped by the server's shutdown: end the body, so the client sees the stream
-            # end instead of a cut connection.
+        if not self._broken:
+            # The one end of the body, after the writer and the keep-alives: the client sees
+            # the stream end (events over, or the server shutting down), not a cut connection.
             await self._send(send, b"", more=False)
+
+    def _writer_done(self, _: asyncio.Task[None]) -> None:
+        self._stop()
 
     def _stop(self) -> None:
         """Wake the listener so that it ends the stream."""
         self._stopped = True
-        if self._deadline is not None:
+        # A deadline already passed wakes the listener by itself (and cannot be moved).
+        if self._deadline is not None and not self._deadline.expired():
             self._deadline.reschedule(asyncio.get_running_loop().time())
 
     async def _write(self, send: Send) -> None:
         async for chunk in self.chunks:
             if self._stopped or not await self._send(send, chunk, more=True):
                 return
-        await self._send(send, b"", more=False)
 
     async def _listen(self, receive: Receive, send: Send) -> None:
         """Wait for the client's disconnect, sending keep-alives meanwhile, until stopped."""
@@ -163,7 +174,6 @@ class EventStream(Response):
             except OSError:
                 self._broken = True
                 return False
-        self._complete = not more
         return True
 
 

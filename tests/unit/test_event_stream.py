@@ -16,6 +16,8 @@ from runyard.streaming.closing import STREAMS_CLOSING, StreamsClosing
 pytestmark = pytest.mark.timeout(10)
 HEARTBEAT = b": heartbeat\r\n\r\n"
 FRAME = b"id: 1\r\nevent: values\r\ndata: {}\r\n\r\n"
+# Enough turns of the event loop for a stream to act on a signal (each step is one turn).
+LOOP_TURNS = 10
 END = {"type": "http.response.body", "body": b"", "more_body": False}
 
 
@@ -58,7 +60,12 @@ class Client:
         return await self._incoming.get()
 
     async def send(self, message: dict[str, Any]) -> None:
-        """Keep what the response sends."""
+        """Keep what the response sends; refuse anything after the end, as uvicorn does."""
+        if END in self.sent:
+            raise RuntimeError(
+                f"Unexpected ASGI message {message['type']!r} sent, after response already "
+                "completed."
+            )
         self.sent.append(message)
         self.sent_more.set()
 
@@ -199,4 +206,77 @@ async def test_head_gets_the_headers_and_no_stream() -> None:
     await start(stream(events), client)
     assert [m["type"] for m in client.sent] == ["http.response.start", "http.response.body"]
     assert client.sent[-1] == END
+    assert events.closed
+
+
+class LateEvents(Events):
+    """`FRAME`, then the end, once `keepalive_due` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.keepalive_due = asyncio.Event()
+        self.ended = asyncio.Event()
+
+    async def __anext__(self) -> bytes:
+        if not self._sent:
+            self._sent = True
+            return FRAME
+        await self.keepalive_due.wait()
+        self.ended.set()
+        raise StopAsyncIteration
+
+
+class LateWaking(Client):
+    """A client whose receive, cut short by the keep-alive deadline, lets the request task
+    resume only after the events have ended: the order the event loop takes when the
+    deadline and the last event (a socket read) come due in the same turn."""
+
+    def __init__(self, events: LateEvents) -> None:
+        super().__init__()
+        self.events = events
+
+    async def receive(self) -> dict[str, Any]:
+        """The request; then, when the deadline cancels the wait, hold until the end."""
+        try:
+            return await super().receive()
+        except asyncio.CancelledError:
+            self.events.keepalive_due.set()
+            await self.events.ended.wait()
+            raise
+
+
+async def test_a_keepalive_due_as_the_events_end_comes_before_the_end() -> None:
+    events = LateEvents()
+    client = LateWaking(events)
+    await start(stream(events, keepalive_seconds=0.01), client)
+    assert client.bodies()[0] == FRAME
+    assert client.sent[-1] == END
+    assert client.sent.count(END) == 1
+    assert events.closed
+
+
+async def test_shutdown_while_the_end_is_on_its_way_sends_one_end() -> None:
+    closing = StreamsClosing()
+    events, client = Events(finite=True), Client(state={STREAMS_CLOSING: closing})
+    holding, closed = asyncio.Event(), asyncio.Event()
+    deliver = client.send
+
+    async def slow_end(message: dict[str, Any]) -> None:
+        # A layer that passes the end on, then awaits something of its own (a log, a
+        # flush) while the server's shutdown begins: a few turns of the loop, long enough
+        # for the shutdown to end the stream, had the end not been sent.
+        await deliver(message)
+        if message == END:
+            holding.set()
+            await closed.wait()
+            for _ in range(LOOP_TURNS):
+                await asyncio.sleep(0)
+
+    client.send = slow_end  # type: ignore[method-assign]
+    serving = start(stream(events), client)
+    await holding.wait()
+    closing.close()
+    closed.set()
+    await serving
+    assert client.bodies() == [FRAME, b""]
     assert events.closed
