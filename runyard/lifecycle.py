@@ -12,7 +12,7 @@ Lock order (PostgreSQL): **the thread row, then its run rows**, in every transit
   (`SELECT … FOR UPDATE`), before it reads or writes any run of the thread.
 - A one-statement transition (claim, finish, hand back) locks the thread row in an
   InitPlan of the statement, which PostgreSQL runs before the UPDATE locks the run row
-  (runyard/db/runs.py, `_thread_locked_first`).
+  (runyard/db/run_claims.py, `thread_locked_first`).
 - The reaper locks every thread it recovers runs of, ordered by id, before their runs.
 - A claim in a fairness group with a cap takes the group's advisory lock before all of
   these (only such claims take it, and a claim holds no other lock when it does); marking
@@ -60,6 +60,9 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from runyard.db import group_caps as caps_db
+from runyard.db import run_attempts as attempts_db
+from runyard.db import run_claims as claims_db
+from runyard.db import run_recovery as recovery_db
 from runyard.db import runs as runs_db
 from runyard.db import threads as threads_db
 from runyard.db.contention import lost_to_contention
@@ -220,10 +223,10 @@ class RunLifecycle:
     async def claim(
         self, run_id: str, owner: str, lease_seconds: float
     ) -> dict[str, Any] | HeldBack | None:
-        """Take a pending run for `owner` (see `runs_db.claim_run`); None when it is not
+        """Take a pending run for `owner` (see `claims_db.claim_run`); None when it is not
         claimable now, HeldBack when its fairness group is at a cap (the run says why)."""
         if not self._caps.any:
-            return await self.atomic(lambda s: runs_db.claim_run(s, run_id, owner, lease_seconds))
+            return await self.atomic(lambda s: claims_db.claim_run(s, run_id, owner, lease_seconds))
         return await self.transaction(
             lambda s: self._claim_within_caps(s, run_id, owner, lease_seconds)
         )
@@ -234,7 +237,7 @@ class RunLifecycle:
         """The claim, after its group's caps are checked under the group's lock: the claims
         of a capped group are serialized (an advisory lock on PostgreSQL, the process lock
         on SQLite), so two instances never both take the last place under a cap."""
-        placing = await runs_db.claimable_run_placing(session, run_id)
+        placing = await claims_db.claimable_run_placing(session, run_id)
         if placing is None:
             return None
         group, priority = placing
@@ -246,7 +249,7 @@ class RunLifecycle:
                 reason, seconds = held
                 await caps_db.mark_held_back(session, group, reason)
                 return HeldBack(run_id, group, priority, reason, seconds)
-        return await runs_db.claim_run(session, run_id, owner, lease_seconds)
+        return await claims_db.claim_run(session, run_id, owner, lease_seconds)
 
     async def fail_unreadable(self, run_id: str, owner: str, message: str) -> None:
         """End a run whose stored request cannot be decrypted (`owner`'s claim could not
@@ -295,8 +298,8 @@ class RunLifecycle:
         run_id = str(run["run_id"])
         recorded = error if stored_error is None else stored_error
 
-        async def work(session: AsyncConnection) -> runs_db.Finished:
-            done = await runs_db.finish_run_with_state(
+        async def work(session: AsyncConnection) -> attempts_db.Finished:
+            done = await attempts_db.finish_run_with_state(
                 session, run_id, attempt, status, output, recorded, state
             )
             if done.held:
@@ -304,7 +307,7 @@ class RunLifecycle:
             return done
 
         # With a webhook, its delivery is written in the same transaction as the end.
-        finished: runs_db.Finished | None = await (
+        finished: attempts_db.Finished | None = await (
             self.transaction(work) if run.get("webhook") else self.atomic(work)
         )
         assert finished is not None
@@ -326,8 +329,8 @@ class RunLifecycle:
         """Why an attempt's finish wrote nothing: a cancel's action, False when another
         attempt holds the run, None when this attempt's own end was committed already."""
         async with self._autocommit() as session:
-            action = await runs_db.cancel_requested(session, run_id, attempt)
-            own = None if action else await runs_db.ended_by(session, run_id, attempt, status)
+            action = await attempts_db.cancel_requested(session, run_id, attempt)
+            own = None if action else await attempts_db.ended_by(session, run_id, attempt, status)
         if action:
             log.info("run_end_cancelled run_id=%s attempt=%s action=%s", run_id, attempt, action)
             return action
@@ -349,7 +352,7 @@ class RunLifecycle:
         run_id = str(run["run_id"])
 
         async def work(session: AsyncConnection) -> bool:
-            if not await runs_db.finish_run(session, run_id, attempt, status, None, None):
+            if not await attempts_db.finish_run(session, run_id, attempt, status, None, None):
                 return False
             await runs_db.delete_run(session, run_id)
             await threads_db.set_state_fields(
@@ -365,9 +368,9 @@ class RunLifecycle:
         requested; returns that cancel's action instead, for the attempt to end the run."""
 
         async def work(session: AsyncConnection) -> bool | str:
-            if await runs_db.release_run(session, run_id, attempt, counted):
+            if await attempts_db.release_run(session, run_id, attempt, counted):
                 return True
-            return await runs_db.cancel_requested(session, run_id, attempt) or False
+            return await attempts_db.cancel_requested(session, run_id, attempt) or False
 
         return await self.atomic(work)
 
@@ -449,12 +452,12 @@ class RunLifecycle:
         self, max_attempts: int, every_lease: bool = False, push: bool = True
     ) -> list[dict[str, Any]]:
         """Runs whose lease expired go back to pending (pushed when `push`), or end
-        (cancelled, or out of retries); returns them (see `runs_db.requeue_expired`)."""
+        (cancelled, or out of retries); returns them (see `recovery_db.requeue_expired`)."""
 
         async def work(session: AsyncConnection) -> list[dict[str, Any]]:
             rows = [
                 dict(row)
-                for row in await runs_db.requeue_expired(session, max_attempts, every_lease)
+                for row in await recovery_db.requeue_expired(session, max_attempts, every_lease)
             ]
             for row in rows:
                 if row["status"] in _ENDED_BY_REAPER:

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from runyard.db import runs as runs_db
+from runyard.db import run_attempts as attempts_db
 from runyard.db import threads as threads_db
 from runyard.db.dialect import database_now
 from runyard.db.engine import Sessions
@@ -81,7 +81,7 @@ class RunEndings:
         *,
         error: dict[str, Any] | None = None,
         attempt: int | None = None,
-        finished: runs_db.Finished | None = None,
+        finished: attempts_db.Finished | None = None,
     ) -> None:
         """Everything that follows the committed end of `run` (a run row) with `status`.
 
@@ -145,14 +145,16 @@ class RunEndings:
         async with self._autocommit() as session:
             await threads_db.delete_thread(session, thread_id)
 
-    async def dispatch_next(self, thread_id: str, finished: runs_db.Finished | None = None) -> None:
+    async def dispatch_next(
+        self, thread_id: str, finished: attempts_db.Finished | None = None
+    ) -> None:
         """Queue the thread's next due run, if one waits, once a transition committed."""
         if finished is not None and finished.upcoming_known:
             upcoming, now = finished.upcoming, finished.now
         else:
             # Read after the commit: a run enqueued meanwhile must not be stranded.
             async with self._autocommit() as session:
-                upcoming = await runs_db.next_pending_run(session, thread_id)
+                upcoming = await attempts_db.next_pending_run(session, thread_id)
                 now = await database_now(session) if upcoming is not None else None
         if upcoming is not None:
             delay = _delay(upcoming["scheduled_at"], now)

@@ -22,7 +22,7 @@ from runyard.auth.handlers import load_auth
 from runyard.background.cron_scheduler import CronScheduler
 from runyard.background.reaper import Reaper, ReaperSettings
 from runyard.background.thread_sweeper import ThreadTTLSweeper
-from runyard.db import runs as runs_db
+from runyard.db import run_recovery as recovery_db
 from runyard.db.driver import StatementPool
 from runyard.db.engine import (
     Sessions,
@@ -451,7 +451,7 @@ class Runtime:
         # once BG_JOB_MAX_RETRIES attempts were lost).
         recovered = len(await self._reaper().recover_lost_attempts())
         async with self.autocommit() as session:
-            pending = await runs_db.pending_run_ids(session, limit=10_000)
+            pending = await recovery_db.pending_run_ids(session, limit=10_000)
         for row in pending:
             await self.queue.push(row["run_id"], 0.0, row["priority"], row["fairness_group"])
         if recovered or pending:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from runyard.db.engine import Sessions
-from runyard.db.runs import find_claimable_run
+from runyard.db.run_claims import find_claimable_run
 from runyard.domain.group_caps import GroupCaps
 from runyard.domain.urls import masked_url
 from runyard.loops import LoopGroup

@@ -8,7 +8,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from runyard.db import runs as runs_db
+from runyard.db import run_recovery as recovery_db
 from runyard.db.engine import Sessions
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ class Reaper:
             await self._lifecycle.requeue_expired(self._settings.max_retries)
             async with self._autocommit() as session:
                 stale_after = self._settings.stuck_pending_seconds
-                pending = await runs_db.stranded_pending_runs(session, stale_after, limit=1000)
+                pending = await recovery_db.stranded_pending_runs(session, stale_after, limit=1000)
             ids = [row["run_id"] for row in pending]
             placing = {row["run_id"]: (row["priority"], row["fairness_group"]) for row in pending}
             queued = await self._queue.queued(ids)
@@ -69,7 +69,7 @@ class Reaper:
                 # A run popped and claimed between the select and the queue check is not
                 # stranded: re-read, or a busy backlog re-pushes every run it just started.
                 async with self._autocommit() as session:
-                    still = await runs_db.pending_among(session, missing)
+                    still = await recovery_db.pending_among(session, missing)
                 for run_id in missing:
                     if run_id in still:
                         await self._queue.push(run_id, 0.0, *placing[run_id])

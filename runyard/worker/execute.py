@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from langgraph.pregel import Pregel
 
-from runyard.db import runs as runs_db
+from runyard.db import run_claims as claims_db
 from runyard.db.faults import retry_while_store_unavailable, store_fault, store_unavailable
 from runyard.domain.configurable import AUTH_USER_KEY
 from runyard.domain.encryption_context import CONTEXT_KEY, use_context
@@ -54,7 +54,7 @@ class RunExecutor:
         attempt = int(run["attempt"])
         claimed = dict(run)
         # A first attempt on a thread without checkpoints has nothing to read back.
-        thread_empty = claimed.pop(runs_db.THREAD_HAS_CHECKPOINT, None) is False and attempt == 1
+        thread_empty = claimed.pop(claims_db.THREAD_HAS_CHECKPOINT, None) is False and attempt == 1
         # Every log line of this run carries its identity; its span joins the creator's trace.
         with (
             run_log_context(run_id, run["thread_id"], attempt, rt.instance_id),

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph.pregel import Pregel
 
-from runyard.db import runs as runs_db
+from runyard.db import run_attempts as attempts_db
 from runyard.db.threads import ThreadState
 from runyard.domain.results import with_interrupts
 from runyard.domain.status import RunStatus, ThreadStatus
@@ -123,7 +123,7 @@ async def _rolled_back_snapshot(
     """
     run_id, thread_id = run["run_id"], run["thread_id"]
     async with runtime.autocommit() as session:
-        holds = await runs_db.still_holds(session, run_id, attempt)
+        holds = await attempts_db.still_holds(session, run_id, attempt)
     if not holds:
         log.warning("run_finalize_refused run_id=%s attempt=%s", run_id, attempt)
         return None

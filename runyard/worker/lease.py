@@ -7,7 +7,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from runyard.db import runs as runs_db
+from runyard.db import run_attempts as attempts_db
 
 if TYPE_CHECKING:
     from runyard.db.engine import Sessions
@@ -66,7 +66,7 @@ class LeaseKeeper:
         try:
             async with asyncio.timeout(settings.heartbeat_interval_seconds):
                 async with self._sessions() as session, session.begin():
-                    rows = await runs_db.extend_leases(
+                    rows = await attempts_db.extend_leases(
                         session, self._instance_id, attempts, settings.lease_duration_seconds
                     )
         except Exception:

@@ -19,6 +19,7 @@ from redis.exceptions import RedisError
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from runyard.db import run_claims as claims_db
 from runyard.db import runs as runs_db
 from runyard.db import threads as threads_db
 from runyard.db.dialect import database_now
@@ -66,7 +67,7 @@ def _fallback(redis: Redis, engine: AsyncEngine) -> DatabaseFallbackQueue:
 
     async def claimable(skipped_groups: list[str]) -> str | None:
         async with engine.begin() as session:
-            return await runs_db.find_claimable_run(session, skipped_groups)
+            return await claims_db.find_claimable_run(session, skipped_groups)
 
     return DatabaseFallbackQueue(RedisRunQueue(redis, "fallback:"), claimable, 0.05)
 
@@ -99,7 +100,7 @@ async def test_pop_finds_pending_runs_in_the_database_oldest_first_until_claimed
     assert await queue.pop(timeout=0.1) == older
     assert await queue.pop(timeout=0.1) == older  # not removed: only a claim takes it
     async with engine.begin() as session:
-        assert await runs_db.claim_run(session, older, "instance-a", 30) is not None
+        assert await claims_db.claim_run(session, older, "instance-a", 30) is not None
     assert await queue.pop(timeout=0.1) == newer
 
 
@@ -114,7 +115,7 @@ async def test_the_poll_skips_a_group_held_by_a_cap_until_the_hold_ends(
     await queue.hold(capped, "capped", 0, 2.0)
     assert await queue.pop(timeout=0.1) == other
     async with engine.begin() as session:
-        assert await runs_db.claim_run(session, other, "instance-a", 30) is not None
+        assert await claims_db.claim_run(session, other, "instance-a", 30) is not None
     assert await queue.pop(timeout=0.1) is None
     found = None
     for _ in range(200):
@@ -163,7 +164,7 @@ async def test_once_redis_answers_again_the_queue_is_redis_again(engine: AsyncEn
         assert queue.redis_down_since is not None
         assert await queue.pop(timeout=0.1) == pending
         async with engine.begin() as session:
-            assert await runs_db.claim_run(session, pending, "instance-a", 30) is not None
+            assert await claims_db.claim_run(session, pending, "instance-a", 30) is not None
         server.start()
         assert await queue.pop(timeout=0.1) is None  # nothing claimable: Redis is asked again
         assert queue.redis_down_since is None

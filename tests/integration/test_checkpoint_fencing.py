@@ -13,6 +13,8 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from runyard.db import run_attempts as attempts_db
+from runyard.db import run_claims as claims_db
 from runyard.db import runs as runs_db
 from runyard.db import threads as threads_db
 from runyard.db.driver import StatementPool
@@ -54,7 +56,7 @@ async def _none() -> AsyncIterator[StatementPool | None]:
 
 async def _claim(engine: AsyncEngine, run_id: str, owner: str) -> int:
     async with engine.begin() as session:
-        claimed = await runs_db.claim_run(session, run_id, owner, 30)
+        claimed = await claims_db.claim_run(session, run_id, owner, 30)
     assert claimed is not None
     return int(claimed["attempt"])
 
@@ -89,7 +91,7 @@ async def test_an_attempt_whose_run_moved_on_writes_no_checkpoint(
 
         # The lease moved on: handed back and claimed by another instance (attempt 2).
         async with engine.begin() as session:
-            assert await runs_db.release_run(session, run_id, first)
+            assert await attempts_db.release_run(session, run_id, first)
         second = await _claim(engine, run_id, "instance-b")
         assert second == first + 1
 

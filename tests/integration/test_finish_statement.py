@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from runyard.db import run_attempts as attempts_db
+from runyard.db import run_claims as claims_db
 from runyard.db import runs as runs_db
 from runyard.db import threads as threads_db
 from runyard.db.engine import Sessions, on_each_statement, session_factory
@@ -43,7 +45,7 @@ async def _running_run(sessions: Sessions) -> tuple[str, str, int]:
     async with sessions() as session, session.begin():
         await threads_db.insert_thread(session, thread_row(thread_id))
         await runs_db.insert_run(session, row)
-        claimed = await runs_db.claim_run(session, row["run_id"], "me", 30.0)
+        claimed = await claims_db.claim_run(session, row["run_id"], "me", 30.0)
     assert claimed is not None
     return thread_id, row["run_id"], int(claimed["attempt"])
 
@@ -54,16 +56,16 @@ def _ended(thread_id: str) -> ThreadState:
 
 async def _finish(
     engine: AsyncEngine, run_id: str, attempt: int, thread_id: str
-) -> runs_db.Finished:
+) -> attempts_db.Finished:
     # As the worker calls it: one statement on PostgreSQL, a transaction on SQLite.
     if engine.dialect.name == "postgresql":
         sessions = session_factory(engine, autocommit=True)
         async with sessions() as session:
-            return await runs_db.finish_run_with_state(
+            return await attempts_db.finish_run_with_state(
                 session, run_id, attempt, RunStatus.SUCCESS, {"n": 1}, None, _ended(thread_id)
             )
     async with session_factory(engine)() as session, session.begin():
-        return await runs_db.finish_run_with_state(
+        return await attempts_db.finish_run_with_state(
             session, run_id, attempt, RunStatus.SUCCESS, {"n": 1}, None, _ended(thread_id)
         )
 
@@ -112,7 +114,7 @@ async def test_an_attempt_that_lost_the_run_writes_nothing(engine: AsyncEngine) 
     thread_id, run_id, attempt = await _running_run(session_factory(engine))
     finished = await _finish(engine, run_id, attempt + 1, thread_id)
     thread = await _thread(engine, thread_id)
-    assert finished == runs_db.Finished(held=False)
+    assert finished == attempts_db.Finished(held=False)
     assert thread["status"] == "busy" and thread["values"] is None
 
 
@@ -146,6 +148,6 @@ async def test_a_run_committed_while_the_end_waits_is_left_to_a_fresh_read(
     assert finished.held and not finished.thread_written and not finished.upcoming_known
     async with sessions() as session:
         status = await runs_db.get_run(session, run_id)
-        upcoming = await runs_db.next_pending_run(session, thread_id)
+        upcoming = await attempts_db.next_pending_run(session, thread_id)
     assert status is not None and status["status"] == "success"
     assert upcoming is not None and upcoming["run_id"] == late["run_id"]

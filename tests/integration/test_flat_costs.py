@@ -13,6 +13,8 @@ import psycopg
 import pytest
 from sqlalchemy import select, text
 
+from runyard.db import run_attempts as attempts_db
+from runyard.db import run_claims as claims_db
 from runyard.db import runs as runs_db
 from runyard.db import threads as threads_db
 from runyard.db.engine import session_factory
@@ -44,7 +46,7 @@ async def _claimed_runs(db: Counted, owner: str, count: int) -> list[dict[str, A
         async with sessions() as session, session.begin():
             await threads_db.insert_thread(session, thread_row(thread_id))
             await runs_db.insert_run(session, run_row(run_id, thread_id))
-            row = await runs_db.claim_run(session, run_id, owner, 30.0)
+            row = await claims_db.claim_run(session, run_id, owner, 30.0)
         assert row is not None
         claimed.append(dict(row))
     return claimed
@@ -163,7 +165,7 @@ async def test_a_claim_also_says_whether_the_thread_has_a_checkpoint(database: C
     empty, written = await _claimed_runs(database, owner, 2)
     postgres = database.engine.dialect.name == "postgresql"
     # SQLite keeps its checkpoints elsewhere (their own file): its claim cannot tell.
-    assert empty.get(runs_db.THREAD_HAS_CHECKPOINT) is (False if postgres else None)
+    assert empty.get(claims_db.THREAD_HAS_CHECKPOINT) is (False if postgres else None)
     if not postgres:
         return
     # A thread with a checkpoint, and a new run on it: the claim sees the checkpoint.
@@ -176,12 +178,12 @@ async def test_a_claim_also_says_whether_the_thread_has_a_checkpoint(database: C
             {"thread_id": written["thread_id"]},
         )
     async with sessions() as session, session.begin():
-        await runs_db.finish_run(session, written["run_id"], 1, RunStatus.SUCCESS, None, None)
+        await attempts_db.finish_run(session, written["run_id"], 1, RunStatus.SUCCESS, None, None)
         again = run_row(str(uuid.uuid4()), written["thread_id"])
         await runs_db.insert_run(session, again)
     async with sessions() as session, session.begin():
-        claimed = await runs_db.claim_run(session, again["run_id"], owner, 30.0)
-    assert claimed is not None and claimed[runs_db.THREAD_HAS_CHECKPOINT] is True
+        claimed = await claims_db.claim_run(session, again["run_id"], owner, 30.0)
+    assert claimed is not None and claimed[claims_db.THREAD_HAS_CHECKPOINT] is True
 
 
 async def test_renewal_keeps_only_the_attempts_this_instance_executes(database: Counted) -> None:

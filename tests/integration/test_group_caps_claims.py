@@ -12,6 +12,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from runyard.db import run_attempts as attempts_db
 from runyard.db import runs as runs_db
 from runyard.db import threads as threads_db
 from runyard.db.engine import session_factory
@@ -106,7 +107,7 @@ async def test_racing_claims_never_take_more_than_the_cap(database: Counted) -> 
     # One ends: the next claim takes a place and clears that run's reason.
     first = claimed[0]
     async with session_factory(engine)() as session, session.begin():
-        await runs_db.finish_run(
+        await attempts_db.finish_run(
             session, first["run_id"], first["attempt"], RunStatus.SUCCESS, None, None
         )
     again = await instances[0].claim(held[0].run_id, "instance-0", 30.0)
@@ -126,7 +127,7 @@ async def test_starts_per_minute_hold_until_the_window_frees(database: Counted) 
         assert isinstance(taken, dict)
         # Ended at once: only starts count against this cap.
         async with session_factory(engine)() as session, session.begin():
-            await runs_db.finish_run(
+            await attempts_db.finish_run(
                 session, run_id, taken["attempt"], RunStatus.SUCCESS, None, None
             )
     held = await instance.claim(backlog[2], "instance-0", 30.0)

@@ -15,6 +15,8 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from runyard.db import run_attempts as attempts_db
+from runyard.db import run_claims as claims_db
 from runyard.db import runs as runs_db
 from runyard.db import threads as threads_db
 from runyard.db.contention import lost_to_contention
@@ -49,7 +51,7 @@ async def _thread_with_run(engine: AsyncEngine, claim: bool) -> tuple[str, str, 
         await runs_db.insert_run(session, run_row(run_id, thread_id, "interrupt"))
         attempt = 0
         if claim:
-            claimed = await runs_db.claim_run(session, run_id, "me", 30.0)
+            claimed = await claims_db.claim_run(session, run_id, "me", 30.0)
             assert claimed is not None
             attempt = int(claimed["attempt"])
     return thread_id, run_id, attempt
@@ -84,10 +86,10 @@ async def test_a_finish_waits_for_the_thread_before_it_locks_its_run(engine: Asy
     thread_id, run_id, attempt = await _thread_with_run(engine, claim=True)
     autocommit = session_factory(engine, autocommit=True)
 
-    async def finish() -> runs_db.Finished:
+    async def finish() -> attempts_db.Finished:
         async with autocommit() as session:
             state = ThreadState(thread_id, "idle", {"n": 1}, {}, None)
-            return await runs_db.finish_run_with_state(
+            return await attempts_db.finish_run_with_state(
                 session, run_id, attempt, RunStatus.SUCCESS, {"n": 1}, None, state
             )
 
@@ -104,7 +106,7 @@ async def test_a_finish_waits_for_the_thread_before_it_locks_its_run(engine: Asy
     assert flagged is True
     assert finished.held is False
     async with autocommit() as session:
-        assert await runs_db.cancel_requested(session, run_id, attempt) == "interrupt"
+        assert await attempts_db.cancel_requested(session, run_id, attempt) == "interrupt"
 
 
 async def test_a_claim_waits_for_the_thread_before_it_locks_its_run(engine: AsyncEngine) -> None:
@@ -113,7 +115,7 @@ async def test_a_claim_waits_for_the_thread_before_it_locks_its_run(engine: Asyn
 
     async def claim() -> dict[str, Any] | None:
         async with autocommit() as session:
-            return await runs_db.claim_run(session, run_id, "me", 30.0)
+            return await claims_db.claim_run(session, run_id, "me", 30.0)
 
     interrupted, claimed = await _while_a_creator_holds_the_thread(
         engine,

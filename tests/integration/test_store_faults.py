@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import insert
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from runyard.db import runs as runs_db
+from runyard.db import run_attempts as attempts_db
 from runyard.db import threads as threads_db
 from runyard.db.driver import StatementPool
 from runyard.db.faults import (
@@ -88,7 +88,7 @@ async def test_a_statement_timeout_through_sqlalchemy_is_a_fault(
         await holder.execute("BEGIN")
         await holder.execute("LOCK TABLE runs IN ACCESS EXCLUSIVE MODE")
         async with engine.connect() as session, session.begin():
-            exc = await _raised(runs_db.still_holds(session, "r", 1))
+            exc = await _raised(attempts_db.still_holds(session, "r", 1))
     assert not store_unavailable(exc)
     assert store_fault(exc) is not None
 

@@ -13,6 +13,8 @@ import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 from sqlalchemy import update
 
+from runyard.db import run_attempts as attempts_db
+from runyard.db import run_claims as claims_db
 from runyard.db import runs as runs_db
 from runyard.db import threads as threads_db
 from runyard.db.tables import runs
@@ -46,7 +48,7 @@ async def _claimed_run(rt: Runtime) -> tuple[str, str, dict[str, Any]]:
     async with rt.sessions() as session, session.begin():
         await threads_db.insert_thread(session, thread_row(thread_id))
         await runs_db.insert_run(session, row)
-        claimed = await runs_db.claim_run(session, run_id, "me", 30.0)
+        claimed = await claims_db.claim_run(session, run_id, "me", 30.0)
     assert claimed is not None
     return thread_id, run_id, dict(claimed)
 
@@ -101,7 +103,7 @@ async def test_a_final_write_retried_after_its_reply_was_lost_ends_the_run(
     # The first final write commits, and its reply never reaches the worker.
     async with rt.sessions() as session, session.begin():
         state = ThreadState(thread_id, "idle", {"n": 1}, {}, None)
-        await runs_db.finish_run_with_state(
+        await attempts_db.finish_run_with_state(
             session, run_id, attempt, RunStatus.SUCCESS, {"n": 1}, None, state
         )
     # The worker retries it: its own end is found, and the run's end is published.
@@ -132,7 +134,7 @@ async def test_a_step_ending_while_its_thread_is_deleted_leaves_no_checkpoint(
     async with rt.sessions() as session, session.begin():
         await threads_db.insert_thread(session, thread_row(thread_id))
         await runs_db.insert_run(session, run_row(run_id, thread_id, "enqueue"))
-        claimed = await runs_db.claim_run(session, run_id, "me", 30.0)
+        claimed = await claims_db.claim_run(session, run_id, "me", 30.0)
     assert claimed is not None
     step = fenced(rt.checkpointer, run_id, int(claimed["attempt"]))
     config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
