@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.exc import IntegrityError
@@ -109,19 +109,9 @@ async def create_cron(
 
     `owner` is the creator's user keys of `configurable`: every run of the cron carries them.
     """
-    zone = parse_timezone(body.timezone)
-    validate_schedule(body.schedule)
-    require_min_interval(body.schedule, runtime.settings.cron_min_interval_seconds)
-    if body.webhook is not None:
-        await runtime.webhook_guard.check(body.webhook)
+    zone = await _checked_zone(runtime, body)
     assistant = await get_assistant(runtime, body.assistant_id)
-    payload = body.model_dump(include=set(RUN_FIELDS), exclude_none=True)
-    payload["assistant_id"] = assistant["assistant_id"]
-    _keep_owner(payload, owner or {})
-    if runtime.encryption is not None:
-        # The cron's runs are written under its creator's encryption context.
-        payload[CONTEXT_KEY] = current_context()
-        payload = await runtime.encryption.encrypt_fields("cron", payload, CRON_PAYLOAD_FIELDS)
+    payload = await _run_payload(runtime, body, assistant["assistant_id"], owner or {})
     metadata = await sealed(runtime, "cron", "metadata", body.metadata or {})
     end_time = _utc(body.end_time)
     cron_id = new_id()
@@ -161,6 +151,33 @@ async def create_cron(
     _wake_scheduler(runtime)
     log.info("cron_created cron_id=%s thread_id=%s schedule=%s", cron_id, thread_id, body.schedule)
     return await cron_wire(runtime, row)
+
+
+async def _checked_zone(runtime: Runtime, body: ThreadCronCreate | CronCreate) -> tzinfo:
+    """The cron's timezone, once its schedule, interval and webhook are found valid."""
+    zone = parse_timezone(body.timezone)
+    validate_schedule(body.schedule)
+    require_min_interval(body.schedule, runtime.settings.cron_min_interval_seconds)
+    if body.webhook is not None:
+        await runtime.webhook_guard.check(body.webhook)
+    return zone
+
+
+async def _run_payload(
+    runtime: Runtime,
+    body: ThreadCronCreate | CronCreate,
+    assistant_id: str,
+    owner: dict[str, Any],
+) -> dict[str, Any]:
+    """What each run of the cron is created from, sealed when encryption is on."""
+    payload = body.model_dump(include=set(RUN_FIELDS), exclude_none=True)
+    payload["assistant_id"] = assistant_id
+    _keep_owner(payload, owner)
+    if runtime.encryption is not None:
+        # The cron's runs are written under its creator's encryption context.
+        payload[CONTEXT_KEY] = current_context()
+        payload = await runtime.encryption.encrypt_fields("cron", payload, CRON_PAYLOAD_FIELDS)
+    return payload
 
 
 def owner_configurable(payload: dict[str, Any]) -> dict[str, Any]:
