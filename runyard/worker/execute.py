@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from contextlib import AsyncExitStack
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from langgraph.pregel import Pregel
 
 from runyard.db import run_claims as claims_db
-from runyard.db.faults import retry_while_store_unavailable, store_fault, store_unavailable
+from runyard.db.faults import store_unavailable
 from runyard.domain.configurable import AUTH_USER_KEY
 from runyard.domain.encryption_context import CONTEXT_KEY, use_context
 from runyard.domain.errors import DecryptionError, StaleAttemptError
@@ -28,15 +28,15 @@ from runyard.graphs.streaming import FinalState, stream_graph
 from runyard.observability.logs import run_log_context
 from runyard.services.encrypted_json import opened_run
 from runyard.streaming.publisher import EventPublisher
+from runyard.worker.attempt_endings import AttemptEndings, ended_without_state, until_store_answers
 from runyard.worker.attempt_input import attempt_config, attempt_input
-from runyard.worker.finalize import Outcome, ThreadSnapshot, cancelled, finalize_run
-from runyard.worker.registry import RunningRun, absorb_stop, carry_through_stops
+from runyard.worker.finalize import Outcome, ThreadSnapshot, finalize_run
+from runyard.worker.registry import RunningRun, absorb_stop
 
 if TYPE_CHECKING:
     from runyard.runtime import Runtime
 
 log = logging.getLogger("runyard.worker")
-T = TypeVar("T")
 
 
 class RunExecutor:
@@ -44,6 +44,7 @@ class RunExecutor:
 
     def __init__(self, runtime: Runtime) -> None:
         self._rt = runtime
+        self._endings = AttemptEndings(runtime.lifecycle, runtime.queue, runtime.settings)
 
     async def execute(self, run_id: str) -> None:
         """Claim the run and, if this instance won it, execute and finalize it."""
@@ -140,14 +141,12 @@ class RunExecutor:
         limit = asyncio.timeout_at(max(deadline, asyncio.get_running_loop().time() + lease))
         try:
             async with limit:
-                await self._until_store_answers(
-                    "finalize", run_id, lambda: finalize_run(rt, dict(run), attempt, outcome)
-                )
+                await self._write_end(run, attempt, outcome)
             return
         except Exception as exc:
             if isinstance(exc, TimeoutError) and limit.expired():
                 job_limit = rt.settings.bg_job_timeout_secs
-                fallback = _ended_without_state(
+                fallback = ended_without_state(
                     RunStatus.TIMEOUT,
                     "TimeoutError",
                     f"the run exceeded BG_JOB_TIMEOUT_SECS ({job_limit:g} s) while its end "
@@ -166,7 +165,7 @@ class RunExecutor:
                     type(exc).__name__,
                     exc_info=True,
                 )
-                fallback = _ended_without_state(
+                fallback = ended_without_state(
                     RunStatus.ERROR,
                     "UnstorableOutcome",
                     "the run ended but its result could not be stored "
@@ -174,25 +173,21 @@ class RunExecutor:
                 )
         try:
             async with asyncio.timeout(lease):
-                await self._until_store_answers(
-                    "finalize", run_id, lambda: finalize_run(rt, dict(run), attempt, fallback)
-                )
+                await self._write_end(run, attempt, fallback)
         except Exception:
             # The lease runs out and the reaper recovers the run.
             log.warning(
                 "run_finalize_abandoned run_id=%s attempt=%s", run_id, attempt, exc_info=True
             )
 
-    async def _until_store_answers(
-        self, what: str, run_id: str, call: Callable[[], Awaitable[T]]
-    ) -> T:
-        """`call()`, again while the store is unreachable, for at most one lease."""
-        return await retry_while_store_unavailable(
-            call,
-            self._rt.settings.lease_duration_seconds,
-            "store_unavailable_retrying",
-            step=what,
-            run_id=run_id,
+    async def _write_end(self, run: dict[str, Any], attempt: int, outcome: Outcome) -> None:
+        """Write the outcome, again while the store is unreachable, for at most one lease."""
+        rt = self._rt
+        await until_store_answers(
+            rt.settings,
+            "finalize",
+            run["run_id"],
+            lambda: finalize_run(rt, dict(run), attempt, outcome),
         )
 
     async def _begin_attempt(self, run_id: str, attempt: int) -> None:
@@ -237,7 +232,7 @@ class RunExecutor:
                 if outcome is None:
                     return None
                 if outcome.status != RunStatus.INTERRUPTED:
-                    outcome = await self._stopped(run, entry, reason, outcome.graph)
+                    outcome = await self._endings.stopped(run, entry, reason, outcome.graph)
 
     async def _run_graph(
         self, run: dict[str, Any], entry: RunningRun, events: EventPublisher, deadline: float
@@ -269,38 +264,13 @@ class RunExecutor:
             reason = absorb_stop(entry)
             if reason is None:
                 raise
-            return await self._stopped(run, entry, reason, graph)
+            return await self._endings.stopped(run, entry, reason, graph)
         except StaleAttemptError:
             log.warning("run_stood_down run_id=%s attempt=%s reason=stale", run_id, attempt)
             return None
         except Exception as exc:
-            if isinstance(exc, TimeoutError) and limit.expired():
-                job_limit = rt.settings.bg_job_timeout_secs
-                return Outcome(
-                    RunStatus.TIMEOUT,
-                    error={
-                        "error": "TimeoutError",
-                        "message": f"the run exceeded BG_JOB_TIMEOUT_SECS ({job_limit:g} s) "
-                        "and was stopped",
-                    },
-                    graph=graph,
-                )
-            if store_unavailable(exc):
-                # Not the graph's fault: the run resumes from its last checkpoint.
-                return await self._hand_back(run, entry, "store_unavailable", graph)
-            fault = store_fault(exc)
-            if fault is not None:
-                return await self._store_fault(run, entry, fault, graph)
-            log.warning("run_failed run_id=%s error=%s", run_id, type(exc).__name__, exc_info=True)
-            if isinstance(exc, DecryptionError):
-                # The thread's state cannot be read back with these keys: the run ends
-                # without it, once, rather than failing again while its end is written.
-                return _ended_without_state(RunStatus.ERROR, "DecryptionError", str(exc))
-            return Outcome(
-                RunStatus.ERROR,
-                error={"error": type(exc).__name__, "message": str(exc)},
-                graph=graph,
-            )
+            timed_out = isinstance(exc, TimeoutError) and limit.expired()
+            return await self._endings.failed(run, entry, exc, graph, timed_out)
         return Outcome(RunStatus.SUCCESS, graph=graph, snapshot=_clean_end(final))
 
     async def _stream(
@@ -326,107 +296,6 @@ class RunExecutor:
         ):
             await events.send(name, dumps(data))
 
-    async def _stopped(
-        self, run: dict[str, Any], entry: RunningRun, reason: str, graph: Pregel | None
-    ) -> Outcome | None:
-        if reason in ("interrupt", "rollback"):
-            return cancelled(reason, graph)
-        if reason == "release":
-            return await self._hand_back(run, entry, "drain", graph)
-        else:
-            log.warning(
-                "run_stood_down run_id=%s attempt=%s reason=%s",
-                run["run_id"],
-                entry.attempt,
-                reason,
-            )
-        return None
-
-    async def _store_fault(
-        self, run: dict[str, Any], entry: RunningRun, fault: str, graph: Pregel | None
-    ) -> Outcome | None:
-        """The database refused a statement of this attempt (a timeout, exhausted resources:
-        runyard/db/faults.py): the attempt counts, and the last one allowed fails the run."""
-        limit = self._rt.settings.bg_job_max_retries
-        counted = int(run["attempt"]) - int(run.get("handovers") or 0)
-        log.warning(
-            "run_attempt_store_fault run_id=%s attempt=%s counted=%s limit=%s error=%s",
-            run["run_id"],
-            entry.attempt,
-            counted,
-            limit,
-            fault,
-        )
-        if counted < limit:
-            return await self._hand_back(run, entry, "store_fault", graph, counted=True)
-        message = (
-            f"the database refused the run's statements on {counted} attempts "
-            f"(BG_JOB_MAX_RETRIES={limit}); the last time: {fault}"
-        )
-        return Outcome(
-            RunStatus.ERROR, error={"error": "StoreFault", "message": message}, graph=graph
-        )
-
-    async def _hand_back(
-        self,
-        run: dict[str, Any],
-        entry: RunningRun,
-        reason: str,
-        graph: Pregel | None,
-        counted: bool = False,
-    ) -> Outcome | None:
-        """Return the run to pending (if this attempt still holds it) and queue it again.
-
-        A stop landing meanwhile does not cut it short (its reason is acted on after). A
-        run with a cancel requested is not handed back: the attempt ends it, the outcome
-        returned, as any cancel does.
-        """
-        rt = self._rt
-        run_id = run["run_id"]
-
-        async def release() -> bool | str:
-            return await rt.lifecycle.release(run_id, entry.attempt, counted)
-
-        try:
-            released = await carry_through_stops(
-                entry, self._until_store_answers("hand_back", run_id, release)
-            )
-        except Exception:
-            # The lease runs out instead, and the reaper hands the run on.
-            log.warning(
-                "run_hand_back_failed run_id=%s attempt=%s reason=%s",
-                run_id,
-                entry.attempt,
-                reason,
-                exc_info=True,
-            )
-            return None
-        if isinstance(released, str):
-            log.info(
-                "run_hand_back_cancelled run_id=%s attempt=%s reason=%s action=%s",
-                run_id,
-                entry.attempt,
-                reason,
-                released,
-            )
-            return await self._stopped(run, entry, released, graph)
-        log.info(
-            "run_handed_back run_id=%s attempt=%s reason=%s released=%s counted=%s",
-            run_id,
-            entry.attempt,
-            reason,
-            released,
-            counted,
-        )
-        if released:
-            try:
-                push = rt.queue.push(run_id, 0.0, run["priority"], run["fairness_group"])
-                await carry_through_stops(entry, push)
-            except Exception:
-                # The sweeper finds a pending run nobody queued.
-                log.warning("run_requeue_failed run_id=%s", run_id, exc_info=True)
-        return None
-
     async def _graph(
         self,
         kwargs: Mapping[str, Any],
@@ -449,15 +318,6 @@ class RunExecutor:
         saver = riding_out_store_faults(saver, rt.settings.lease_duration_seconds)
         saver = storing_no_stopped_tasks(saver)
         return graph.copy(update={"checkpointer": saver, "store": rt.store})
-
-
-def _ended_without_state(status: RunStatus, error: str, message: str) -> Outcome:
-    """An outcome recorded without reading the thread's state (that read is what failed)."""
-    return Outcome(
-        status,
-        error={"error": error, "message": message},
-        snapshot=ThreadSnapshot(None, {}, False),
-    )
 
 
 def _clean_end(final: FinalState) -> ThreadSnapshot | None:
