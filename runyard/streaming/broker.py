@@ -108,6 +108,11 @@ class EventBroker(Protocol):
 Ended = Callable[[], Awaitable[bool]]
 # How long a following subscription waits for an event before it asks `ended`.
 IDLE_CHECK_SECONDS = 5.0
+# How long a subscription told the run has ended still waits for the run's last events: the
+# end is committed before they are appended (runyard/run_endings.py), and a busy instance may
+# take a while between the two. Only a run whose last events never come (Redis lost them, or
+# the instance died in between) waits this long.
+FINAL_EVENTS_GRACE_SECONDS = 5.0
 
 
 @dataclass
@@ -176,8 +181,10 @@ class InMemoryEventBroker:
         retention_seconds: float = 3600.0,
         max_events: int = 10_000,
         idle_check_seconds: float = IDLE_CHECK_SECONDS,
+        final_events_grace_seconds: float = FINAL_EVENTS_GRACE_SECONDS,
     ) -> None:
         self._idle_check = idle_check_seconds
+        self._final_grace = final_events_grace_seconds
         self._logs: dict[str, _RunLog] = {}
         self._waiters = LocalWaiters()
         self._attempts: dict[str, int] = {}
@@ -294,7 +301,17 @@ class InMemoryEventBroker:
                     async with asyncio.timeout(self._idle_check):
                         await changed.wait()
                 except TimeoutError:
-                    follow = not await ended()
+                    follow = not await ended() or await self._final_events_come(changed)
+
+    async def _final_events_come(self, changed: asyncio.Event) -> bool:
+        """Whether anything is appended to a run seen ended within the grace for its last
+        events (see FINAL_EVENTS_GRACE_SECONDS)."""
+        try:
+            async with asyncio.timeout(self._final_grace):
+                await changed.wait()
+        except TimeoutError:
+            return False
+        return True
 
     async def forget(self, run_id: str) -> None:
         """Drop the run's log."""

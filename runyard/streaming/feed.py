@@ -8,10 +8,13 @@ one that would overflow is detached, and its subscriber catches up from Redis by
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from runyard.streaming.broker import StreamEvent
+from redis.exceptions import RedisError
+
+from runyard.streaming.broker import Ended, EventsUnavailableError, StreamEvent
 
 # Bytes of event data one subscriber may have waiting before it is detached.
 FEED_BUFFER_BYTES = 4 * 1024 * 1024
@@ -96,3 +99,50 @@ class Feed:
     def poke(self) -> None:
         """Wake the subscriber (the reader lost or regained Redis)."""
         self._ready.set()
+
+
+# While Redis cannot be reached, a replay is retried this often.
+RETRY_DELAY_SECONDS = 0.5
+# A read of an ended run's events that fails this many times more gives up on Redis.
+FAILURES_BEFORE_UNAVAILABLE = 2
+
+
+async def read_retrying(
+    read: Callable[[], Awaitable[Any]],
+    ended: Ended | None,
+    idle_check: float,
+    known_ended: bool = False,
+) -> Any:
+    """A read of stored events, retried while Redis is away and the run goes on.
+
+    Once the run has ended (or is known to have), a read that fails again raises
+    EventsUnavailableError: its final state is in the database. (Once is not enough:
+    after a Redis restart, each pooled connection fails its first command.)
+    """
+    asked = time.monotonic()
+    failures = 0
+    while True:
+        try:
+            return await read()
+        except (RedisError, OSError) as exc:
+            failures += 1
+            if known_ended and failures > FAILURES_BEFORE_UNAVAILABLE:
+                raise EventsUnavailableError(f"run events unreadable: {exc}") from exc
+            if known_ended:
+                continue
+            if ended is not None and time.monotonic() - asked >= idle_check:
+                asked = time.monotonic()
+                known_ended = await ended()
+                continue
+            await asyncio.sleep(RETRY_DELAY_SECONDS)
+
+
+def flat_pairs(events: Sequence[tuple[str, str]]) -> list[str]:
+    """(event, data) pairs as one list of stream entry fields."""
+    return [part for event in events for part in event]
+
+
+def looks_like_id(value: str) -> bool:
+    """Whether `value` has the shape of a Redis stream entry id."""
+    head, _, tail = value.partition("-")
+    return head.isdigit() and (tail == "" or tail.isdigit())

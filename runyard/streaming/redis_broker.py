@@ -17,7 +17,7 @@ import itertools
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
@@ -26,14 +26,21 @@ from redis.exceptions import RedisError
 
 from runyard.domain.errors import StaleAttemptError
 from runyard.streaming.broker import (
+    FINAL_EVENTS_GRACE_SECONDS,
     IDLE_CHECK_SECONDS,
     CompletionWaiter,
     Ended,
-    EventsUnavailableError,
     StreamEvent,
 )
 from runyard.streaming.completion_signals import CompletionSignals
-from runyard.streaming.feed import Feed, as_text, decode_entry
+from runyard.streaming.feed import (
+    Feed,
+    as_text,
+    decode_entry,
+    flat_pairs,
+    looks_like_id,
+    read_retrying,
+)
 from runyard.streaming.fenced_append import FENCED_XADD
 from runyard.streaming.followers import followers_key
 from runyard.streaming.redis_reader import StreamReader
@@ -43,10 +50,6 @@ log = logging.getLogger("runyard.broker")
 _CONTROL_DONE = "__done__"
 # Replays read this many entries per round trip.
 RANGE_COUNT = 500
-# While Redis cannot be reached, a replay is retried this often.
-RETRY_DELAY_SECONDS = 0.5
-# A read of an ended run's events that fails this many times more gives up on Redis.
-FAILURES_BEFORE_UNAVAILABLE = 2
 
 
 class RedisEventBroker:
@@ -71,8 +74,10 @@ class RedisEventBroker:
         reader: StreamReader,
         reads: Redis | None = None,
         append_retry_seconds: float = 0.0,
+        final_events_grace_seconds: float = FINAL_EVENTS_GRACE_SECONDS,
     ) -> None:
         self._idle_check = idle_check_seconds
+        self._final_grace = final_events_grace_seconds
         self._redis = redis
         self._reads = reads if reads is not None else redis
         self._reader = reader
@@ -103,7 +108,7 @@ class RedisEventBroker:
     ) -> None:
         """Fence out every older attempt's publishing, then publish `events` as this
         attempt, in one round trip."""
-        await self._append(run_id, _flat(events), attempt, begin=True)
+        await self._append(run_id, flat_pairs(events), attempt, begin=True)
 
     async def publish(self, run_id: str, event: str, data: str, attempt: int | None = None) -> str:
         """Append an event; a stale attempt's event is refused.
@@ -122,7 +127,7 @@ class RedisEventBroker:
         """Append several events in order in one script call (fenced like `publish`)."""
         if not events:
             return ""
-        return await self._append(run_id, _flat(events), attempt)
+        return await self._append(run_id, flat_pairs(events), attempt)
 
     async def _append(
         self,
@@ -213,7 +218,7 @@ class RedisEventBroker:
         Local waiters are woken once the append is done (or refused), so one that then
         reads the stream finds it complete.
         """
-        pairs = [*_flat(last_events), _CONTROL_DONE, ""]
+        pairs = [*flat_pairs(last_events), _CONTROL_DONE, ""]
         try:
             await self._append(run_id, pairs, attempt, signal=signal_done)
         finally:
@@ -280,9 +285,7 @@ class RedisEventBroker:
                     # It fell behind: catch up from Redis by id, then follow again.
                     self._reader.rejoin(feed)
                 elif not await feed.wait(self._idle_check) and ended and await ended():
-                    async for event in self._replay(feed.key, feed.cursor, ended, True):
-                        if event.event == _CONTROL_DONE:
-                            return
+                    async for event in self._ended_tail(feed, ended):
                         yield event
                     return
                 continue
@@ -292,11 +295,30 @@ class RedisEventBroker:
                     return
                 yield event
 
+    async def _ended_tail(self, feed: Feed, ended: Ended) -> AsyncIterator[StreamEvent]:
+        """What a run seen ended still has: stored events up to the done entry, read again
+        for a while when it is not there yet (FINAL_EVENTS_GRACE_SECONDS)."""
+        deadline = time.monotonic() + self._final_grace
+        pause = 0.05
+        while True:
+            async for event in self._replay(feed.key, feed.cursor, ended, True):
+                if event.event == _CONTROL_DONE:
+                    return
+                feed.cursor = event.id
+                yield event
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            await asyncio.sleep(min(pause, left))
+            pause = min(pause * 2, 1.0)
+
     async def _start(self, key: str, after: str | None, ended: Ended | None) -> str:
         """The id after which a subscription starts ("$": the newest stored one)."""
         if after != "$":
-            return after if after and _looks_like_id(after) else "0-0"
-        last: Any = await self._retrying(lambda: self._reads.xrevrange(key, count=1), ended)
+            return after if after and looks_like_id(after) else "0-0"
+        last: Any = await read_retrying(
+            lambda: self._reads.xrevrange(key, count=1), ended, self._idle_check
+        )
         return as_text(last[0][0]) if last else "0-0"
 
     async def _replay(
@@ -341,34 +363,8 @@ class RedisEventBroker:
             pipe.xrange(key, min=f"({cursor}", max=until, count=RANGE_COUNT)
             return (await pipe.execute())[-1]
 
-        entries: Any = await self._retrying(read, ended, known_ended)
+        entries: Any = await read_retrying(read, ended, self._idle_check, known_ended)
         return [decode_entry(entry_id, fields) for entry_id, fields in entries]
-
-    async def _retrying(
-        self, read: Callable[[], Awaitable[Any]], ended: Ended | None, known_ended: bool = False
-    ) -> Any:
-        """A read of stored events, retried while Redis is away and the run goes on.
-
-        Once the run has ended (or is known to have), a read that fails again raises
-        EventsUnavailableError: its final state is in the database. (Once is not enough:
-        after a Redis restart, each pooled connection fails its first command.)
-        """
-        asked = time.monotonic()
-        failures = 0
-        while True:
-            try:
-                return await read()
-            except (RedisError, OSError) as exc:
-                failures += 1
-                if known_ended and failures > FAILURES_BEFORE_UNAVAILABLE:
-                    raise EventsUnavailableError(f"run events unreadable: {exc}") from exc
-                if known_ended:
-                    continue
-                if ended is not None and time.monotonic() - asked >= self._idle_check:
-                    asked = time.monotonic()
-                    known_ended = await ended()
-                    continue
-                await asyncio.sleep(RETRY_DELAY_SECONDS)
 
     async def forget(self, run_id: str) -> None:
         """Delete the run's stream."""
@@ -384,12 +380,3 @@ class RedisEventBroker:
     def done_waiter(self, run_id: str) -> AbstractAsyncContextManager[CompletionWaiter]:
         """Register for the run's completion before reading its status."""
         return self._signals.waiter(run_id)
-
-
-def _flat(events: Sequence[tuple[str, str]]) -> list[str]:
-    return [part for event in events for part in event]
-
-
-def _looks_like_id(value: str) -> bool:
-    head, _, tail = value.partition("-")
-    return head.isdigit() and (tail == "" or tail.isdigit())

@@ -23,6 +23,8 @@ from tests.support.cancel_buses import CancelBuses
 REDIS_URL = "redis://127.0.0.1:6379/0"
 # How long a broker's subscription waits for an event before it asks whether the run ended.
 IDLE_CHECK_SECONDS = 0.2
+# How long a subscription told its run ended waits for the last events (5 s in service).
+FINAL_GRACE_SECONDS = 1.0
 
 
 @pytest.fixture
@@ -67,6 +69,7 @@ async def _instance_broker(redis: Redis, prefix: str) -> AsyncIterator[RedisEven
             retention_seconds=60,
             idle_check_seconds=IDLE_CHECK_SECONDS,
             reader=reader,
+            final_events_grace_seconds=FINAL_GRACE_SECONDS,
         )
     finally:
         stop.set()
@@ -80,7 +83,9 @@ async def _instance_broker(redis: Redis, prefix: str) -> AsyncIterator[RedisEven
 async def broker(request: pytest.FixtureRequest, redis: Redis) -> AsyncIterator[Any]:
     """An event broker of each kind."""
     if request.param == "memory":
-        yield InMemoryEventBroker(idle_check_seconds=IDLE_CHECK_SECONDS)
+        yield InMemoryEventBroker(
+            idle_check_seconds=IDLE_CHECK_SECONDS, final_events_grace_seconds=FINAL_GRACE_SECONDS
+        )
         return
     prefix = f"contract-{uuid.uuid4().hex[:8]}:"
     try:
@@ -95,7 +100,9 @@ async def two_brokers(request: pytest.FixtureRequest, redis: Redis) -> AsyncIter
     """The brokers of two instances of one deployment. In-memory there is one process, so
     both are the same broker: what one instance does, every waiter and follower sees."""
     if request.param == "memory":
-        only = InMemoryEventBroker(idle_check_seconds=IDLE_CHECK_SECONDS)
+        only = InMemoryEventBroker(
+            idle_check_seconds=IDLE_CHECK_SECONDS, final_events_grace_seconds=FINAL_GRACE_SECONDS
+        )
         yield only, only
         return
     prefix = f"contract-{uuid.uuid4().hex[:8]}:"

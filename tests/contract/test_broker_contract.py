@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from runyard.domain.errors import StaleAttemptError
+from tests.contract.conftest import IDLE_CHECK_SECONDS
 
 
 async def _collect(
@@ -127,6 +128,33 @@ async def test_a_run_that_ended_without_finishing_its_stream_ends_the_subscripti
     await asyncio.wait_for(task, 10)
     assert received == ["last"]
     assert asked[0] is False and asked[-1] is True
+
+
+async def test_last_events_appended_just_after_the_run_is_seen_ended_still_arrive(
+    broker: Any,
+) -> None:
+    """A run's end is committed before its last events are appended (runyard/run_endings.py).
+    A subscription that asks `ended` in between must still get those events, `end` last."""
+    await broker.publish("r13", "values", "last")
+    said_over = asyncio.Event()
+
+    async def ended() -> bool:
+        said_over.set()
+        return True
+
+    received: list[str] = []
+
+    async def listen() -> None:
+        async for event in broker.subscribe("r13", ended=ended):
+            received.append(event.event)
+
+    task = asyncio.create_task(listen())
+    await asyncio.wait_for(said_over.wait(), 10)
+    # Hold the ending instance back a moment, as a busy one is between commit and append.
+    await asyncio.wait({task}, timeout=IDLE_CHECK_SECONDS)
+    await broker.finish("r13", None, [("end", "null")], signal_done=True)
+    await asyncio.wait_for(task, 10)
+    assert received == ["values", "end"]
 
 
 async def test_begin_attempt_publishes_its_first_events_as_that_attempt(broker: Any) -> None:
