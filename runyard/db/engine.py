@@ -58,15 +58,17 @@ def create_engine(
     dumps, loads = (json_codec.dumps, json_codec.loads) if json_codec else (json_dumps, json_loads)
     if url.startswith("sqlite"):
         db_path = url.split(":///", 1)[1]
-        if db_path and db_path != ":memory:":
+        on_file = bool(db_path) and db_path != ":memory:"
+        if on_file:
             Path(db_path).parent.mkdir(parents=True, exist_ok=True)
+        # An in-memory database is one connection (SQLAlchemy's StaticPool): no pool to size.
+        pool = {"pool_size": SQLITE_CONNECTIONS, "max_overflow": 0} if on_file else {}
         engine = create_async_engine(
             url,
             connect_args={"timeout": 30},
-            pool_size=SQLITE_CONNECTIONS,
-            max_overflow=0,
             json_serializer=dumps,
             json_deserializer=loads,
+            **pool,
         )
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         return engine
