@@ -61,7 +61,8 @@ from runyard.settings import Settings
 from runyard.streaming.broker import EventBroker
 from runyard.streaming.fanout import Fanouts
 from runyard.transport import in_process_transport, open_redis_transport
-from runyard.worker.execute import RunExecutor
+from runyard.worker.execute import ExecutorParts, RunExecutor
+from runyard.worker.finalize import RunFinalizer
 from runyard.worker.lease import LeaseKeeper
 from runyard.worker.pool import WorkerPool
 from runyard.worker.registry import RunningRuns
@@ -359,13 +360,38 @@ class Runtime:
         leases.start("lease-keeper", keeper.run_forever)
         self.workers = WorkerPool(
             self.queue,
-            RunExecutor(self),
+            RunExecutor(self._executor_parts()),
             self.running,
             self.worker_count,
             self.settings.n_jobs_per_worker,
         )
         self._stack.push_async_callback(self._stop_workers)
         self.workers.start()
+
+    def _executor_parts(self) -> ExecutorParts:
+        finalizer = RunFinalizer(
+            self.lifecycle,
+            self.autocommit,
+            self.graphs,
+            self.checkpointer,
+            self.store,
+            self.encryption,
+        )
+        return ExecutorParts(
+            instance_id=self.instance_id,
+            settings=self.settings,
+            lifecycle=self.lifecycle,
+            queue=self.queue,
+            broker=self.broker,
+            running=self.running,
+            graphs=self.graphs,
+            checkpointer=self.checkpointer,
+            store=self.store,
+            encryption=self.encryption,
+            finalizer=finalizer,
+            metrics=self.metrics,
+            tracing=self.tracing,
+        )
 
     async def _start_background(self) -> None:
         """Phase 4: the loops above services (reaper, sweeps, crons, webhook outbox)."""

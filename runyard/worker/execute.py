@@ -6,6 +6,7 @@ import asyncio
 import logging
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from langgraph.pregel import Pregel
@@ -26,29 +27,60 @@ from runyard.graphs.factories import GraphAccess
 from runyard.graphs.serialize import dumps, to_jsonable
 from runyard.graphs.streaming import FinalState, stream_graph
 from runyard.observability.logs import run_log_context
-from runyard.services.encrypted_json import opened_run
 from runyard.streaming.publisher import EventPublisher
 from runyard.worker.attempt_endings import AttemptEndings, ended_without_state, until_store_answers
 from runyard.worker.attempt_input import attempt_config, attempt_input
-from runyard.worker.finalize import Outcome, ThreadSnapshot, finalize_run
+from runyard.worker.finalize import Outcome, RunFinalizer, ThreadSnapshot
 from runyard.worker.registry import RunningRun, absorb_stop
 
 if TYPE_CHECKING:
-    from runyard.runtime import Runtime
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+    from langgraph.store.base import BaseStore
+
+    from runyard.encryption.custom import CustomEncryption
+    from runyard.graphs.registry import GraphRegistry
+    from runyard.lifecycle import RunLifecycle
+    from runyard.observability.metrics import Metrics
+    from runyard.observability.tracing import Tracing
+    from runyard.queue.run_queue import RunQueue
+    from runyard.settings import Settings
+    from runyard.streaming.broker import EventBroker
+    from runyard.worker.registry import RunningRuns
 
 log = logging.getLogger("runyard.worker")
+
+
+@dataclass(frozen=True)
+class ExecutorParts:
+    """What executing a run uses: the lifecycle and the run queue (claims, hand-backs),
+    the broker (events), the registry of running runs, the graphs with their checkpointer
+    and store, the custom encryption (None when not set), the finalizer and observability."""
+
+    instance_id: str
+    settings: Settings
+    lifecycle: RunLifecycle
+    queue: RunQueue
+    broker: EventBroker
+    running: RunningRuns
+    graphs: GraphRegistry
+    checkpointer: BaseCheckpointSaver
+    store: BaseStore
+    encryption: CustomEncryption | None
+    finalizer: RunFinalizer
+    metrics: Metrics
+    tracing: Tracing
 
 
 class RunExecutor:
     """Executes claimed runs; every run in every mode goes through `execute`."""
 
-    def __init__(self, runtime: Runtime) -> None:
-        self._rt = runtime
-        self._endings = AttemptEndings(runtime.lifecycle, runtime.queue, runtime.settings)
+    def __init__(self, parts: ExecutorParts) -> None:
+        self._parts = parts
+        self._endings = AttemptEndings(parts.lifecycle, parts.queue, parts.settings)
 
     async def execute(self, run_id: str) -> None:
         """Claim the run and, if this instance won it, execute and finalize it."""
-        rt = self._rt
+        parts = self._parts
         run = await self._claim(run_id)
         if run is None:
             return
@@ -58,25 +90,25 @@ class RunExecutor:
         thread_empty = claimed.pop(claims_db.THREAD_HAS_CHECKPOINT, None) is False and attempt == 1
         # Every log line of this run carries its identity; its span joins the creator's trace.
         with (
-            run_log_context(run_id, run["thread_id"], attempt, rt.instance_id),
-            rt.tracing.run_span(claimed),
+            run_log_context(run_id, run["thread_id"], attempt, parts.instance_id),
+            parts.tracing.run_span(claimed),
         ):
             await self._execute_and_finalize(claimed, attempt, thread_empty)
 
     async def _claim(self, run_id: str) -> dict[str, Any] | None:
         """The claim; once it is decided, the queue is told (a capped group's next run may be
         popped), or, when a cap refused it, the run goes back to its group, held a while."""
-        rt = self._rt
+        parts = self._parts
         try:
-            with rt.metrics.claim_seconds.time():
-                run = await rt.lifecycle.claim(
-                    run_id, rt.instance_id, rt.settings.lease_duration_seconds
+            with parts.metrics.claim_seconds.time():
+                run = await parts.lifecycle.claim(
+                    run_id, parts.instance_id, parts.settings.lease_duration_seconds
                 )
         except DecryptionError as exc:
             await self._settle(run_id)
             # Claimed again it would fail again: at every push, or every lease expiry.
             log.warning("run_unreadable run_id=%s error=%s", run_id, exc.message)
-            await rt.lifecycle.fail_unreadable(run_id, rt.instance_id, exc.message)
+            await parts.lifecycle.fail_unreadable(run_id, parts.instance_id, exc.message)
             return None
         except Exception:
             await self._settle(run_id)
@@ -87,14 +119,14 @@ class RunExecutor:
             log.info(
                 "run_held_back run_id=%s group=%s seconds=%.2f", run_id, run.group, run.seconds
             )
-            await rt.queue.hold(run_id, run.group, run.priority, run.seconds)
+            await parts.queue.hold(run_id, run.group, run.priority, run.seconds)
             return None
         await self._settle(run_id)
         return run
 
     async def _settle(self, run_id: str) -> None:
         try:
-            await self._rt.queue.settle(run_id)
+            await self._parts.queue.settle(run_id)
         except Exception:
             # Only a hint: a probe's hold expires by itself.
             log.exception("queue_settle_failed run_id=%s", run_id)
@@ -107,23 +139,23 @@ class RunExecutor:
         The attempt stays registered (so its lease is renewed) until its end is written
         or it was handed back; BG_JOB_TIMEOUT_SECS bounds all of it, the final write too.
         """
-        rt = self._rt
+        parts = self._parts
         run_id = run["run_id"]
         task = asyncio.current_task()
         assert task is not None
-        entry = rt.running.add(run_id, attempt, task, thread_empty=thread_empty)
+        entry = parts.running.add(run_id, attempt, task, thread_empty=thread_empty)
         log.info("run_claimed run_id=%s thread_id=%s attempt=%s", run_id, run["thread_id"], attempt)
-        deadline = asyncio.get_running_loop().time() + rt.settings.bg_job_timeout_secs
+        deadline = asyncio.get_running_loop().time() + parts.settings.bg_job_timeout_secs
         try:
-            with rt.metrics.run_seconds.time():
+            with parts.metrics.run_seconds.time():
                 outcome = await self._execute_claimed(dict(run), entry, deadline)
             if outcome is not None:
                 # From here a stop no longer cancels the task: the outcome is known.
                 entry.finalizing = True
-                with rt.metrics.finalize_seconds.time(), rt.tracing.step_span("finalize"):
+                with parts.metrics.finalize_seconds.time(), parts.tracing.step_span("finalize"):
                     await self._finalize(run, attempt, outcome, deadline)
         finally:
-            rt.running.remove(run_id, attempt)
+            parts.running.remove(run_id, attempt)
 
     async def _finalize(
         self, run: dict[str, Any], attempt: int, outcome: Outcome, deadline: float
@@ -135,9 +167,9 @@ class RunExecutor:
         PostgreSQL cannot hold) ends the run `error` with the reason, rather than leaving
         it running.
         """
-        rt = self._rt
+        parts = self._parts
         run_id = run["run_id"]
-        lease = rt.settings.lease_duration_seconds
+        lease = parts.settings.lease_duration_seconds
         limit = asyncio.timeout_at(max(deadline, asyncio.get_running_loop().time() + lease))
         try:
             async with limit:
@@ -145,7 +177,7 @@ class RunExecutor:
             return
         except Exception as exc:
             if isinstance(exc, TimeoutError) and limit.expired():
-                job_limit = rt.settings.bg_job_timeout_secs
+                job_limit = parts.settings.bg_job_timeout_secs
                 fallback = ended_without_state(
                     RunStatus.TIMEOUT,
                     "TimeoutError",
@@ -182,19 +214,19 @@ class RunExecutor:
 
     async def _write_end(self, run: dict[str, Any], attempt: int, outcome: Outcome) -> None:
         """Write the outcome, again while the store is unreachable, for at most one lease."""
-        rt = self._rt
+        parts = self._parts
         await until_store_answers(
-            rt.settings,
+            parts.settings,
             "finalize",
             run["run_id"],
-            lambda: finalize_run(rt, dict(run), attempt, outcome),
+            lambda: parts.finalizer.finalize(dict(run), attempt, outcome),
         )
 
     async def _begin_attempt(self, run_id: str, attempt: int) -> None:
         try:
             # The metadata event opens every attempt's events, in the same round trip.
             metadata = dumps({"run_id": run_id, "attempt": attempt})
-            await self._rt.broker.begin_attempt(run_id, attempt, [("metadata", metadata)])
+            await self._parts.broker.begin_attempt(run_id, attempt, [("metadata", metadata)])
         except Exception:
             # Events of this attempt will still be fenced by the database writes.
             log.warning("begin_attempt_failed run_id=%s attempt=%s", run_id, attempt, exc_info=True)
@@ -202,7 +234,7 @@ class RunExecutor:
     async def _execute_claimed(
         self, run: dict[str, Any], entry: RunningRun, deadline: float
     ) -> Outcome | None:
-        events = EventPublisher(self._rt.broker, run["run_id"], entry.attempt)
+        events = EventPublisher(self._parts.broker, run["run_id"], entry.attempt)
         outcome = await self._run_graph(run, entry, events, deadline)
         while True:
             try:
@@ -237,7 +269,7 @@ class RunExecutor:
     async def _run_graph(
         self, run: dict[str, Any], entry: RunningRun, events: EventPublisher, deadline: float
     ) -> Outcome | None:
-        rt = self._rt
+        parts = self._parts
         run_id = run["run_id"]
         kwargs = run["kwargs"]
         attempt = entry.attempt
@@ -254,11 +286,11 @@ class RunExecutor:
                 await self._begin_attempt(run_id, attempt)
                 # The graph reads the run's metadata (in its config), input, config, context
                 # and command in plain text; the stored row goes on to the run's end.
-                plain = await opened_run(rt, run)
+                plain = await parts.encryption.decrypt_run(dict(run)) if parts.encryption else run
                 kwargs = plain["kwargs"]
                 config = attempt_config(plain)
                 graph = await self._graph(kwargs, config, entry, resources)
-                graph_input = await attempt_input(self._rt.checkpointer, plain, config)
+                graph_input = await attempt_input(self._parts.checkpointer, plain, config)
                 await self._stream(graph, graph_input, config, kwargs, final, events)
         except asyncio.CancelledError:
             reason = absorb_stop(entry)
@@ -303,21 +335,21 @@ class RunExecutor:
         entry: RunningRun,
         resources: AsyncExitStack,
     ) -> Pregel:
-        rt = self._rt
+        parts = self._parts
         run_id, attempt = entry.run_id, entry.attempt
-        loaded = rt.graphs.get(kwargs["graph_id"])
+        loaded = parts.graphs.get(kwargs["graph_id"])
         access = GraphAccess(
             access_context="threads.create_run",
             user=config["configurable"].get(AUTH_USER_KEY),
-            store=rt.store,
+            store=parts.store,
             context=kwargs.get("context") or None,
         )
         graph = await resources.enter_async_context(loaded.open(config, access))
 
-        saver = fenced(rt.checkpointer, run_id, attempt, empty=entry.thread_empty)
-        saver = riding_out_store_faults(saver, rt.settings.lease_duration_seconds)
+        saver = fenced(parts.checkpointer, run_id, attempt, empty=entry.thread_empty)
+        saver = riding_out_store_faults(saver, parts.settings.lease_duration_seconds)
         saver = storing_no_stopped_tasks(saver)
-        return graph.copy(update={"checkpointer": saver, "store": rt.store})
+        return graph.copy(update={"checkpointer": saver, "store": parts.store})
 
 
 def _clean_end(final: FinalState) -> ThreadSnapshot | None:

@@ -4,7 +4,7 @@ checkpoint; the lifecycle (runyard/lifecycle.py) writes it and ends the run."""
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from langgraph.pregel import Pregel
@@ -15,12 +15,19 @@ from runyard.domain.results import with_interrupts
 from runyard.domain.status import RunStatus, ThreadStatus
 from runyard.graphs.checkpointer import delete_run_checkpoints
 from runyard.graphs.serialize import to_jsonable
-from runyard.services.encrypted_json import sealed, sealed_state
 
 if TYPE_CHECKING:
-    from runyard.runtime import Runtime
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+    from langgraph.store.base import BaseStore
+
+    from runyard.db.engine import Sessions
+    from runyard.encryption.custom import CustomEncryption
+    from runyard.graphs.registry import GraphRegistry
+    from runyard.lifecycle import RunLifecycle
 
 log = logging.getLogger("runyard.worker")
+# What a thread row caches of its state in JSON the custom encryption seals.
+THREAD_STATE_FIELDS = ("values", "interrupts", "error")
 
 
 @dataclass
@@ -47,61 +54,118 @@ class Outcome:
     snapshot: ThreadSnapshot | None = None
 
 
-async def read_thread_snapshot(
-    runtime: Runtime, graph_id: str, thread_id: str, graph: Pregel | None = None
-) -> ThreadSnapshot:
-    """Values, pending interrupts (task id → list) and `next` from the thread's checkpoint.
+class RunFinalizer:
+    """Records attempts' outcomes and ends their runs through the lifecycle; built from the
+    lifecycle, the sessions, the graphs with their checkpointer and store, and the custom
+    encryption (`encryption.path`, None when not set)."""
 
-    `graph`, when given, is used as it is (it must have a checkpointer); otherwise the
-    graph is built.
-    """
-    if graph is None:
-        built = await runtime.graphs.get(graph_id).build({}, "threads.read", runtime.store)
-        graph = built.copy(update={"checkpointer": runtime.checkpointer})
-    state = await graph.aget_state({"configurable": {"thread_id": thread_id}})
-    interrupts = {
-        task.id: to_jsonable(list(task.interrupts)) for task in state.tasks if task.interrupts
-    }
-    return ThreadSnapshot(to_jsonable(state.values), interrupts, bool(state.next))
+    def __init__(
+        self,
+        lifecycle: RunLifecycle,
+        autocommit: Sessions,
+        graphs: GraphRegistry,
+        checkpointer: BaseCheckpointSaver,
+        store: BaseStore,
+        encryption: CustomEncryption | None,
+    ) -> None:
+        self._lifecycle = lifecycle
+        self._autocommit = autocommit
+        self._graphs = graphs
+        self._checkpointer = checkpointer
+        self._store = store
+        self._encryption = encryption
 
+    async def read_snapshot(
+        self, graph_id: str, thread_id: str, graph: Pregel | None = None
+    ) -> ThreadSnapshot:
+        """Values, pending interrupts (task id → list) and `next` from the thread's checkpoint.
 
-async def finalize_run(
-    runtime: Runtime, run: dict[str, Any], attempt: int, outcome: Outcome
-) -> bool:
-    """Record the outcome if `attempt` still holds the run, then end the run (wake-ups,
-    next run, webhook, temporary thread): both through `runtime.lifecycle`."""
-    thread_id = run["thread_id"]
-    if outcome.rollback:
-        snapshot = await _rolled_back_snapshot(runtime, run, attempt, outcome)
+        `graph`, when given, is used as it is (it must have a checkpointer); otherwise the
+        graph is built.
+        """
+        if graph is None:
+            built = await self._graphs.get(graph_id).build({}, "threads.read", self._store)
+            graph = built.copy(update={"checkpointer": self._checkpointer})
+        state = await graph.aget_state({"configurable": {"thread_id": thread_id}})
+        interrupts = {
+            task.id: to_jsonable(list(task.interrupts)) for task in state.tasks if task.interrupts
+        }
+        return ThreadSnapshot(to_jsonable(state.values), interrupts, bool(state.next))
+
+    async def finalize(self, run: dict[str, Any], attempt: int, outcome: Outcome) -> bool:
+        """Record the outcome if `attempt` still holds the run, then end the run (wake-ups,
+        next run, webhook, temporary thread): both through the lifecycle."""
+        if outcome.rollback:
+            return await self._finalize_rolled_back(run, attempt, outcome)
+        thread_id = run["thread_id"]
+        snapshot = outcome.snapshot or await self.read_snapshot(
+            run["kwargs"]["graph_id"], thread_id, outcome.graph
+        )
+        output = _result(snapshot) if outcome.status == RunStatus.SUCCESS else None
+        if isinstance(output, dict):
+            output = await self._sealed("output", output)
+        state = await self._sealed_state(_thread_state(thread_id, outcome, snapshot))
+        error = outcome.error
+        if isinstance(error, dict):
+            error = await self._sealed("error", error)
+        finished = await self._lifecycle.finish(
+            run, attempt, outcome.status, output, outcome.error, state, stored_error=error
+        )
+        if isinstance(finished, str):
+            # A cancel landed before the end was written: the run ends as that cancel asks.
+            stopped = cancelled(finished, outcome.graph, snapshot)
+            return await self.finalize(run, attempt, stopped)
+        return finished
+
+    async def _finalize_rolled_back(
+        self, run: dict[str, Any], attempt: int, outcome: Outcome
+    ) -> bool:
+        snapshot = await self._rolled_back_snapshot(run, attempt, outcome)
         if snapshot is None:
             return False
-        state = await sealed_state(runtime, _thread_state(thread_id, outcome, snapshot))
-        ended = await runtime.lifecycle.finish_rolled_back(
+        state = await self._sealed_state(_thread_state(run["thread_id"], outcome, snapshot))
+        ended = await self._lifecycle.finish_rolled_back(
             run, attempt, outcome.status, state, outcome.error
         )
         if not ended:
             log.warning("run_finalize_refused run_id=%s attempt=%s", run["run_id"], attempt)
             return False
-        await runtime.lifecycle.end(run, outcome.status, error=outcome.error, attempt=attempt)
+        await self._lifecycle.end(run, outcome.status, error=outcome.error, attempt=attempt)
         return True
-    snapshot = outcome.snapshot or await read_thread_snapshot(
-        runtime, run["kwargs"]["graph_id"], thread_id, outcome.graph
-    )
-    output = _result(snapshot) if outcome.status == RunStatus.SUCCESS else None
-    if isinstance(output, dict):
-        output = await sealed(runtime, "run", "output", output)
-    state = await sealed_state(runtime, _thread_state(thread_id, outcome, snapshot))
-    error = outcome.error
-    if isinstance(error, dict):
-        error = await sealed(runtime, "run", "error", error)
-    finished = await runtime.lifecycle.finish(
-        run, attempt, outcome.status, output, outcome.error, state, stored_error=error
-    )
-    if isinstance(finished, str):
-        # A cancel landed before the end was written: the run ends as that cancel asks.
-        stopped = cancelled(finished, outcome.graph, snapshot)
-        return await finalize_run(runtime, run, attempt, stopped)
-    return finished
+
+    async def _rolled_back_snapshot(
+        self, run: dict[str, Any], attempt: int, outcome: Outcome
+    ) -> ThreadSnapshot | None:
+        """Before a rolled-back run's end is written: its checkpoints go, and the thread's
+        state is read without them.
+
+        The run holds its thread (it is still `running`) until the final write, so no run
+        queued behind it can start from the checkpoints being removed. Only an attempt that
+        still holds the run removes them: it checks just before; None when it does not.
+        """
+        run_id, thread_id = run["run_id"], run["thread_id"]
+        async with self._autocommit() as session:
+            holds = await attempts_db.still_holds(session, run_id, attempt)
+        if not holds:
+            log.warning("run_finalize_refused run_id=%s attempt=%s", run_id, attempt)
+            return None
+        await delete_run_checkpoints(self._checkpointer, thread_id, run_id)
+        return await self.read_snapshot(run["kwargs"]["graph_id"], thread_id, outcome.graph)
+
+    async def _sealed(self, field: str, data: dict[str, Any]) -> Any:
+        """A run's output or error as the run row stores it."""
+        if self._encryption is None:
+            return data
+        return await self._encryption.encrypt_json("run", field, data)
+
+    async def _sealed_state(self, state: ThreadState) -> ThreadState:
+        """The thread's state as its row stores it: values, interrupts and error through the
+        JSON handlers (those that are objects; a graph's state may be a list, left as is)."""
+        if self._encryption is None:
+            return state
+        fields = [f for f in THREAD_STATE_FIELDS if isinstance(getattr(state, f), dict)]
+        sealed = await self._encryption.encrypt_fields("thread", vars(state), fields)
+        return replace(state, **{field: sealed[field] for field in fields})
 
 
 def cancelled(action: str, graph: Pregel | None, snapshot: ThreadSnapshot | None = None) -> Outcome:
@@ -109,26 +173,6 @@ def cancelled(action: str, graph: Pregel | None, snapshot: ThreadSnapshot | None
     if action == "rollback":
         return Outcome(RunStatus.INTERRUPTED, rollback=True, graph=graph)
     return Outcome(RunStatus.INTERRUPTED, graph=graph, snapshot=snapshot)
-
-
-async def _rolled_back_snapshot(
-    runtime: Runtime, run: dict[str, Any], attempt: int, outcome: Outcome
-) -> ThreadSnapshot | None:
-    """Before a rolled-back run's end is written: its checkpoints go, and the thread's
-    state is read without them.
-
-    The run holds its thread (it is still `running`) until the final write, so no run
-    queued behind it can start from the checkpoints being removed. Only an attempt that
-    still holds the run removes them: it checks just before; None when it does not.
-    """
-    run_id, thread_id = run["run_id"], run["thread_id"]
-    async with runtime.autocommit() as session:
-        holds = await attempts_db.still_holds(session, run_id, attempt)
-    if not holds:
-        log.warning("run_finalize_refused run_id=%s attempt=%s", run_id, attempt)
-        return None
-    await delete_run_checkpoints(runtime.checkpointer, thread_id, run_id)
-    return await read_thread_snapshot(runtime, run["kwargs"]["graph_id"], thread_id, outcome.graph)
 
 
 def _thread_state(thread_id: str, outcome: Outcome, snapshot: ThreadSnapshot) -> ThreadState:

@@ -26,7 +26,7 @@ from runyard.runtime import Runtime
 from runyard.schemas.runs import RunCreate
 from runyard.services import runs as runs_service
 from runyard.services.threads import delete_thread
-from runyard.worker.finalize import Outcome, ThreadSnapshot, finalize_run
+from runyard.worker.finalize import Outcome, RunFinalizer, ThreadSnapshot
 from tests.support.backends import backend_runtime
 from tests.support.rows import run_row, thread_row
 
@@ -39,6 +39,13 @@ async def runtime(tmp_path: Path) -> AsyncIterator[Runtime]:
 
 async def _events(rt: Runtime, run_id: str) -> list[str]:
     return [event.event async for event in rt.broker.subscribe(run_id, follow=False)]
+
+
+def _finalizer(rt: Runtime) -> RunFinalizer:
+    """A finalizer built from the runtime's parts, as the worker's is."""
+    return RunFinalizer(
+        rt.lifecycle, rt.autocommit, rt.graphs, rt.checkpointer, rt.store, rt.encryption
+    )
 
 
 async def _claimed_run(rt: Runtime) -> tuple[str, str, dict[str, Any]]:
@@ -107,7 +114,7 @@ async def test_a_final_write_retried_after_its_reply_was_lost_ends_the_run(
             session, run_id, attempt, RunStatus.SUCCESS, {"n": 1}, None, state
         )
     # The worker retries it: its own end is found, and the run's end is published.
-    assert await finalize_run(rt, dict(claimed), attempt, outcome) is True
+    assert await _finalizer(rt).finalize(dict(claimed), attempt, outcome) is True
     assert (await _events(rt, run_id))[-1:] == ["end"]
     async with rt.autocommit() as session:
         thread = await threads_db.get_thread(session, thread_id)
@@ -119,7 +126,7 @@ async def test_a_final_write_of_another_attempt_is_still_refused(runtime: Runtim
     _, run_id, claimed = await _claimed_run(rt)
     outcome = Outcome(RunStatus.SUCCESS, snapshot=ThreadSnapshot({"n": 1}, {}, False))
     stale = int(claimed["attempt"]) - 1
-    assert await finalize_run(rt, dict(claimed), stale, outcome) is False
+    assert await _finalizer(rt).finalize(dict(claimed), stale, outcome) is False
     await asyncio.sleep(0)
     assert "end" not in await _events(rt, run_id)
 
