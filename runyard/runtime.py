@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import gc
 import logging
 import os
 import socket
@@ -20,29 +19,17 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from runyard.auth.handlers import load_auth
 from runyard.background.cron_scheduler import CronScheduler
-from runyard.background.reaper import Reaper, ReaperSettings
+from runyard.background.reaper import Reaper
 from runyard.background.thread_sweeper import ThreadTTLSweeper
-from runyard.db import run_recovery as recovery_db
-from runyard.db.driver import StatementPool
-from runyard.db.engine import (
-    Sessions,
-    create_engine,
-    migrate,
-    on_each_statement,
-    require_current_schema,
-    require_database,
-    session_factory,
-)
-from runyard.domain.errors import ConfigError
+from runyard.db.engine import Sessions
 from runyard.domain.group_caps import caps_from
 from runyard.domain.retention import ThreadTTLPolicy, parse_checkpointer
-from runyard.graphs.checkpointer import open_checkpointer
 from runyard.graphs.config import ProjectConfig, apply_environment, find_config, load_config
 from runyard.graphs.encryption_loading import load_encryption
 from runyard.graphs.http_config import HttpConfig
 from runyard.graphs.priority import PriorityAssigner
 from runyard.graphs.registry import GraphRegistry
-from runyard.graphs.store import StoreOptions, TtlSweeper, open_store, store_options
+from runyard.graphs.store import StoreOptions, TtlSweeper
 from runyard.graphs.ui_bundles import UiBundles, prepare_bundles
 from runyard.lifecycle import RunLifecycle
 from runyard.loops import LoopGroup
@@ -50,7 +37,6 @@ from runyard.observability.langsmith import langsmith_project
 from runyard.observability.metrics import Metrics
 from runyard.observability.tracing import Tracing
 from runyard.outbound.guard import WebhookGuard
-from runyard.outbound.signing import signing_key
 from runyard.queue.cancel_bus import CancelBus
 from runyard.queue.run_queue import RunQueue
 from runyard.services.assistants import ensure_default_assistants
@@ -60,22 +46,21 @@ from runyard.services.runs import create_run
 from runyard.settings import Settings
 from runyard.streaming.broker import EventBroker
 from runyard.streaming.fanout import Fanouts
-from runyard.transport import in_process_transport, open_redis_transport
-from runyard.worker.execute import ExecutorParts, RunExecutor
-from runyard.worker.finalize import RunFinalizer
+from runyard.transport import open_transport
+from runyard.wiring.heap import settle_heap
+from runyard.wiring.storage import Storage, open_storage
+from runyard.wiring.webhooks import webhook_guard, webhook_sender
+from runyard.wiring.workers import reaper, recover_after_restart, run_executor
 from runyard.worker.lease import LeaseKeeper
 from runyard.worker.pool import WorkerPool
 from runyard.worker.registry import RunningRuns
-from runyard.worker.webhooks import DeliveryOptions, WebhookSender
+from runyard.worker.webhooks import WebhookSender
 
 if TYPE_CHECKING:
     from runyard.encryption.at_rest import AtRest
     from runyard.encryption.custom import CustomEncryption
 
 log = logging.getLogger("runyard.runtime")
-
-# Young-generation threshold of the cyclic garbage collector once started (Python's: 700).
-GC_YOUNG_THRESHOLD = 7000
 
 
 class Runtime:
@@ -114,6 +99,7 @@ class Runtime:
         # `encryption.path` in the config: the project's own handlers (None: not set).
         self.encryption: CustomEncryption | None = None
         self.store_options: StoreOptions
+        self._storage: Storage
         self.thread_ttl = ThreadTTLPolicy()
         self.cron_scheduler: CronScheduler | None = None
         self.broker: EventBroker
@@ -161,7 +147,7 @@ class Runtime:
             for name, phase in self._phases():
                 await phase()
                 log.debug("runtime_phase_started phase=%s", name)
-            self._settle_heap()
+            settle_heap(self._stack)
         except BaseException:
             # What started before the failure (connections, their threads, loops) stops
             # now, so a failed start leaves nothing running.
@@ -207,7 +193,7 @@ class Runtime:
             self.project = load_config(find_config(settings.config_path))
             self.http = self.project.http_config
         apply_environment(self.project)
-        self.webhook_guard = self._webhook_guard()
+        self.webhook_guard = webhook_guard(self.project, self.settings)
         self.thread_ttl = parse_checkpointer(self.project.checkpointer, str(self.project.path))
         self.graphs = GraphRegistry.load(self.project)
         self.auth = load_auth(self.project)
@@ -220,66 +206,19 @@ class Runtime:
 
     async def _start_storage(self) -> None:
         """Phase 1: engines and pools, the schema, the checkpointer and the store."""
-        settings = self.settings
-        url = settings.resolved_database_url()
-        self.at_rest = encryption_at_rest(settings)
-        self._start_custom_encryption()
-        statements = await self._open_engines(url)
+        storage = await open_storage(
+            self.settings, self.project, self.encryption, self.metrics, self._stack
+        )
+        self._storage = storage
+        self.at_rest, databases = storage.at_rest, storage.databases
+        self.engine, self.sessions = databases.engine, databases.sessions
+        self.lease_sessions, self.autocommit = databases.lease_sessions, databases.autocommit
+        self.checkpointer, self.store = storage.checkpointer, storage.store
+        self.store_options = storage.store_options
         # The streams that follow a thread's runs share one look for its next run.
         self.run_arrivals = RunArrivals(self.autocommit)
         self._stack.push_async_callback(self.run_arrivals.stop)
-        await require_database(self.engine)
-        if settings.migrate_on_start or settings.is_embedded:
-            await migrate(self.engine)
-        else:
-            await require_current_schema(self.engine)
-        self.checkpointer = await self._stack.enter_async_context(
-            open_checkpointer(
-                url,
-                settings.data_dir,
-                self.metrics.checkpoint_statements.inc,
-                settings.db_pool_size,
-                statements,
-                self.at_rest,
-                self.encryption,
-            )
-        )
-        self.store_options = store_options(self.project)
-        self.store = await self._stack.enter_async_context(
-            open_store(
-                url,
-                settings.data_dir,
-                self.store_options,
-                settings.db_pool_size,
-                statements,
-                self.at_rest,
-                self.encryption,
-            )
-        )
         await ensure_default_assistants(self)
-
-    async def _open_engines(self, url: str) -> StatementPool | None:
-        """The engine, the lease renewal's own engine and the statement pool (PostgreSQL)."""
-        pool_size = self.settings.db_pool_size
-        json_codec = self.at_rest.json if self.at_rest else None
-        self.engine = create_engine(url, pool_size, json_codec)
-        on_each_statement(self.engine, self.metrics.runs_statements.inc)
-        self._stack.push_async_callback(self.engine.dispose)
-        self.sessions = session_factory(self.engine)
-        # Lease renewal has a connection of its own: a pool busy with API traffic must not
-        # make it wait past the lease (SQLite serializes writers anyway).
-        self.lease_sessions = self.sessions
-        statements = None
-        if self.dialect == "postgresql":
-            lease_engine = create_engine(url, 1, json_codec)
-            on_each_statement(lease_engine, self.metrics.runs_statements.inc)
-            self._stack.push_async_callback(lease_engine.dispose)
-            self.lease_sessions = session_factory(lease_engine)
-            statements = StatementPool(self.engine, pool_size)
-            self._stack.push_async_callback(statements.close)
-            await statements.open()
-        self.autocommit = session_factory(self.engine, autocommit=True, statements=statements)
-        return statements
 
     async def _start_transport(self) -> None:
         """Phase 2: broker, queue and cancel bus (Redis or in-process), webhooks, lifecycle."""
@@ -289,29 +228,32 @@ class Runtime:
             settings.group_max_starts_per_minute,
             settings.group_limit_overrides,
         )
-        if settings.redis_url:
-            transport = await open_redis_transport(
-                settings,
-                self._stack,
-                self._loop_group,
-                self.running.stop,
-                self.sessions,
-                self.instance_id,
-                caps,
-            )
-        else:
-            transport = in_process_transport(settings, self.running.stop, caps)
+        transport = await open_transport(
+            settings,
+            self._stack,
+            self._loop_group,
+            self.running.stop,
+            self.sessions,
+            self.instance_id,
+            caps,
+        )
         self.broker = self.metrics.counting_subscribers(transport.broker)
         # A thread's live streams share one reader of its runs' events: stopped before the
         # broker it reads from.
         self.thread_fanouts: Fanouts[Any] = Fanouts()
         self._stack.push_async_callback(self.thread_fanouts.stop)
-        self.queue, self.cancel_bus, self.redis = (
-            transport.queue,
-            transport.cancel_bus,
-            transport.redis,
+        self.queue, self.cancel_bus = transport.queue, transport.cancel_bus
+        self.redis = transport.redis
+        self.webhooks = webhook_sender(
+            settings,
+            self.project,
+            self.http,
+            self.webhook_guard,
+            self.metrics,
+            self.autocommit,
+            self.instance_id,
+            self.encryption,
         )
-        self.webhooks = self._webhook_sender()
         self._stack.push_async_callback(self.webhooks.stop)
         self.lifecycle = RunLifecycle(
             self.sessions,
@@ -327,30 +269,10 @@ class Runtime:
         )
         self._stack.push_async_callback(self.queue.close)
 
-    def _webhook_sender(self) -> WebhookSender:
-        settings = self.settings
-        return WebhookSender(
-            self.webhook_guard,
-            DeliveryOptions(
-                max_attempts=settings.webhook_max_attempts,
-                headers=self.project.webhooks.headers,
-                signing_key=signing_key(settings.webhook_secret)
-                if settings.webhook_secret
-                else None,
-                allowed_fields=self.project.webhooks.allowed_fields,
-                enabled=self.http.enabled("webhooks"),
-                poll_interval=settings.postgres_poll_interval_seconds,
-            ),
-            self.metrics,
-            sessions=self.autocommit,
-            owner=self.instance_id,
-            opener=self.encryption.open_webhook_payload if self.encryption else None,
-        )
-
     async def _start_workers(self) -> None:
         """Phase 3: lease renewal, then the worker pool (drained first at shutdown)."""
         if not self.settings.redis_url:
-            await self._recover_after_restart()
+            await recover_after_restart(self._reaper(), self.autocommit, self.queue)
         # Stopped after the worker pool (pushed before it), so runs keep their leases
         # through the whole drain.
         leases = self._loop_group("leases")
@@ -360,38 +282,25 @@ class Runtime:
         leases.start("lease-keeper", keeper.run_forever)
         self.workers = WorkerPool(
             self.queue,
-            RunExecutor(self._executor_parts()),
+            run_executor(
+                self._storage,
+                self.graphs,
+                self.encryption,
+                self.lifecycle,
+                self.queue,
+                self.broker,
+                self.running,
+                self.settings,
+                self.instance_id,
+                self.metrics,
+                self.tracing,
+            ),
             self.running,
             self.worker_count,
             self.settings.n_jobs_per_worker,
         )
         self._stack.push_async_callback(self._stop_workers)
         self.workers.start()
-
-    def _executor_parts(self) -> ExecutorParts:
-        finalizer = RunFinalizer(
-            self.lifecycle,
-            self.autocommit,
-            self.graphs,
-            self.checkpointer,
-            self.store,
-            self.encryption,
-        )
-        return ExecutorParts(
-            instance_id=self.instance_id,
-            settings=self.settings,
-            lifecycle=self.lifecycle,
-            queue=self.queue,
-            broker=self.broker,
-            running=self.running,
-            graphs=self.graphs,
-            checkpointer=self.checkpointer,
-            store=self.store,
-            encryption=self.encryption,
-            finalizer=finalizer,
-            metrics=self.metrics,
-            tracing=self.tracing,
-        )
 
     async def _start_background(self) -> None:
         """Phase 4: the loops above services (reaper, sweeps, crons, webhook outbox)."""
@@ -421,17 +330,7 @@ class Runtime:
         )
 
     def _reaper(self) -> Reaper:
-        settings = self.settings
-        return Reaper(
-            self.lifecycle,
-            self.queue,
-            self.autocommit,
-            ReaperSettings(
-                interval_seconds=settings.reaper_interval_seconds,
-                max_retries=settings.bg_job_max_retries,
-                stuck_pending_seconds=settings.stuck_pending_threshold_seconds,
-            ),
-        )
+        return reaper(self.lifecycle, self.queue, self.autocommit, self.settings)
 
     def _loop_group(self, name: str, grace: float = 5.0) -> LoopGroup:
         """A group of loops whose stop is pushed now: after what was pushed before it (the
@@ -440,48 +339,6 @@ class Runtime:
         self._loop_groups.append(group)
         self._stack.push_async_callback(group.stop)
         return group
-
-    def _webhook_guard(self) -> WebhookGuard:
-        """The webhook URL policy; `runyard dev` allows loopback unless the config says."""
-        config = self.project.webhooks
-        dev = self.settings.is_embedded
-        if dev and not config.loopback_written:
-            log.info(
-                "webhook_loopback_allowed reason=dev_mode "
-                "hint=set webhooks.url.disable_loopback to true in langgraph.json to refuse it"
-            )
-        return WebhookGuard(config.policy(dev=dev))
-
-    def _settle_heap(self) -> None:
-        """Keep the cyclic garbage collector off what lives as long as the runtime.
-
-        What is alive once started (modules, graphs, prebuilt statements, pools) is frozen,
-        so full collections stop re-scanning it, and young collections run every
-        GC_YOUNG_THRESHOLD net allocations instead of 700. Under the throughput bench the
-        collector went from about 5% of an instance's CPU to under 1%. Stopping undoes both.
-        """
-        gc.collect()
-        gc.freeze()
-        young, middle, old = gc.get_threshold()
-        gc.set_threshold(max(young, GC_YOUNG_THRESHOLD), middle, old)
-
-        def undo() -> None:
-            gc.set_threshold(young, middle, old)
-            gc.unfreeze()
-
-        self._stack.callback(undo)
-
-    async def _recover_after_restart(self) -> None:
-        # One process owns every run in this mode, so anything still `running` belonged to
-        # a previous process that died: a lost attempt, back to the queue at once (or failed
-        # once BG_JOB_MAX_RETRIES attempts were lost).
-        recovered = len(await self._reaper().recover_lost_attempts())
-        async with self.autocommit() as session:
-            pending = await recovery_db.pending_run_ids(session, limit=10_000)
-        for row in pending:
-            await self.queue.push(row["run_id"], 0.0, row["priority"], row["fairness_group"])
-        if recovered or pending:
-            log.info("runs_recovered running=%s pending=%s", recovered, len(pending))
 
     def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> None:
         """Run a short background job owned by the runtime (awaited at shutdown)."""
@@ -515,23 +372,6 @@ class Runtime:
             self.workers.stop(self.settings.worker_drain_timeout), name="drain"
         )
 
-    def _start_custom_encryption(self) -> None:
-        """Start the custom encryption's handler loop; refuse it beside the built-in AES."""
-        encryption = self.encryption
-        if encryption is None:
-            return
-        if self.at_rest is not None:
-            # LangGraph's server reads the built-in AES's data while custom encryption
-            # writes (a migration path); Runyard does not implement that path yet, so it
-            # refuses the pair instead of leaving the AES data unreadable.
-            raise ConfigError(
-                f"encryption.path ({encryption.path}) and LANGGRAPH_AES_KEY are both set; "
-                "use one of them: Runyard does not read built-in AES data under custom "
-                "encryption"
-            )
-        encryption.handlers.start()
-        self._stack.callback(encryption.handlers.stop)
-
     async def _stop_workers(self) -> None:
         self.begin_drain()
         if self._drain is not None:
@@ -548,13 +388,3 @@ class Runtime:
         only what was started, and is empty once closed.
         """
         await self._stack.aclose()
-
-
-def encryption_at_rest(settings: Settings) -> AtRest | None:
-    """What LANGGRAPH_AES_KEY and its companions ask to encrypt; None (and nothing
-    imported) without a key."""
-    if not settings.aes_key:
-        return None
-    from runyard.encryption.at_rest import from_settings
-
-    return from_settings(settings.aes_key, settings.aes_previous_keys, settings.aes_json_key_names)

@@ -40,6 +40,23 @@ class Transport:
     redis: Any = None
 
 
+async def open_transport(
+    settings: Settings,
+    stack: AsyncExitStack,
+    loop_group: Callable[[str, float], LoopGroup],
+    stop_run: CancelHandler,
+    sessions: Sessions,
+    instance_id: str,
+    caps: GroupCaps,
+) -> Transport:
+    """Redis's transport with `REDIS_URL` (see `open_redis_transport`), else in-process."""
+    if settings.redis_url:
+        return await open_redis_transport(
+            settings, stack, loop_group, stop_run, sessions, instance_id, caps
+        )
+    return in_process_transport(settings, stop_run, caps)
+
+
 def in_process_transport(settings: Settings, stop_run: CancelHandler, caps: GroupCaps) -> Transport:
     """The single-process transport (`runyard dev`, or `runyard serve` without Redis)."""
     return Transport(

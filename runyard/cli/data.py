@@ -72,8 +72,8 @@ def _migrate(_args: argparse.Namespace) -> None:
 
 
 def _reencrypt(args: argparse.Namespace) -> None:
-    from runyard.runtime import encryption_at_rest
     from runyard.settings import Settings
+    from runyard.wiring.storage import encryption_at_rest
 
     if args.config:
         os.environ["RUNYARD_CONFIG"] = str(args.config)

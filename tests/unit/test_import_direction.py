@@ -40,6 +40,7 @@ LAYERS: dict[str, int] = {
     "worker": 7,
     "background": 7,
     "api": 8,
+    "wiring": 8,
     "runtime": 9,
     "main": 10,
     "server": 10,

@@ -1,0 +1,150 @@
+"""The storage phase: encryption at rest, the engines and their session factories, the
+schema, the checkpointer and the store, each closed by the runtime's exit stack."""
+
+from __future__ import annotations
+
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.store.base import BaseStore
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from runyard.db.driver import StatementPool
+from runyard.db.engine import (
+    Sessions,
+    create_engine,
+    migrate,
+    on_each_statement,
+    require_current_schema,
+    require_database,
+    session_factory,
+)
+from runyard.domain.errors import ConfigError
+from runyard.graphs.checkpointer import open_checkpointer
+from runyard.graphs.config import ProjectConfig
+from runyard.graphs.store import StoreOptions, open_store, store_options
+from runyard.observability.metrics import Metrics
+from runyard.settings import Settings
+
+if TYPE_CHECKING:
+    from runyard.encryption.at_rest import AtRest
+    from runyard.encryption.custom import CustomEncryption
+
+
+@dataclass(frozen=True)
+class Databases:
+    """The engine and its session factories.
+
+    `lease_sessions` is lease renewal's own engine on PostgreSQL (the main one on SQLite);
+    `autocommit` commits each statement on its own: for reads and single-statement writes,
+    which then cost no BEGIN and COMMIT/ROLLBACK round trips.
+    """
+
+    engine: AsyncEngine
+    sessions: Sessions
+    lease_sessions: Sessions
+    autocommit: Sessions
+    statements: StatementPool | None
+
+
+@dataclass(frozen=True)
+class Storage:
+    """What the storage phase opened."""
+
+    at_rest: AtRest | None
+    databases: Databases
+    checkpointer: BaseCheckpointSaver
+    store: BaseStore
+    store_options: StoreOptions
+
+
+async def open_storage(
+    settings: Settings,
+    project: ProjectConfig,
+    encryption: CustomEncryption | None,
+    metrics: Metrics,
+    stack: AsyncExitStack,
+) -> Storage:
+    """Open the engines, check or migrate the schema, open the checkpointer and the store."""
+    url = settings.resolved_database_url()
+    at_rest = encryption_at_rest(settings)
+    start_custom_encryption(encryption, at_rest, stack)
+    databases = await open_databases(url, settings.db_pool_size, at_rest, metrics, stack)
+    await require_database(databases.engine)
+    if settings.migrate_on_start or settings.is_embedded:
+        await migrate(databases.engine)
+    else:
+        await require_current_schema(databases.engine)
+    pool_size, statements = settings.db_pool_size, databases.statements
+    checkpointer = await stack.enter_async_context(
+        open_checkpointer(
+            url,
+            settings.data_dir,
+            metrics.checkpoint_statements.inc,
+            pool_size,
+            statements,
+            at_rest,
+            encryption,
+        )
+    )
+    options = store_options(project)
+    store = await stack.enter_async_context(
+        open_store(url, settings.data_dir, options, pool_size, statements, at_rest, encryption)
+    )
+    return Storage(at_rest, databases, checkpointer, store, options)
+
+
+async def open_databases(
+    url: str, pool_size: int, at_rest: AtRest | None, metrics: Metrics, stack: AsyncExitStack
+) -> Databases:
+    """The engine, the lease renewal's own engine and the statement pool (PostgreSQL)."""
+    json_codec = at_rest.json if at_rest else None
+    engine = create_engine(url, pool_size, json_codec)
+    on_each_statement(engine, metrics.runs_statements.inc)
+    stack.push_async_callback(engine.dispose)
+    sessions = session_factory(engine)
+    # Lease renewal has a connection of its own: a pool busy with API traffic must not
+    # make it wait past the lease (SQLite serializes writers anyway).
+    lease_sessions = sessions
+    statements = None
+    if engine.dialect.name == "postgresql":
+        lease_engine = create_engine(url, 1, json_codec)
+        on_each_statement(lease_engine, metrics.runs_statements.inc)
+        stack.push_async_callback(lease_engine.dispose)
+        lease_sessions = session_factory(lease_engine)
+        statements = StatementPool(engine, pool_size)
+        stack.push_async_callback(statements.close)
+        await statements.open()
+    autocommit = session_factory(engine, autocommit=True, statements=statements)
+    return Databases(engine, sessions, lease_sessions, autocommit, statements)
+
+
+def encryption_at_rest(settings: Settings) -> AtRest | None:
+    """What LANGGRAPH_AES_KEY and its companions ask to encrypt; None (and nothing
+    imported) without a key."""
+    if not settings.aes_key:
+        return None
+    from runyard.encryption.at_rest import from_settings
+
+    return from_settings(settings.aes_key, settings.aes_previous_keys, settings.aes_json_key_names)
+
+
+def start_custom_encryption(
+    encryption: CustomEncryption | None, at_rest: AtRest | None, stack: AsyncExitStack
+) -> None:
+    """Start the custom encryption's handler loop; refuse it beside the built-in AES."""
+    if encryption is None:
+        return
+    if at_rest is not None:
+        # LangGraph's server reads the built-in AES's data while custom encryption
+        # writes (a migration path); Runyard does not implement that path yet, so it
+        # refuses the pair instead of leaving the AES data unreadable.
+        raise ConfigError(
+            f"encryption.path ({encryption.path}) and LANGGRAPH_AES_KEY are both set; "
+            "use one of them: Runyard does not read built-in AES data under custom "
+            "encryption"
+        )
+    encryption.handlers.start()
+    stack.callback(encryption.handlers.stop)

@@ -1,0 +1,99 @@
+"""The parts of the workers phase: the run executor with its finalizer, the reaper, and the
+recovery of a single-process instance's runs after a restart."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from runyard.background.reaper import Reaper, ReaperSettings
+from runyard.db import run_recovery as recovery_db
+from runyard.db.engine import Sessions
+from runyard.lifecycle import RunLifecycle
+from runyard.queue.run_queue import RunQueue
+from runyard.settings import Settings
+from runyard.wiring.storage import Storage
+from runyard.worker.execute import ExecutorParts, RunExecutor
+from runyard.worker.finalize import RunFinalizer
+
+if TYPE_CHECKING:
+    from runyard.encryption.custom import CustomEncryption
+    from runyard.graphs.registry import GraphRegistry
+    from runyard.observability.metrics import Metrics
+    from runyard.observability.tracing import Tracing
+    from runyard.streaming.broker import EventBroker
+    from runyard.worker.registry import RunningRuns
+
+log = logging.getLogger("runyard.runtime")
+
+
+def run_executor(
+    storage: Storage,
+    graphs: GraphRegistry,
+    encryption: CustomEncryption | None,
+    lifecycle: RunLifecycle,
+    queue: RunQueue,
+    broker: EventBroker,
+    running: RunningRuns,
+    settings: Settings,
+    instance_id: str,
+    metrics: Metrics,
+    tracing: Tracing,
+) -> RunExecutor:
+    """The one execution path, with its finalizer, from the parts they use."""
+    finalizer = RunFinalizer(
+        lifecycle,
+        storage.databases.autocommit,
+        graphs,
+        storage.checkpointer,
+        storage.store,
+        encryption,
+    )
+    parts = ExecutorParts(
+        instance_id=instance_id,
+        settings=settings,
+        lifecycle=lifecycle,
+        queue=queue,
+        broker=broker,
+        running=running,
+        graphs=graphs,
+        checkpointer=storage.checkpointer,
+        store=storage.store,
+        encryption=encryption,
+        finalizer=finalizer,
+        metrics=metrics,
+        tracing=tracing,
+    )
+    return RunExecutor(parts)
+
+
+def reaper(
+    lifecycle: RunLifecycle, queue: RunQueue, autocommit: Sessions, settings: Settings
+) -> Reaper:
+    """The reaper of expired leases and unqueued pending runs, with its settings."""
+    return Reaper(
+        lifecycle,
+        queue,
+        autocommit,
+        ReaperSettings(
+            interval_seconds=settings.reaper_interval_seconds,
+            max_retries=settings.bg_job_max_retries,
+            stuck_pending_seconds=settings.stuck_pending_threshold_seconds,
+        ),
+    )
+
+
+async def recover_after_restart(reaper: Reaper, autocommit: Sessions, queue: RunQueue) -> None:
+    """Hand back the runs a previous process of a single-process instance left.
+
+    One process owns every run in this mode, so anything still `running` belonged to a
+    previous process that died: a lost attempt, back to the queue at once (or failed once
+    BG_JOB_MAX_RETRIES attempts were lost); every pending run is queued again.
+    """
+    recovered = len(await reaper.recover_lost_attempts())
+    async with autocommit() as session:
+        pending = await recovery_db.pending_run_ids(session, limit=10_000)
+    for row in pending:
+        await queue.push(row["run_id"], 0.0, row["priority"], row["fairness_group"])
+    if recovered or pending:
+        log.info("runs_recovered running=%s pending=%s", recovered, len(pending))
