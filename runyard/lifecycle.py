@@ -4,8 +4,11 @@ A run is created under its thread's multitask strategy, claimed, finished, cance
 (interrupt or rollback), deleted, handed back or requeued here, and only here; so is the
 thread's status (a thread created with its run or on its own, copied, or given a state
 outside a run), and the dispatch of the thread's next run. Creating a run is
-runyard/run_creation.py, ending one runyard/run_endings.py: parts of the lifecycle, which
-alone imports them (tests/unit/test_status_writers.py).
+runyard/run_creation.py, stopping runs from outside their attempt (a cancel, a multitask
+strategy, deleting a run or a thread) runyard/run_stops.py, ending one runyard/run_endings.py:
+parts of the lifecycle, which alone imports them (tests/unit/test_status_writers.py). Every
+transition runs through runyard/transactions.py (one transaction, serialized on SQLite,
+retried on contention), in the lock order below, the one place it is written down.
 
 Lock order (PostgreSQL): **the thread row, then its run rows**, in every transition.
 - A transaction (create, cancel, delete, rollback's end) locks the thread row first
@@ -19,8 +22,8 @@ Lock order (PostgreSQL): **the thread row, then its run rows**, in every transit
   the group's waiting runs `held_back` skips the run rows others hold instead of waiting.
 - Deleting a thread deletes its row; its runs go by cascade, after it.
 A deadlock or serialization failure that can still occur (lease renewal updates runs of
-many threads in one statement) is retried up to CONTENTION_RETRIES times, never answered
-as a 500.
+many threads in one statement) is retried up to CONTENTION_RETRIES times
+(runyard/transactions.py), never answered as a 500.
 
 SQLite (`runyard dev`): one process, one writer. The transitions are serialized by one lock
 of this process (a claim does not know its thread before it reads the run, and SQLite
@@ -50,11 +53,9 @@ is written by the transaction that ends the run, so it is owed from that commit.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from collections.abc import Mapping
+from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -65,26 +66,22 @@ from runyard.db import run_claims as claims_db
 from runyard.db import run_recovery as recovery_db
 from runyard.db import runs as runs_db
 from runyard.db import threads as threads_db
-from runyard.db.contention import lost_to_contention
 from runyard.db.engine import Sessions
-from runyard.domain.errors import ConflictError, NotFoundError
 from runyard.domain.group_caps import GroupCaps, HeldBack, held_back_reason
 from runyard.domain.new_run import NewRun, NewThread
-from runyard.domain.status import ACTIVE_RUN_STATUSES, RunStatus, ThreadStatus
+from runyard.domain.status import RunStatus, ThreadStatus
 from runyard.graphs.checkpointer import delete_run_checkpoints
 from runyard.observability.metrics import Metrics
 from runyard.queue.cancel_bus import CancelBus
 from runyard.queue.run_queue import RunQueue
 from runyard.run_creation import Created, RunCreation, StrategyEffects, thread_row
 from runyard.run_endings import RunEndings, WebhookSink
+from runyard.run_stops import RunStops
 from runyard.streaming.broker import EventBroker
+from runyard.transactions import Transactions
 
 log = logging.getLogger("runyard.lifecycle")
-T = TypeVar("T")
 
-# How many times a transition that lost to a concurrent one (deadlock) is run again.
-CONTENTION_RETRIES = 5
-_ACTIVE = {status.value for status in ACTIVE_RUN_STATUSES}
 # What the reaper ends a run as (cancelled while its worker was lost; out of retries).
 _ENDED_BY_REAPER = {RunStatus.INTERRUPTED.value, RunStatus.ERROR.value}
 # What a thread's status can be when none of its runs is active.
@@ -114,65 +111,14 @@ class RunLifecycle:
         self._cancel_bus = cancel_bus
         self._metrics = metrics
         self._checkpointer = checkpointer
-        self._serial = asyncio.Lock() if dialect != "postgresql" else None
+        self._transactions = Transactions(sessions, autocommit, dialect)
         self._endings = RunEndings(
-            broker, queue, webhooks, autocommit, checkpointer, metrics, self._serial
+            broker, queue, webhooks, autocommit, checkpointer, metrics, self._transactions.serial
         )
-        self._creation = RunCreation(self, autocommit, checkpointer)
-
-    # --- running a transition -----------------------------------------------------------
-
-    @asynccontextmanager
-    async def _serialized(self) -> AsyncIterator[None]:
-        if self._serial is None:
-            yield
-        else:
-            async with self._serial:
-                yield
-
-    async def transaction(
-        self, work: Callable[[AsyncConnection], Awaitable[T]], thread_id: str | None = None
-    ) -> T:
-        """`work(session)` in one transaction, serialized with the other transitions; with
-        `thread_id`, the thread row is locked first. Run again when it lost to another."""
-        return await self._retrying(lambda: self._in_transaction(work, thread_id))
-
-    async def _in_transaction(
-        self, work: Callable[[AsyncConnection], Awaitable[T]], thread_id: str | None
-    ) -> T:
-        async with self._serialized(), self._sessions() as session, session.begin():
-            if thread_id is not None:
-                await threads_db.get_thread(session, thread_id, lock=True)
-            return await work(session)
-
-    async def atomic(self, work: Callable[[AsyncConnection], Awaitable[T]]) -> T:
-        """A one-statement transition on PostgreSQL (no BEGIN/COMMIT round trips); on SQLite
-        its two statements in one serialized transaction."""
-        if self._serial is not None:
-            return await self._retrying(lambda: self._in_transaction(work, None))
-
-        async def once() -> T:
-            async with self._autocommit() as session:
-                return await work(session)
-
-        return await self._retrying(once)
-
-    async def _retrying(self, call: Callable[[], Awaitable[T]]) -> T:
-        attempt = 1
-        while True:
-            try:
-                return await call()
-            except Exception as exc:
-                if not lost_to_contention(exc):
-                    raise
-                if attempt >= CONTENTION_RETRIES:
-                    raise ConflictError(
-                        f"the thread's runs were changed concurrently {attempt} times while "
-                        "this request tried to change them; send it again"
-                    ) from exc
-                log.warning("transition_retried reason=contention attempt=%s", attempt)
-            await asyncio.sleep(0.01 * attempt)
-            attempt += 1
+        self._stops = RunStops(self._transactions, self._endings, cancel_bus, checkpointer)
+        self._creation = RunCreation(
+            self._transactions, self._stops.apply_strategy, autocommit, checkpointer
+        )
 
     # --- transitions ----------------------------------------------------------------------
 
@@ -183,42 +129,9 @@ class RunLifecycle:
         caller has done what must precede the run's dispatch (runyard/run_creation.py)."""
         return await self._creation.create(new_run)
 
-    async def apply_strategy(
-        self, session: AsyncConnection, thread_id: str, strategy: str, effects: StrategyEffects
-    ) -> None:
-        """Inside the creating transaction (the thread row locked): make room for a new run
-        under `strategy`; ConflictError for `reject` on a busy thread."""
-        active = await runs_db.active_runs(session, thread_id)
-        if not active or strategy == "enqueue":
-            return
-        if strategy == "reject":
-            raise ConflictError(
-                f"thread {thread_id} is busy with run {active[0]['run_id']} "
-                f"({active[0]['status']}); wait for it to finish, cancel it, or create the run "
-                "with multitask_strategy 'enqueue', 'interrupt' or 'rollback'"
-            )
-        action = "rollback" if strategy == "rollback" else "interrupt"
-        for run in active:
-            run_id = str(run["run_id"])
-            if run["status"] == RunStatus.PENDING.value:
-                if action == "rollback":
-                    gone = await runs_db.delete_pending_run(session, run_id)
-                else:
-                    gone = await runs_db.interrupt_pending_run(session, run_id)
-                if gone:
-                    await self._endings.owe_webhook(session, dict(run), RunStatus.INTERRUPTED)
-                    effects.ended.append(dict(run))
-                    continue
-            # Running (or claimed since it was read): its executor stops it.
-            if await runs_db.request_cancel(session, run_id, action):
-                effects.cancel_running.append((run_id, action))
-
     async def after_strategy(self, effects: StrategyEffects) -> None:
         """Once the new run is committed: end the runs the strategy ended, stop the others."""
-        for run in effects.ended:
-            await self.end(run, RunStatus.INTERRUPTED)
-        for run_id, action in effects.cancel_running:
-            await self._cancel_bus.publish(run_id, action)
+        await self._stops.after_strategy(effects)
 
     async def claim(
         self, run_id: str, owner: str, lease_seconds: float
@@ -226,8 +139,10 @@ class RunLifecycle:
         """Take a pending run for `owner` (see `claims_db.claim_run`); None when it is not
         claimable now, HeldBack when its fairness group is at a cap (the run says why)."""
         if not self._caps.any:
-            return await self.atomic(lambda s: claims_db.claim_run(s, run_id, owner, lease_seconds))
-        return await self.transaction(
+            return await self._transactions.atomic(
+                lambda s: claims_db.claim_run(s, run_id, owner, lease_seconds)
+            )
+        return await self._transactions.transaction(
             lambda s: self._claim_within_caps(s, run_id, owner, lease_seconds)
         )
 
@@ -267,7 +182,7 @@ class RunLifecycle:
                 await threads_db.settle_status(session, thread_id, "error")
             return row
 
-        ended = await self.transaction(work, thread_id)
+        ended = await self._transactions.transaction(work, thread_id)
         if ended is not None:
             await self.end(ended, RunStatus.ERROR, error=error)
 
@@ -308,7 +223,9 @@ class RunLifecycle:
 
         # With a webhook, its delivery is written in the same transaction as the end.
         finished: attempts_db.Finished | None = await (
-            self.transaction(work) if run.get("webhook") else self.atomic(work)
+            self._transactions.transaction(work)
+            if run.get("webhook")
+            else self._transactions.atomic(work)
         )
         assert finished is not None
         if not finished.held:
@@ -361,7 +278,7 @@ class RunLifecycle:
             await self._endings.owe_webhook(session, run, status, error, state.values)
             return True
 
-        return await self.transaction(work, str(run["thread_id"]))
+        return await self._transactions.transaction(work, str(run["thread_id"]))
 
     async def release(self, run_id: str, attempt: int, counted: bool = False) -> bool | str:
         """Hand a running run back to pending, if `attempt` still holds it and no cancel was
@@ -372,81 +289,21 @@ class RunLifecycle:
                 return True
             return await attempts_db.cancel_requested(session, run_id, attempt) or False
 
-        return await self.atomic(work)
+        return await self._transactions.atomic(work)
 
     async def cancel(self, run: Mapping[str, Any], action: str) -> tuple[bool, bool]:
         """Cancel an active run: one not started ends at once, a running one is flagged and
         told. Returns (ended before it started, delivered to an executor)."""
-        run_id, thread_id = str(run["run_id"]), str(run["thread_id"])
-        if action == "rollback" and run["status"] == "pending" and run["attempt"] >= 1:
-            # It already ran (handed back or reaped): its checkpoints go with it. Before the
-            # transaction, so a failure here leaves everything as it was.
-            await delete_run_checkpoints(self._checkpointer, thread_id, run_id)
-
-        async def work(session: AsyncConnection) -> str:
-            if action == "rollback":
-                gone = await runs_db.delete_pending_run(session, run_id)
-            else:
-                gone = await runs_db.interrupt_pending_run(session, run_id)
-            if gone:
-                await threads_db.settle_status(session, thread_id, "idle")
-                await self._endings.owe_webhook(session, run, RunStatus.INTERRUPTED)
-                return "ended"
-            if await runs_db.request_cancel(session, run_id, action):
-                return "flagged"
-            return "finished"
-
-        what = await self.transaction(work, thread_id)
-        if what == "finished":
-            raise ConflictError(f"run {run_id} finished before it could be cancelled")
-        if what == "ended":
-            await self.end(run, RunStatus.INTERRUPTED)
-            return True, True
-        return False, await self._cancel_bus.publish(run_id, action)
+        return await self._stops.cancel(run, action)
 
     async def delete_run(self, thread_id: str, run_id: str) -> None:
         """Delete a run; one still executing is stopped and records nothing more."""
-
-        async def work(session: AsyncConnection) -> dict[str, Any]:
-            current = await runs_db.get_run(session, run_id, thread_id)
-            if current is None:
-                raise NotFoundError(f"run {run_id} not found in thread {thread_id}")
-            await runs_db.delete_run(session, run_id)
-            if current["status"] in _ACTIVE:
-                await threads_db.settle_status(session, thread_id, "idle")
-            return current
-
-        deleted = await self.transaction(work, thread_id)
-        if deleted["status"] == RunStatus.RUNNING.value:
-            await self._cancel_bus.publish(run_id, "interrupt")
-        await self.forget(run_id)
-        if deleted["status"] in _ACTIVE:
-            dispatch = self._endings.dispatch_next(thread_id)
-            await self._endings.quietly(dispatch, "run_dispatch_failed", run_id)
+        await self._stops.delete_run(thread_id, run_id)
 
     async def delete_thread(self, thread_id: str) -> list[dict[str, Any]] | None:
         """Delete a thread, its runs and its checkpoints; returns its active runs (stopped
         here), or None when there is no such thread."""
-
-        async def work(session: AsyncConnection) -> list[dict[str, Any]] | None:
-            active = [dict(row) for row in await runs_db.active_runs(session, thread_id)]
-            if not await threads_db.delete_thread(session, thread_id):
-                return None
-            # Inside the transaction: if the checkpoints cannot go, the thread stays.
-            await self._checkpointer.adelete_thread(thread_id)
-            return active
-
-        active = await self.transaction(work)
-        if active is None:
-            return None
-        # A step that ended before the commit could still write: its write was checked
-        # against a run row not yet deleted. Every later write finds no row.
-        await self._checkpointer.adelete_thread(thread_id)
-        for run in active:
-            if run["status"] == RunStatus.RUNNING.value:
-                await self._cancel_bus.publish(run["run_id"], "interrupt")
-            await self.close_stream(run["run_id"])
-        return active
+        return await self._stops.delete_thread(thread_id)
 
     async def requeue_expired(
         self, max_attempts: int, every_lease: bool = False, push: bool = True
@@ -466,7 +323,7 @@ class RunLifecycle:
                     await self._endings.owe_webhook(session, row, status, error)
             return rows
 
-        recovered = await self.transaction(work)
+        recovered = await self._transactions.transaction(work)
         for row in recovered:
             log.warning("run_lease_expired run_id=%s now=%s", row["run_id"], row["status"])
             self._metrics.runs_reaped.labels(row["status"]).inc()
@@ -485,7 +342,7 @@ class RunLifecycle:
     async def _end_cancelled(self, row: dict[str, Any]) -> None:
         if row["cancel_action"] == "rollback":
             await delete_run_checkpoints(self._checkpointer, row["thread_id"], row["run_id"])
-            await self.transaction(
+            await self._transactions.transaction(
                 lambda s: runs_db.delete_run(s, row["run_id"]), str(row["thread_id"])
             )
         await self.end(row, RunStatus.INTERRUPTED)

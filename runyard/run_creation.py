@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Protocol, TypeVar
+from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -24,8 +24,7 @@ from runyard.domain.errors import ConflictError, NotFoundError
 from runyard.domain.new_run import NewRun, NewThread
 from runyard.domain.status import RunStatus, ThreadStatus
 from runyard.graphs.checkpointer import delete_run_checkpoints
-
-T = TypeVar("T")
+from runyard.transactions import Transactions
 
 # How often a create that may make its thread finds it deleted, then created by another
 # request, before it answers 409: each round is another client's committed delete and create.
@@ -50,18 +49,9 @@ class Created:
     created: bool
 
 
-class Transitions(Protocol):
-    """The parts of the lifecycle a create runs in."""
-
-    async def atomic(self, work: Callable[[AsyncConnection], Awaitable[T]]) -> T: ...
-
-    async def transaction(
-        self, work: Callable[[AsyncConnection], Awaitable[T]], thread_id: str | None = None
-    ) -> T: ...
-
-    async def apply_strategy(
-        self, session: AsyncConnection, thread_id: str, strategy: str, effects: StrategyEffects
-    ) -> None: ...
+# Makes room for a new run under its thread's multitask strategy, inside the creating
+# transaction (`RunStops.apply_strategy`, runyard/run_stops.py).
+MakeRoom = Callable[[AsyncConnection, str, str, StrategyEffects], Awaitable[None]]
 
 
 def thread_row(thread: NewThread, status: ThreadStatus) -> dict[str, Any]:
@@ -83,9 +73,14 @@ class RunCreation:
     """Creates runs for the lifecycle (see the module)."""
 
     def __init__(
-        self, transitions: Transitions, autocommit: Sessions, checkpointer: BaseCheckpointSaver
+        self,
+        transactions: Transactions,
+        make_room: MakeRoom,
+        autocommit: Sessions,
+        checkpointer: BaseCheckpointSaver,
     ) -> None:
-        self._transitions = transitions
+        self._transactions = transactions
+        self._make_room = make_room
         self._autocommit = autocommit
         self._checkpointer = checkpointer
 
@@ -102,7 +97,7 @@ class RunCreation:
         if creating and not new_run.idempotency_key and not new_run.after_seconds:
             # The common case (every stateless run) in one statement on PostgreSQL.
             first_row = await self._run_row(new_run, new_thread, None)
-            row = await self._transitions.atomic(
+            row = await self._transactions.atomic(
                 lambda session: runs_db.insert_run_on_new_thread(session, new_thread, first_row)
             )
             if row is not None:
@@ -118,7 +113,7 @@ class RunCreation:
             return await self._insert(session, new_run, new_thread, creating, effects)
 
         # The creating transaction locks the thread row first (lock_thread_for_new_run).
-        row, inserted = await self._transitions.transaction(work)
+        row, inserted = await self._transactions.transaction(work)
         return Created(row, effects, inserted)
 
     async def _insert(
@@ -142,7 +137,7 @@ class RunCreation:
                     )
                 return existing, False
         if created is None:
-            await self._transitions.apply_strategy(session, thread_id, new_run.strategy, effects)
+            await self._make_room(session, thread_id, new_run.strategy, effects)
         assigned = new_run.assigned_priority
         if assigned is not None and created is None and thread.get("priority") is None:
             await threads_db.set_priority_settings(

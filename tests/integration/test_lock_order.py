@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from langgraph.checkpoint.memory import InMemorySaver
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from runyard.db import run_attempts as attempts_db
@@ -24,14 +23,7 @@ from runyard.db.engine import session_factory
 from runyard.db.threads import ThreadState
 from runyard.domain.errors import ConflictError
 from runyard.domain.status import RunStatus
-from runyard.domain.webhook_policy import WebhookPolicy
-from runyard.lifecycle import RunLifecycle
-from runyard.observability.metrics import Metrics
-from runyard.outbound.guard import WebhookGuard
-from runyard.queue.cancel_bus import InProcessCancelBus
-from runyard.queue.run_queue import InProcessRunQueue
-from runyard.streaming.broker import InMemoryEventBroker
-from runyard.worker.webhooks import DeliveryOptions, WebhookSender
+from runyard.transactions import Transactions
 from tests.support.databases import migrated_engine, until_true
 from tests.support.rows import run_row, thread_row
 
@@ -154,16 +146,8 @@ async def _deadlock(engine: AsyncEngine) -> BaseException:
 async def test_a_transition_that_lost_a_deadlock_runs_again(engine: AsyncEngine) -> None:
     error = await _deadlock(engine)
     assert lost_to_contention(error)
-    lifecycle = RunLifecycle(
-        session_factory(engine),
-        session_factory(engine, autocommit=True),
-        "postgresql",
-        InMemoryEventBroker(60.0),
-        InProcessRunQueue(),
-        InProcessCancelBus(lambda run_id, action: False),
-        WebhookSender(WebhookGuard(WebhookPolicy()), DeliveryOptions(enabled=False)),
-        Metrics(in_flight=lambda: 0),
-        InMemorySaver(),
+    transactions = Transactions(
+        session_factory(engine), session_factory(engine, autocommit=True), "postgresql"
     )
     calls: list[int] = []
 
@@ -173,11 +157,11 @@ async def test_a_transition_that_lost_a_deadlock_runs_again(engine: AsyncEngine)
             raise error
         return len(calls)
 
-    assert await lifecycle.transaction(loses_once) == 2
+    assert await transactions.transaction(loses_once) == 2
 
     async def always_loses(session: AsyncConnection) -> int:
         raise error
 
     # Never a 500: a request that keeps losing is answered 409, to be sent again.
     with pytest.raises(ConflictError):
-        await lifecycle.transaction(always_loses)
+        await transactions.transaction(always_loses)

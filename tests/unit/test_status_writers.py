@@ -1,11 +1,12 @@
 """Only the lifecycle writes a run's or a thread's status (issue 34).
 
-runyard/lifecycle.py is the run state machine; runyard/run_creation.py (creating a run) and
-runyard/run_endings.py (what follows a committed end) are parts of it that it builds and owns,
-and nothing but lifecycle.py imports them. Every other module of the package, outside db/
-(where the statements are), may neither use a db function that writes a status nor build a
-row with a "status" key for db/, nor touch the runs and threads tables themselves. The test
-walks the package with `ast`; a new writer anywhere else fails it.
+runyard/lifecycle.py is the run state machine; runyard/run_creation.py (creating a run),
+runyard/run_stops.py (cancels, strategies and deletions) and runyard/run_endings.py (what
+follows a committed end) are parts of it that it builds and owns, and nothing but
+lifecycle.py and its other parts imports them. Every other module of the package, outside
+db/ (where the statements are), may neither use a db function that writes a status nor
+build a row with a "status" key for db/, nor touch the runs and threads tables themselves.
+The test walks the package with `ast`; a new writer anywhere else fails it.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "runyard"
 LIFECYCLE = "runyard/lifecycle.py"
 # Modules of the lifecycle: it builds and owns them, and alone imports them.
-LIFECYCLE_PARTS = ("runyard/run_creation.py", "runyard/run_endings.py")
+LIFECYCLE_PARTS = ("runyard/run_creation.py", "runyard/run_endings.py", "runyard/run_stops.py")
 DB = "runyard/db/"
 # The db functions that write a run's or a thread's status (or insert a row carrying one).
 WRITERS: dict[str, frozenset[str]] = {
