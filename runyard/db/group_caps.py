@@ -17,6 +17,7 @@ from runyard.db.dialect import clock, clock_plus, dialect_name, seconds_param
 from runyard.db.driver import fetch_one
 from runyard.db.tables import runs
 from runyard.domain.group_caps import START_WINDOW_SECONDS, GroupLoad
+from runyard.domain.status import RunStatus
 
 _STARTED = runs.c.started_at.type
 _LOCK = select(func.pg_advisory_xact_lock(bindparam("p_key", type_=BigInteger)))
@@ -41,13 +42,13 @@ def _load_statement(dialect: str) -> Any:
     since = clock_plus(dialect, "p_window")
     in_window = runs.c.started_at > since
     return select(
-        func.count().filter(runs.c.status == "running").label("running"),
+        func.count().filter(runs.c.status == RunStatus.RUNNING).label("running"),
         func.count().filter(in_window).label("started"),
         type_coerce(func.min(runs.c.started_at).filter(in_window), _STARTED).label("oldest"),
         type_coerce(clock(dialect), _STARTED).label("now"),
     ).where(
         runs.c.fairness_group == bindparam("p_group"),
-        (runs.c.status == "running") | in_window,
+        (runs.c.status == RunStatus.RUNNING) | in_window,
     )
 
 
@@ -70,7 +71,7 @@ def _mark_statement(dialect: str) -> Any:
     reason = bindparam("p_reason", type_=Text())
     waiting = select(runs.c.run_id).where(
         runs.c.fairness_group == bindparam("p_group"),
-        runs.c.status == "pending",
+        runs.c.status == RunStatus.PENDING,
         or_(runs.c.scheduled_at.is_(None), runs.c.scheduled_at <= clock(dialect)),
         or_(runs.c.held_back.is_(None), runs.c.held_back != reason),
     )

@@ -48,7 +48,7 @@ def _finish_statement(dialect: str) -> Update:
             runs.c.run_id == bindparam("p_run_id"),
             *run_claims.thread_locked_first(dialect),
             runs.c.attempt == bindparam("p_attempt"),
-            runs.c.status == "running",
+            runs.c.status == RunStatus.RUNNING,
             # A cancel recorded before this write wins: only the cancel's own end (an
             # interrupted run) is written over it (runyard/lifecycle.py, `finish`).
             or_(runs.c.cancel_action.is_(None), bindparam("p_by_cancel", type_=Boolean)),
@@ -217,11 +217,11 @@ def _release_statement(dialect: str) -> Update:
             runs.c.run_id == bindparam("p_run_id"),
             *run_claims.thread_locked_first(dialect),
             runs.c.attempt == bindparam("p_attempt"),
-            runs.c.status == "running",
+            runs.c.status == RunStatus.RUNNING,
             runs.c.cancel_action.is_(None),
         )
         .values(
-            status="pending",
+            status=RunStatus.PENDING,
             owner=None,
             lease_expires_at=None,
             handovers=runs.c.handovers + bindparam("p_handover"),
@@ -234,7 +234,7 @@ async def cancel_requested(session: AsyncConnection, run_id: str, attempt: int) 
     """The cancel action requested of the run, while `attempt` still holds it."""
     result = await session.execute(
         select(runs.c.cancel_action).where(
-            runs.c.run_id == run_id, runs.c.attempt == attempt, runs.c.status == "running"
+            runs.c.run_id == run_id, runs.c.attempt == attempt, runs.c.status == RunStatus.RUNNING
         )
     )
     action = result.scalar_one_or_none()
@@ -244,7 +244,7 @@ async def cancel_requested(session: AsyncConnection, run_id: str, attempt: int) 
 _STILL_HOLDS = select(runs.c.run_id).where(
     runs.c.run_id == bindparam("p_run_id"),
     runs.c.attempt == bindparam("p_attempt"),
-    runs.c.status == "running",
+    runs.c.status == RunStatus.RUNNING,
 )
 
 
@@ -256,7 +256,7 @@ async def still_holds(session: AsyncConnection, run_id: str, attempt: int) -> bo
 
 _NEXT_PENDING = (
     select(runs.c.run_id, runs.c.scheduled_at, runs.c.priority, runs.c.fairness_group)
-    .where(runs.c.thread_id == bindparam("p_thread_id"), runs.c.status == "pending")
+    .where(runs.c.thread_id == bindparam("p_thread_id"), runs.c.status == RunStatus.PENDING)
     .order_by(runs.c.created_at, runs.c.run_id)
     .limit(1)
 )
@@ -297,7 +297,7 @@ async def extend_leases(
         .where(
             tuple_(runs.c.run_id, runs.c.attempt).in_(bindparam("p_attempts", expanding=True)),
             runs.c.owner == owner,
-            runs.c.status == "running",
+            runs.c.status == RunStatus.RUNNING,
         )
         .values(lease_expires_at=clock_plus(dialect, "p_lease"))
         .returning(runs.c.run_id, runs.c.attempt, runs.c.cancel_action)

@@ -33,6 +33,7 @@ from runyard.db.dialect import (
 )
 from runyard.db.driver import fetch_one
 from runyard.db.tables import runs, threads
+from runyard.domain.status import RunStatus, ThreadStatus
 
 
 def claimable_conditions(dialect: str) -> list[Any]:
@@ -42,9 +43,9 @@ def claimable_conditions(dialect: str) -> list[Any]:
     blocked = exists().where(
         other.c.thread_id == runs.c.thread_id,
         or_(
-            other.c.status == "running",
+            other.c.status == RunStatus.RUNNING,
             and_(
-                other.c.status == "pending",
+                other.c.status == RunStatus.PENDING,
                 or_(
                     other.c.created_at < runs.c.created_at,
                     and_(other.c.created_at == runs.c.created_at, other.c.run_id < runs.c.run_id),
@@ -53,7 +54,7 @@ def claimable_conditions(dialect: str) -> list[Any]:
         ),
     )
     return [
-        runs.c.status == "pending",
+        runs.c.status == RunStatus.PENDING,
         or_(runs.c.scheduled_at.is_(None), runs.c.scheduled_at <= now),
         ~blocked,
     ]
@@ -106,7 +107,7 @@ def _claim_statements(dialect: str) -> tuple[Any, Update | None]:
             *claimable_conditions(dialect),
         )
         .values(
-            status="running",
+            status=RunStatus.RUNNING,
             owner=bindparam("p_owner"),
             attempt=runs.c.attempt + 1,
             lease_expires_at=clock_plus(dialect, "p_lease"),
@@ -121,7 +122,7 @@ def _claim_statements(dialect: str) -> tuple[Any, Update | None]:
         busy_thread = (
             update(threads)
             .where(threads.c.thread_id == claimed.c.thread_id)
-            .values(status="busy", updated_at=now)
+            .values(status=ThreadStatus.BUSY, updated_at=now)
             .returning(threads.c.thread_id)
             .cte("busy_thread")
         )
@@ -133,7 +134,7 @@ def _claim_statements(dialect: str) -> tuple[Any, Update | None]:
     busy = (
         update(threads)
         .where(threads.c.thread_id == bindparam("p_thread_id"))
-        .values(status="busy", updated_at=now)
+        .values(status=ThreadStatus.BUSY, updated_at=now)
     )
     return claim, busy
 

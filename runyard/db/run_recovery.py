@@ -26,7 +26,7 @@ from runyard.db.dialect import (
     seconds_param,
 )
 from runyard.db.tables import runs, threads
-from runyard.domain.status import ACTIVE_RUN_STATUSES
+from runyard.domain.status import ACTIVE_RUN_STATUSES, RunStatus, ThreadStatus
 
 _ACTIVE = [s.value for s in ACTIVE_RUN_STATUSES]
 
@@ -46,7 +46,7 @@ async def requeue_expired(
     """
     now = db_now(session)
     expired = and_(
-        runs.c.status == "running", true() if every_lease else runs.c.lease_expires_at < now
+        runs.c.status == RunStatus.RUNNING, true() if every_lease else runs.c.lease_expires_at < now
     )
     if dialect_name(session) == "postgresql":
         await _lock_threads_of(session, expired)
@@ -75,7 +75,7 @@ async def _interrupt_cancelled(
         update(runs)
         .where(expired, runs.c.cancel_action.is_not(None))
         .values(
-            status="interrupted",
+            status=RunStatus.INTERRUPTED,
             owner=None,
             lease_expires_at=None,
             ended_at=now,
@@ -94,7 +94,7 @@ async def _fail_exhausted(
         update(runs)
         .where(expired, runs.c.attempt - runs.c.handovers >= max_attempts)
         .values(
-            status="error",
+            status=RunStatus.ERROR,
             owner=None,
             lease_expires_at=None,
             ended_at=now,
@@ -116,7 +116,7 @@ async def _requeue(session: AsyncConnection, expired: Any, now: Any) -> Sequence
     result = await session.execute(
         update(runs)
         .where(expired)
-        .values(status="pending", owner=None, lease_expires_at=None, updated_at=now)
+        .values(status=RunStatus.PENDING, owner=None, lease_expires_at=None, updated_at=now)
         .returning(
             runs.c.run_id,
             runs.c.thread_id,
@@ -137,11 +137,17 @@ async def _settle_threads(
     """The thread-status rule of runyard/lifecycle.py: busy while a run is pending or
     running; otherwise interrupted after a cancelled run, error after a failed one."""
     waiting = exists().where(runs.c.thread_id == threads.c.thread_id, runs.c.status.in_(_ACTIVE))
+    # Plain values in case(): it has no column to type an enum member's bind by.
     if cancelled:
         await session.execute(
             update(threads)
             .where(threads.c.thread_id.in_({row["thread_id"] for row in cancelled}))
-            .values(status=case((waiting, "busy"), else_="interrupted"), updated_at=now)
+            .values(
+                status=case(
+                    (waiting, ThreadStatus.BUSY.value), else_=ThreadStatus.INTERRUPTED.value
+                ),
+                updated_at=now,
+            )
         )
     if failed:
         # A failed run leaves its thread in error (busy if another run waits), as finalize
@@ -150,7 +156,7 @@ async def _settle_threads(
             update(threads)
             .where(threads.c.thread_id.in_({row["thread_id"] for row in failed}))
             .values(
-                status=case((waiting, "busy"), else_="error"),
+                status=case((waiting, ThreadStatus.BUSY.value), else_=ThreadStatus.ERROR.value),
                 error=failed[0]["error"],
                 updated_at=now,
             )
@@ -161,7 +167,7 @@ async def pending_run_ids(session: AsyncConnection, limit: int) -> Sequence[RowM
     """Pending runs, oldest first, with their start time, priority and fairness group."""
     stmt = (
         select(runs.c.run_id, runs.c.scheduled_at, runs.c.priority, runs.c.fairness_group)
-        .where(runs.c.status == "pending")
+        .where(runs.c.status == RunStatus.PENDING)
         .order_by(runs.c.created_at)
         .limit(limit)
     )
@@ -189,5 +195,7 @@ async def stranded_pending_runs(
 
 async def pending_among(session: AsyncConnection, run_ids: list[str]) -> set[str]:
     """Which of these runs are still pending."""
-    stmt = select(runs.c.run_id).where(runs.c.run_id.in_(run_ids), runs.c.status == "pending")
+    stmt = select(runs.c.run_id).where(
+        runs.c.run_id.in_(run_ids), runs.c.status == RunStatus.PENDING
+    )
     return {str(run_id) for run_id in (await session.execute(stmt)).scalars()}

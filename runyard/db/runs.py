@@ -35,7 +35,7 @@ from runyard.db.dialect import (
 )
 from runyard.db.driver import Row, fetch_all, fetch_one
 from runyard.db.tables import runs, threads
-from runyard.domain.status import ACTIVE_RUN_STATUSES
+from runyard.domain.status import ACTIVE_RUN_STATUSES, RunStatus
 
 _ACTIVE = [s.value for s in ACTIVE_RUN_STATUSES]
 
@@ -243,7 +243,7 @@ async def find_active_runs(
         stmt = stmt.where(runs.c.thread_id == thread_id)
     if run_ids:
         stmt = stmt.where(runs.c.run_id.in_(run_ids))
-    if status in ("pending", "running"):
+    if status in ACTIVE_RUN_STATUSES:
         stmt = stmt.where(runs.c.status == status)
     return (await session.execute(stmt)).mappings().all()
 
@@ -253,8 +253,10 @@ async def interrupt_pending_run(session: AsyncConnection, run_id: str) -> bool:
     now = db_now(session)
     result = await session.execute(
         update(runs)
-        .where(runs.c.run_id == run_id, runs.c.status == "pending")
-        .values(status="interrupted", ended_at=now, updated_at=now, cancel_action="interrupt")
+        .where(runs.c.run_id == run_id, runs.c.status == RunStatus.PENDING)
+        .values(
+            status=RunStatus.INTERRUPTED, ended_at=now, updated_at=now, cancel_action="interrupt"
+        )
     )
     return rowcount(result) > 0
 
@@ -271,12 +273,12 @@ async def fail_unclaimed_run(
         .where(
             runs.c.run_id == run_id,
             or_(
-                runs.c.status == "pending",
-                and_(runs.c.status == "running", runs.c.owner == owner),
+                runs.c.status == RunStatus.PENDING,
+                and_(runs.c.status == RunStatus.RUNNING, runs.c.owner == owner),
             ),
         )
         .values(
-            status="error",
+            status=RunStatus.ERROR,
             error=error,
             owner=None,
             lease_expires_at=None,
@@ -299,7 +301,7 @@ async def request_cancel(session: AsyncConnection, run_id: str, action: str) -> 
     """Durably flag a running run for cancellation (picked up by its executor)."""
     result = await session.execute(
         update(runs)
-        .where(runs.c.run_id == run_id, runs.c.status == "running")
+        .where(runs.c.run_id == run_id, runs.c.status == RunStatus.RUNNING)
         .values(cancel_action=action, updated_at=db_now(session))
     )
     return rowcount(result) > 0
@@ -314,6 +316,6 @@ async def delete_run(session: AsyncConnection, run_id: str) -> bool:
 async def delete_pending_run(session: AsyncConnection, run_id: str) -> bool:
     """Delete a run only while nobody executes it (pending)."""
     result = await session.execute(
-        delete(runs).where(runs.c.run_id == run_id, runs.c.status == "pending")
+        delete(runs).where(runs.c.run_id == run_id, runs.c.status == RunStatus.PENDING)
     )
     return rowcount(result) > 0

@@ -24,6 +24,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import JSONB
 
+from runyard.domain.status import RunStatus, ThreadStatus
+
 metadata = MetaData()
 
 JSONType = JSON().with_variant(JSONB(), "postgresql")
@@ -98,7 +100,7 @@ threads = Table(
     Column("thread_id", String(64), primary_key=True),
     Column("metadata", JSONType, nullable=False),
     Column("config", JSONType, nullable=False),
-    Column("status", String(16), nullable=False, default="idle"),
+    Column("status", String(16), nullable=False, default=ThreadStatus.IDLE.value),
     Column("values", JSONType, nullable=True),
     Column("interrupts", JSONType, nullable=False),
     Column("error", JSONType, nullable=True),
@@ -131,7 +133,7 @@ runs = Table(
         nullable=False,
     ),
     Column("assistant_id", String(64), nullable=False),
-    Column("status", String(16), nullable=False, default="pending"),
+    Column("status", String(16), nullable=False, default=RunStatus.PENDING.value),
     Column("metadata", JSONType, nullable=False),
     # Everything a worker needs to execute the run: input, command, config, stream modes...
     Column("kwargs", JSONType, nullable=False),

@@ -35,7 +35,7 @@ from runyard.db.dialect import (
 )
 from runyard.db.driver import fetch_one
 from runyard.db.tables import runs, threads
-from runyard.domain.status import ACTIVE_RUN_STATUSES
+from runyard.domain.status import ACTIVE_RUN_STATUSES, RunStatus, ThreadStatus
 
 _ACTIVE = [s.value for s in ACTIVE_RUN_STATUSES]
 # Threads migrated from before the column existed have no state_updated_at of their own.
@@ -135,7 +135,7 @@ def _mark_busy_statement(dialect: str) -> Update:
         update(threads)
         .where(threads.c.thread_id == bindparam("p_thread_id"))
         .values(
-            status="busy",
+            status=ThreadStatus.BUSY,
             metadata=bindparam("p_metadata", type_=threads.c.metadata.type),
             context=bindparam("p_context", type_=threads.c.context.type),
             updated_at=_stamp_in(dialect),
@@ -162,11 +162,11 @@ def state_statement(dialect: str, busy_if_pending: bool) -> Update:
         other_active = exists().where(
             runs.c.thread_id == threads.c.thread_id,
             or_(
-                runs.c.status == "pending",
-                and_(runs.c.status == "running", runs.c.run_id != bindparam("p_run_id")),
+                runs.c.status == RunStatus.PENDING,
+                and_(runs.c.status == RunStatus.RUNNING, runs.c.run_id != bindparam("p_run_id")),
             ),
         )
-        status = case((other_active, "busy"), else_=status)
+        status = case((other_active, ThreadStatus.BUSY.value), else_=status)
     return (
         update(threads)
         .where(threads.c.thread_id == bindparam("p_thread_id"))
@@ -230,7 +230,7 @@ def _settle_status_statement(dialect: str) -> Update:
         update(threads)
         .where(threads.c.thread_id == bindparam("p_thread_id"))
         .values(
-            status=case((active, "busy"), else_=bindparam("p_resting")),
+            status=case((active, ThreadStatus.BUSY.value), else_=bindparam("p_resting")),
             updated_at=_stamp_in(dialect),
         )
     )
