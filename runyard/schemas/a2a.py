@@ -26,18 +26,19 @@ from google.protobuf.struct_pb2 import Value
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from runyard import __version__
+from runyard.domain.status import RunStatus
 
 MODES = ["application/json", "text/plain"]
 ROLE_OF_TYPE = {"human": Role.ROLE_USER, "user": Role.ROLE_USER, "ai": Role.ROLE_AGENT}
 STATE_OF_RUN = {
-    "pending": TaskState.TASK_STATE_SUBMITTED,
-    "running": TaskState.TASK_STATE_WORKING,
-    "success": TaskState.TASK_STATE_COMPLETED,
+    RunStatus.PENDING: TaskState.TASK_STATE_SUBMITTED,
+    RunStatus.RUNNING: TaskState.TASK_STATE_WORKING,
+    RunStatus.SUCCESS: TaskState.TASK_STATE_COMPLETED,
     # A run is `interrupted` only when it was cancelled; a graph's own interrupt ends the run
     # in success and leaves the thread interrupted (input-required).
-    "interrupted": TaskState.TASK_STATE_CANCELED,
-    "error": TaskState.TASK_STATE_FAILED,
-    "timeout": TaskState.TASK_STATE_FAILED,
+    RunStatus.INTERRUPTED: TaskState.TASK_STATE_CANCELED,
+    RunStatus.ERROR: TaskState.TASK_STATE_FAILED,
+    RunStatus.TIMEOUT: TaskState.TASK_STATE_FAILED,
 }
 TERMINAL_STATES = frozenset(
     {

@@ -14,9 +14,12 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from langchain_protocol import Channel, Namespace
+
+from runyard.domain.status import RunStatus
 
 # The channels a subscription may name, beside `custom:<name>`.
 SUPPORTED_CHANNELS: frozenset[str] = frozenset(
@@ -32,11 +35,29 @@ SUPPORTED_CHANNELS: frozenset[str] = frozenset(
         "checkpoints",
     }
 )
-# Root lifecycle by the run's final status.
+
+
+class LifecyclePhase(StrEnum):
+    """Where a graph stands in a `lifecycle` event (the root's, or a subgraph's)."""
+
+    RUNNING = "running"
+    STARTED = "started"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+
+
 # Log entries that say how the run ended rather than carry an event.
 _RUN_END = frozenset({"protocol_end", "error", "end", "metadata"})
-_CHILD_END = frozenset({"completed", "failed", "interrupted"})
-_ROOT_END = {"success": "completed", "error": "failed", "timeout": "failed"}
+_CHILD_END = frozenset(
+    {LifecyclePhase.COMPLETED, LifecyclePhase.FAILED, LifecyclePhase.INTERRUPTED}
+)
+# Root lifecycle by the run's final status.
+_ROOT_END: dict[str, LifecyclePhase] = {
+    RunStatus.SUCCESS: LifecyclePhase.COMPLETED,
+    RunStatus.ERROR: LifecyclePhase.FAILED,
+    RunStatus.TIMEOUT: LifecyclePhase.FAILED,
+}
 
 
 def is_supported_channel(name: object) -> bool:
@@ -137,7 +158,7 @@ def protocol_event(event_id: str, method: str, params: dict[str, Any]) -> dict[s
 
 @dataclass
 class _Scope:
-    status: str
+    status: LifecyclePhase
     graph_name: str
 
 
@@ -149,7 +170,7 @@ class RunTranslator:
     graph_name: str
     scopes: dict[tuple[str, ...], _Scope] = field(default_factory=dict)
     interrupts: dict[str, list[str]] = field(default_factory=dict)
-    root_status: str = "running"
+    root_status: LifecyclePhase = LifecyclePhase.RUNNING
     last_timestamp: int = 0
     # How the log says the run ended: the graph returned, or the error it failed with.
     returned: bool = False
@@ -158,7 +179,7 @@ class RunTranslator:
     def start(self, timestamp: int) -> list[dict[str, Any]]:
         """The root's `running` lifecycle, first event of every run."""
         self.last_timestamp = timestamp
-        return [self._lifecycle((), "running", self.graph_name)]
+        return [self._lifecycle((), LifecyclePhase.RUNNING, self.graph_name)]
 
     def translate(self, entry_id: str, name: str, data: str) -> list[dict[str, Any]]:
         """The events one log entry (`method|namespace...`, params) gives; their ids derive
@@ -192,12 +213,14 @@ class RunTranslator:
             out.append(protocol_event("", method, params))
         return _numbered(out, f"{self.run_id}:{entry_id}")
 
-    def ended_as(self) -> str | None:
+    def ended_as(self) -> RunStatus | None:
         """The run's final status when its log tells it (None: ask the database)."""
         if self.error is not None:
-            return "error"
+            return RunStatus.ERROR
         if self.returned:
-            return "interrupted" if self.root_status == "interrupted" else "success"
+            if self.root_status == LifecyclePhase.INTERRUPTED:
+                return RunStatus.INTERRUPTED
+            return RunStatus.SUCCESS
         return None
 
     def _note_end(self, name: str, data: str) -> None:
@@ -216,14 +239,16 @@ class RunTranslator:
     def finish(self, status: str | None, error: str | None) -> list[dict[str, Any]]:
         """The closing lifecycle events once the run has ended with `status`."""
         out = self._close_left(None)
-        if self.root_status == "interrupted" and status in ("interrupted", "success"):
+        stopped = self.root_status == LifecyclePhase.INTERRUPTED
+        if stopped and status in (RunStatus.INTERRUPTED, RunStatus.SUCCESS):
             return out  # stopped at an interrupt: input.respond starts the next run
-        phase = _ROOT_END.get(status or "", "failed")
-        if phase == "failed" and error is None:
-            error = "the run was cancelled" if status == "interrupted" else "the run was removed"
+        phase = _ROOT_END.get(status or "", LifecyclePhase.FAILED)
+        if phase == LifecyclePhase.FAILED and error is None:
+            cancelled = status == RunStatus.INTERRUPTED
+            error = "the run was cancelled" if cancelled else "the run was removed"
         self.root_status = phase
         event = self._lifecycle((), phase, self.graph_name)
-        if phase == "failed":
+        if phase == LifecyclePhase.FAILED:
             event["params"]["data"]["error"] = error
         out.append(event)
         return out
@@ -232,8 +257,14 @@ class RunTranslator:
         """The run's agent tree: the root and every subgraph seen, with their status."""
         return self._node((), self.root_status, self.graph_name)
 
-    def _node(self, namespace: tuple[str, ...], status: str, name: str) -> dict[str, Any]:
-        node: dict[str, Any] = {"namespace": list(namespace), "status": status, "graph_name": name}
+    def _node(
+        self, namespace: tuple[str, ...], status: LifecyclePhase, name: str
+    ) -> dict[str, Any]:
+        node: dict[str, Any] = {
+            "namespace": list(namespace),
+            "status": status.value,
+            "graph_name": name,
+        }
         children = sorted(
             ns for ns in self.scopes if len(ns) == len(namespace) + 1 and ns[:-1] == namespace
         )
@@ -252,15 +283,15 @@ class RunTranslator:
         if not namespace or not isinstance(data, dict):
             return []  # the root's lifecycle is the session's own
         scope = self.scopes.get(namespace)
-        if phase == "started":
-            if scope is not None and scope.status == "started":
+        if phase == LifecyclePhase.STARTED:
+            if scope is not None and scope.status == LifecyclePhase.STARTED:
                 return []
             name = str(data.get("graph_name") or namespace[-1].split(":", 1)[0])
-            self.scopes[namespace] = _Scope("started", name)
+            self.scopes[namespace] = _Scope(LifecyclePhase.STARTED, name)
             return [protocol_event("", "lifecycle", params)]
-        if scope is None or scope.status != "started" or phase not in _CHILD_END:
+        if scope is None or scope.status != LifecyclePhase.STARTED or phase not in _CHILD_END:
             return []
-        scope.status = str(phase)
+        scope.status = LifecyclePhase(phase)
         return [self._lifecycle(namespace, scope.status, scope.graph_name)]
 
     def _close_left(self, current: tuple[str, ...] | None) -> list[dict[str, Any]]:
@@ -268,12 +299,13 @@ class RunTranslator:
         left = [
             ns
             for ns, scope in self.scopes.items()
-            if scope.status == "started" and (current is None or not is_prefix(current, ns))
+            if scope.status == LifecyclePhase.STARTED
+            and (current is None or not is_prefix(current, ns))
         ]
         out = []
         for ns in sorted(left, key=len, reverse=True):
-            self.scopes[ns].status = "completed"
-            out.append(self._lifecycle(ns, "completed", self.scopes[ns].graph_name))
+            self.scopes[ns].status = LifecyclePhase.COMPLETED
+            out.append(self._lifecycle(ns, LifecyclePhase.COMPLETED, self.scopes[ns].graph_name))
         return out
 
     def _interrupted(
@@ -298,16 +330,20 @@ class RunTranslator:
                     self._params(namespace, data),
                 )
             )
-        if out and self.root_status != "interrupted":
-            self.root_status = "interrupted"
-            out.append(self._lifecycle((), "interrupted", self.graph_name))
+        if out and self.root_status != LifecyclePhase.INTERRUPTED:
+            self.root_status = LifecyclePhase.INTERRUPTED
+            out.append(self._lifecycle((), LifecyclePhase.INTERRUPTED, self.graph_name))
         return out
 
-    def _lifecycle(self, namespace: tuple[str, ...], phase: str, name: str) -> dict[str, Any]:
+    def _lifecycle(
+        self, namespace: tuple[str, ...], phase: LifecyclePhase, name: str
+    ) -> dict[str, Any]:
         key = "|".join(namespace)
-        data = {"event": phase, "graph_name": name}
+        data = {"event": phase.value, "graph_name": name}
         return protocol_event(
-            f"synth:{self.run_id}:lc|{key}|{phase}", "lifecycle", self._params(namespace, data)
+            f"synth:{self.run_id}:lc|{key}|{phase.value}",
+            "lifecycle",
+            self._params(namespace, data),
         )
 
     def _params(self, namespace: Namespace | tuple[str, ...], data: Any) -> dict[str, Any]:
