@@ -318,7 +318,7 @@ class RunLifecycle:
             ]
             for row in rows:
                 if row["status"] in _ENDED_BY_REAPER:
-                    error = row["error"] if row["status"] == "error" else None
+                    error = row["error"] if row["status"] == RunStatus.ERROR else None
                     status = RunStatus(row["status"])
                     await self._endings.owe_webhook(session, row, status, error)
             return rows
@@ -327,14 +327,14 @@ class RunLifecycle:
         for row in recovered:
             log.warning("run_lease_expired run_id=%s now=%s", row["run_id"], row["status"])
             self._metrics.runs_reaped.labels(row["status"]).inc()
-            if row["status"] == "pending":
+            if row["status"] == RunStatus.PENDING:
                 if push:
                     await self._queue.push(
                         row["run_id"], 0.0, row["priority"], row["fairness_group"]
                     )
-            elif row["status"] == "interrupted":
+            elif row["status"] == RunStatus.INTERRUPTED:
                 await self._end_cancelled(row)
-            elif row["status"] == "error":
+            elif row["status"] == RunStatus.ERROR:
                 # The same reason the run row records, so streams and /join agree.
                 await self.end(row, RunStatus.ERROR, error=row["error"])
         return recovered

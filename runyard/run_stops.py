@@ -85,7 +85,7 @@ class RunStops:
         """Cancel an active run: one not started ends at once, a running one is flagged and
         told. Returns (ended before it started, delivered to an executor)."""
         run_id, thread_id = str(run["run_id"]), str(run["thread_id"])
-        if action == "rollback" and run["status"] == "pending" and run["attempt"] >= 1:
+        if action == "rollback" and run["status"] == RunStatus.PENDING and run["attempt"] >= 1:
             # It already ran (handed back or reaped): its checkpoints go with it. Before the
             # transaction, so a failure here leaves everything as it was.
             await delete_run_checkpoints(self._checkpointer, thread_id, run_id)
