@@ -142,6 +142,8 @@ async def _run_events(
                     page = await runs_db.runs_created_after(session, thread_id, anchor, _PAGE)
                 pending.extend(page)
                 full = len(page) == _PAGE
+                # Not kept while the stream waits for the thread's next run below.
+                del page
                 continue
             # A reader that got its run's end leaves now: look for the next run only later.
             yield None
