@@ -17,6 +17,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.supervisors.watchfilesreload import WatchFilesReload
 
 from runyard.streaming.closing import STREAMS_CLOSING, StreamsClosing
+from runyard.streaming.departures import CrowdDepartures
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +37,7 @@ class AnnouncingServer(uvicorn.Server):
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         """Start as uvicorn does, then say where."""
         # Every request's scope["state"] is a copy of the lifespan's: its streams find this.
-        self.streams_closing = StreamsClosing()
+        self.streams_closing = StreamsClosing(CrowdDepartures())
         self.lifespan.state[STREAMS_CLOSING] = self.streams_closing
         await super().startup(sockets=sockets)
         if self.started:
