@@ -3,8 +3,8 @@
 Hundreds of streams that end together free their larger buffers (a socket's pending
 writes, tables past 512 bytes) in the middle of the C heap, and glibc gives back only the
 top of its heap on free: the pages stay resident, free, for as long as the process lives.
-One `malloc_trim` a moment after the crowd has left returns them (about 5 MiB of the 14-19
-a crowd of 300 idle clients adds to a `runyard dev` server; bench/README.md). It costs a
+One `malloc_trim` a moment after the crowd has left returns them (1-5 MiB of the 14-19 a
+crowd of 300 idle clients adds to a server; bench/README.md). It costs a
 few milliseconds once per departure, and fewer than `CROWD_STREAMS` open streams never
 trigger it, so ordinary traffic never pays for it.
 """
