@@ -155,6 +155,8 @@ def _lifespan(
             # A failed start unwinds what it started (connections, their threads, loops),
             # so the process exits at once instead of waiting on them.
             await runtime.start()
+            # The routes reach the services through the app's state, never the runtime.
+            app.state.services = runtime.services
         except ConfigError as exc:
             # The message says what to fix; a traceback of Runyard's own frames would bury it.
             log.error("startup_failed error=%s", exc)

@@ -40,6 +40,8 @@ from runyard.outbound.guard import WebhookGuard
 from runyard.queue.cancel_bus import CancelBus
 from runyard.queue.run_queue import RunQueue
 from runyard.services.assistants import ensure_default_assistants
+from runyard.services.catalog import InstanceProbes, Services, build_services
+from runyard.services.health import InstanceInfo
 from runyard.services.retention import sweep_expired_threads
 from runyard.services.run_arrivals import RunArrivals
 from runyard.services.runs import create_run
@@ -136,7 +138,8 @@ class Runtime:
         """Load the project, then start each phase in order; a failure unwinds them all.
 
         The phases are storage (engines, migrations, checkpointer, store), transport (Redis
-        or in-process broker, queue and cancel bus, and the loops that read them), workers
+        or in-process broker, queue and cancel bus, and the loops that read them), services
+        (built from the parts before them; nothing to stop), workers
         (lease renewal and the worker pool) and background (reaper, sweeps, crons, webhook
         outbox). Each phase pushes the stop of its loops right after the connections they
         use, so at shutdown, in reverse, every loop stops before its connections close.
@@ -166,6 +169,7 @@ class Runtime:
         return [
             ("storage", self._start_storage),
             ("transport", self._start_transport),
+            ("services", self._start_services),
             ("workers", self._start_workers),
             ("background", self._start_background),
         ]
@@ -268,6 +272,31 @@ class Runtime:
             caps=caps,
         )
         self._stack.push_async_callback(self.queue.close)
+
+    async def _start_services(self) -> None:
+        """The services, each built from the parts it reads (nothing of theirs to stop)."""
+        self.services: Services = build_services(
+            engine=self.engine,
+            sessions=self.sessions,
+            redis=self.redis,
+            queue=self.queue,
+            store=self.store,
+            store_options=self.store_options,
+            metrics=self.metrics,
+            probes=InstanceProbes(
+                dead_parts=self.dead_parts,
+                draining=lambda: self.draining,
+                active=lambda: len(self.running),
+                capacity=lambda: self.workers.capacity if self.workers_started else None,
+            ),
+            info=InstanceInfo(
+                self.dialect,
+                self._queue_kind,
+                self.instance_id,
+                self.graphs.ids(),
+                self.langsmith_project,
+            ),
+        )
 
     async def _start_workers(self) -> None:
         """Phase 3: lease renewal, then the worker pool (drained first at shutdown)."""

@@ -18,6 +18,10 @@ from runyard.auth.user import caller_configurable
 from runyard.domain.encryption_context import use_context
 from runyard.domain.errors import InvalidInputError, RunyardError
 from runyard.runtime import Runtime
+from runyard.services.catalog import Services
+from runyard.services.health import HealthChecks, InstanceInfo
+from runyard.services.metrics_report import MetricsReport
+from runyard.services.store import StoreService
 
 
 async def get_runtime(request: Request) -> Runtime:
@@ -27,6 +31,38 @@ async def get_runtime(request: Request) -> Runtime:
 
 
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+
+
+def services_of(request: Request) -> Services:
+    """The services of this app's instance (on the app's state once the instance started)."""
+    services: Services = request.app.state.services
+    return services
+
+
+async def get_store_service(request: Request) -> StoreService:
+    """The store's use cases."""
+    return services_of(request).store
+
+
+async def get_health(request: Request) -> HealthChecks:
+    """The probes' checks of this instance."""
+    return services_of(request).health
+
+
+async def get_metrics_report(request: Request) -> MetricsReport:
+    """This instance's metrics and the queue figures."""
+    return services_of(request).metrics
+
+
+async def get_instance_info(request: Request) -> InstanceInfo:
+    """What /info tells of this instance."""
+    return services_of(request).info
+
+
+StoreServiceDep = Annotated[StoreService, Depends(get_store_service)]
+HealthDep = Annotated[HealthChecks, Depends(get_health)]
+MetricsReportDep = Annotated[MetricsReport, Depends(get_metrics_report)]
+InstanceInfoDep = Annotated[InstanceInfo, Depends(get_instance_info)]
 
 
 async def get_caller(request: Request) -> Caller:

@@ -13,9 +13,8 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from runyard import __version__
-from runyard.api.deps import RuntimeDep, is_insider
-from runyard.services.health import dependency_health, is_ready, liveness, readiness
-from runyard.services.metrics_report import group_metrics, metrics_snapshot
+from runyard.api.deps import HealthDep, InstanceInfoDep, MetricsReportDep, is_insider
+from runyard.services.health import InstanceInfo, is_ready
 
 router = APIRouter(tags=["System"])
 # /metrics: open, or behind auth with RUNYARD_AUTH_METRICS_AND_DOCS.
@@ -29,19 +28,19 @@ CheckDb = Annotated[
 
 
 @router.get("/ok", responses={500: {"description": "a checked dependency is unhealthy"}})
-async def ok(runtime: RuntimeDep, check_db: CheckDb = "0") -> JSONResponse:
+async def ok(health: HealthDep, check_db: CheckDb = "0") -> JSONResponse:
     """Liveness, as LangGraph Platform answers it; `?check_db=1` checks storage too."""
     if check_db == "0":
         return JSONResponse({"ok": True})
-    services = await dependency_health(runtime)
+    services = await health.dependency_health()
     healthy = all(state == "healthy" for state in services.values())
     return JSONResponse({"ok": healthy, "services": services}, status_code=200 if healthy else 500)
 
 
 @router.get("/", include_in_schema=False)
-async def root(runtime: RuntimeDep, check_db: CheckDb = "0") -> JSONResponse:
+async def root(health: HealthDep, check_db: CheckDb = "0") -> JSONResponse:
     """The same answer as /ok, for load balancers that probe the root."""
-    return await ok(runtime, check_db)
+    return await ok(health, check_db)
 
 
 @router.get("/health")
@@ -51,31 +50,31 @@ async def health() -> dict[str, bool]:
 
 
 @router.get("/info")
-async def info(runtime: RuntimeDep, request: Request) -> dict[str, Any]:
+async def info(instance: InstanceInfoDep, request: Request) -> dict[str, Any]:
     """Version and capabilities; to an authenticated caller, also backends, instance and graphs."""
     if not await is_insider(request):
-        return {"version": __version__, "flags": _flags(runtime)}
+        return {"version": __version__, "flags": _flags(instance)}
     return {
         "version": __version__,
         "runyard": {
             "version": __version__,
-            "database": runtime.dialect,
-            "queue": "redis" if runtime.settings.redis_url else "in-process",
-            "instance_id": runtime.instance_id,
+            "database": instance.database,
+            "queue": instance.queue,
+            "instance_id": instance.instance_id,
         },
-        "flags": _flags(runtime),
-        "graphs": runtime.graphs.ids(),
+        "flags": _flags(instance),
+        "graphs": instance.graph_ids,
     }
 
 
-def _flags(runtime: Any) -> dict[str, bool]:
-    return {**FLAGS, "langsmith": runtime.langsmith_project is not None}
+def _flags(instance: InstanceInfo) -> dict[str, bool]:
+    return {**FLAGS, "langsmith": instance.langsmith_project is not None}
 
 
 @router.get("/livez")
-async def livez(runtime: RuntimeDep, request: Request) -> JSONResponse:
+async def livez(health: HealthDep, request: Request) -> JSONResponse:
     """The event loop turns and no background loop of this instance has died."""
-    body = liveness(runtime)
+    body = health.liveness()
     status_code = 200 if body["status"] == "ok" else 503
     if not await is_insider(request):
         body = {"status": body["status"]}
@@ -83,9 +82,9 @@ async def livez(runtime: RuntimeDep, request: Request) -> JSONResponse:
 
 
 @router.get("/readyz")
-async def readyz(runtime: RuntimeDep, request: Request) -> JSONResponse:
+async def readyz(health: HealthDep, request: Request) -> JSONResponse:
     """Ready for traffic: storage answers within 2 s and the instance is not draining."""
-    report = await readiness(runtime)
+    report = await health.readiness()
     ready = is_ready(report)
     body: dict[str, str] = {"status": "ok" if ready else "unavailable"}
     if await is_insider(request):
@@ -95,14 +94,13 @@ async def readyz(runtime: RuntimeDep, request: Request) -> JSONResponse:
 
 @metrics_router.get("/metrics", response_class=Response)
 async def metrics(
-    runtime: RuntimeDep,
+    report: MetricsReportDep,
     format: Annotated[
         str, Query(description="`prometheus` (text exposition, the default) or `json`")
     ] = "prometheus",
 ) -> Response:
     """Prometheus metrics of this instance; `?format=json`: queue, HTTP and worker figures."""
     if format == "json":
-        return JSONResponse(await metrics_snapshot(runtime))
-    groups = await group_metrics(runtime)
-    body, content_type = await runtime.metrics.render(runtime.queue, groups)
+        return JSONResponse(await report.snapshot())
+    body, content_type = await report.exposition()
     return Response(body, media_type=content_type)

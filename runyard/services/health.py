@@ -3,75 +3,88 @@
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from runyard.db.engine import ping, schema_is_current
 from runyard.domain.urls import masked_url
-
-if TYPE_CHECKING:
-    from runyard.runtime import Runtime
 
 CHECK_TIMEOUT = 2.0
 OK = "ok"
 
 
-def liveness(runtime: Runtime) -> dict[str, Any]:
-    """`status` ok, or failing with the background parts that died named in `dead`."""
-    dead = runtime.dead_parts()
-    if not dead:
-        return {"status": OK, "loops_alive": True}
-    return {
-        "status": "failing",
-        "loops_alive": False,
-        "dead": dead,
-        "detail": f"background part(s) stopped: {', '.join(dead)}; restart this instance",
-    }
+class HealthChecks:
+    """What the probes report of this instance: its loops, its stores, whether it drains."""
 
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        redis: Any,
+        dead_parts: Callable[[], list[str]],
+        draining: Callable[[], bool],
+    ) -> None:
+        self.engine = engine
+        # None without Redis (in-process transport).
+        self.redis = redis
+        self.dead_parts = dead_parts
+        self.draining = draining
 
-async def readiness(runtime: Runtime) -> dict[str, str]:
-    """Each dependency's state: "ok", or what failed in words a person can act on."""
-    report: dict[str, str] = {"database": await _database_state(runtime)}
-    if report["database"] == OK:
+    def liveness(self) -> dict[str, Any]:
+        """`status` ok, or failing with the background parts that died named in `dead`."""
+        dead = self.dead_parts()
+        if not dead:
+            return {"status": OK, "loops_alive": True}
+        return {
+            "status": "failing",
+            "loops_alive": False,
+            "dead": dead,
+            "detail": f"background part(s) stopped: {', '.join(dead)}; restart this instance",
+        }
+
+    async def readiness(self) -> dict[str, str]:
+        """Each dependency's state: "ok", or what failed in words a person can act on."""
+        report: dict[str, str] = {"database": await self._database_state()}
+        if report["database"] == OK:
+            try:
+                async with asyncio.timeout(CHECK_TIMEOUT):
+                    current = await schema_is_current(self.engine)
+                report["migrations"] = OK if current else "schema is behind; run `runyard migrate`"
+            except Exception as exc:
+                report["migrations"] = f"unknown: {_unreachable(exc)}"
+        else:
+            report["migrations"] = "unknown: database unreachable"
+        if self.redis is not None:
+            report["redis"] = await self._redis_state()
+        report["draining"] = "draining: not accepting new work" if self.draining() else OK
+        return report
+
+    async def dependency_health(self) -> dict[str, str]:
+        """`healthy` or `unhealthy` per data dependency (database, Redis when configured), as
+        LangGraph's server names them in `GET /ok?check_db=1`."""
+        states = {"database": await self._database_state()}
+        if self.redis is not None:
+            states["redis"] = await self._redis_state()
+        return {name: "healthy" if state == OK else "unhealthy" for name, state in states.items()}
+
+    async def _database_state(self) -> str:
         try:
             async with asyncio.timeout(CHECK_TIMEOUT):
-                current = await schema_is_current(runtime.engine)
-            report["migrations"] = OK if current else "schema is behind; run `runyard migrate`"
+                await ping(self.engine)
+            return OK
         except Exception as exc:
-            report["migrations"] = f"unknown: {_unreachable(exc)}"
-    else:
-        report["migrations"] = "unknown: database unreachable"
-    if runtime.redis is not None:
-        report["redis"] = await _redis_state(runtime)
-    report["draining"] = "draining: not accepting new work" if runtime.draining else OK
-    return report
+            return _unreachable(exc)
 
-
-async def dependency_health(runtime: Runtime) -> dict[str, str]:
-    """`healthy` or `unhealthy` per data dependency (database, Redis when configured), as
-    LangGraph's server names them in `GET /ok?check_db=1`."""
-    states = {"database": await _database_state(runtime)}
-    if runtime.redis is not None:
-        states["redis"] = await _redis_state(runtime)
-    return {name: "healthy" if state == OK else "unhealthy" for name, state in states.items()}
-
-
-async def _database_state(runtime: Runtime) -> str:
-    try:
-        async with asyncio.timeout(CHECK_TIMEOUT):
-            await ping(runtime.engine)
-        return OK
-    except Exception as exc:
-        return _unreachable(exc)
-
-
-async def _redis_state(runtime: Runtime) -> str:
-    assert runtime.redis is not None
-    try:
-        async with asyncio.timeout(CHECK_TIMEOUT):
-            await runtime.redis.ping()
-        return OK
-    except Exception as exc:
-        return _unreachable(exc)
+    async def _redis_state(self) -> str:
+        assert self.redis is not None
+        try:
+            async with asyncio.timeout(CHECK_TIMEOUT):
+                await self.redis.ping()
+            return OK
+        except Exception as exc:
+            return _unreachable(exc)
 
 
 def is_ready(report: dict[str, str]) -> bool:
@@ -85,3 +98,15 @@ def _unreachable(exc: BaseException) -> str:
     text = masked_url(str(exc).strip())
     reason = text.splitlines()[0][:200] if text else ""
     return f"unreachable: {type(exc).__name__}" + (f": {reason}" if reason else "")
+
+
+@dataclass(frozen=True)
+class InstanceInfo:
+    """What GET /info tells of this instance beyond its version."""
+
+    database: str
+    queue: str
+    instance_id: str
+    graph_ids: list[str]
+    # The LangSmith project runs are traced to, None when tracing to LangSmith is off.
+    langsmith_project: str | None

@@ -5,16 +5,19 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from langgraph.store.base import NOT_PROVIDED, InvalidNamespaceError, Item, SearchItem
+from langgraph.store.base import (
+    NOT_PROVIDED,
+    BaseStore,
+    InvalidNamespaceError,
+    Item,
+    SearchItem,
+)
 
 from runyard.domain.errors import InvalidInputError
-from runyard.graphs.store import INDEX_EXAMPLE
+from runyard.graphs.store import INDEX_EXAMPLE, StoreOptions
 from runyard.schemas.store import StoreDelete, StoreNamespaces, StorePut, StoreSearch
-
-if TYPE_CHECKING:
-    from runyard.runtime import Runtime
 
 log = logging.getLogger("runyard.store")
 
@@ -61,66 +64,69 @@ def to_wire(item: Item) -> dict[str, Any]:
     return wire
 
 
-async def put_item(runtime: Runtime, body: StorePut) -> None:
-    """Create or replace an item; without `ttl` the configured default TTL applies."""
-    namespace = namespace_labels(body.namespace)
-    try:
-        await runtime.store.aput(
-            namespace,
-            body.key,
-            body.value,
-            index=body.index,
-            ttl=NOT_PROVIDED if body.ttl is None else body.ttl,
-        )
-    except InvalidNamespaceError as exc:
-        raise InvalidInputError(str(exc)) from None
+class StoreService:
+    """Long-term store use cases on the configured store."""
 
+    def __init__(self, store: BaseStore, options: StoreOptions) -> None:
+        self.store = store
+        self.options = options
 
-async def get_item(
-    runtime: Runtime, namespace: tuple[str, ...], key: str, refresh_ttl: bool | None
-) -> dict[str, Any] | None:
-    """The item, or None; reading refreshes its TTL unless told otherwise."""
-    item = await runtime.store.aget(namespace, key, refresh_ttl=refresh_ttl)
-    return to_wire(item) if item is not None else None
+    async def put_item(self, body: StorePut) -> None:
+        """Create or replace an item; without `ttl` the configured default TTL applies."""
+        namespace = namespace_labels(body.namespace)
+        try:
+            await self.store.aput(
+                namespace,
+                body.key,
+                body.value,
+                index=body.index,
+                ttl=NOT_PROVIDED if body.ttl is None else body.ttl,
+            )
+        except InvalidNamespaceError as exc:
+            raise InvalidInputError(str(exc)) from None
 
+    async def get_item(
+        self, namespace: tuple[str, ...], key: str, refresh_ttl: bool | None
+    ) -> dict[str, Any] | None:
+        """The item, or None; reading refreshes its TTL unless told otherwise."""
+        item = await self.store.aget(namespace, key, refresh_ttl=refresh_ttl)
+        return to_wire(item) if item is not None else None
 
-async def delete_item(runtime: Runtime, body: StoreDelete) -> None:
-    """Delete an item (nothing happens when it does not exist)."""
-    await runtime.store.adelete(namespace_labels(body.namespace), body.key)
+    async def delete_item(self, body: StoreDelete) -> None:
+        """Delete an item (nothing happens when it does not exist)."""
+        await self.store.adelete(namespace_labels(body.namespace), body.key)
 
+    async def search_items(self, body: StoreSearch) -> list[dict[str, Any]]:
+        """Items under a namespace prefix: by filter, newest first, or by meaning with `query`."""
+        prefix = namespace_labels(body.namespace_prefix, "namespace_prefix", allow_empty=True)
+        if body.query is not None and not self.options.semantic:
+            raise InvalidInputError(
+                "semantic search is not configured, so `query` cannot be used: add an embedding "
+                f"function under store.index in langgraph.json, e.g. {INDEX_EXAMPLE}, and restart "
+                "the server; or search without `query` (filter, limit, offset)"
+            )
+        try:
+            items = await self.store.asearch(
+                prefix,
+                query=body.query,
+                filter=body.filter,
+                limit=body.limit,
+                offset=body.offset,
+                refresh_ttl=body.refresh_ttl,
+            )
+        except ValueError as exc:  # the stores reject unknown filter operators this way
+            raise InvalidInputError(f"cannot search the store: {exc}") from None
+        return [to_wire(item) for item in items]
 
-async def search_items(runtime: Runtime, body: StoreSearch) -> list[dict[str, Any]]:
-    """Items under a namespace prefix: by filter, newest first, or by meaning with `query`."""
-    prefix = namespace_labels(body.namespace_prefix, "namespace_prefix", allow_empty=True)
-    if body.query is not None and not runtime.store_options.semantic:
-        raise InvalidInputError(
-            "semantic search is not configured, so `query` cannot be used: add an embedding "
-            f"function under store.index in langgraph.json, e.g. {INDEX_EXAMPLE}, and restart "
-            "the server; or search without `query` (filter, limit, offset)"
-        )
-    try:
-        items = await runtime.store.asearch(
-            prefix,
-            query=body.query,
-            filter=body.filter,
+    async def list_namespaces(self, body: StoreNamespaces) -> list[list[str]]:
+        """Namespaces matching a prefix and suffix, cut at `max_depth` labels."""
+        prefix = namespace_labels(body.prefix, "prefix", allow_empty=True) or None
+        suffix = namespace_labels(body.suffix, "suffix", allow_empty=True) or None
+        found = await self.store.alist_namespaces(
+            prefix=prefix,
+            suffix=suffix,
+            max_depth=body.max_depth,
             limit=body.limit,
             offset=body.offset,
-            refresh_ttl=body.refresh_ttl,
         )
-    except ValueError as exc:  # the stores reject unknown filter operators this way
-        raise InvalidInputError(f"cannot search the store: {exc}") from None
-    return [to_wire(item) for item in items]
-
-
-async def list_namespaces(runtime: Runtime, body: StoreNamespaces) -> list[list[str]]:
-    """Namespaces matching a prefix and suffix, cut at `max_depth` labels."""
-    prefix = namespace_labels(body.prefix, "prefix", allow_empty=True) or None
-    suffix = namespace_labels(body.suffix, "suffix", allow_empty=True) or None
-    found = await runtime.store.alist_namespaces(
-        prefix=prefix,
-        suffix=suffix,
-        max_depth=body.max_depth,
-        limit=body.limit,
-        offset=body.offset,
-    )
-    return [list(namespace) for namespace in found]
+        return [list(namespace) for namespace in found]
