@@ -23,7 +23,7 @@ from runyard.api.custom_app import (
     merge_custom_app,
     mount_under_prefix,
 )
-from runyard.api.deps import get_caller
+from runyard.api.deps import Access, get_caller
 from runyard.api.errors import JsonServerErrors, install_error_handlers
 from runyard.api.limits import BodySizeLimitMiddleware
 from runyard.api.responses import error_responses
@@ -81,7 +81,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         docs_url=None,
         redoc_url=None,
     )
-    app.state.runtime = runtime
     install_error_handlers(app)
     _add_system_routes(app, settings, http)
     system_routes = list(app.router.routes)
@@ -99,6 +98,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         meta_first = [r for r in system_routes if r not in meta_after]
         merge_custom_app(app, custom, http, meta_first, meta_after, protected)
         log.info("custom_app_mounted app=%s routes=%s", http.app, len(custom.router.routes))
+    # After the custom app's state replaced the app's: the runtime, for the server to drain.
+    app.state.runtime = runtime
     # Outside the other middleware and the custom app's, so a browser can read their answers
     # too (a 413, a custom route's).
     app.add_middleware(CORSMiddleware, **cors)
@@ -155,8 +156,7 @@ def _lifespan(
             # A failed start unwinds what it started (connections, their threads, loops),
             # so the process exits at once instead of waiting on them.
             await runtime.start()
-            # The routes reach the services through the app's state, never the runtime.
-            app.state.services = runtime.services
+            _expose(app, runtime)
         except ConfigError as exc:
             # The message says what to fix; a traceback of Runyard's own frames would bury it.
             log.error("startup_failed error=%s", exc)
@@ -180,6 +180,15 @@ def _lifespan(
             await runtime.stop()
 
     return lifespan
+
+
+def _expose(app: Starlette, runtime: Runtime) -> None:
+    """Put on the app's state what its routes read, now that the runtime has built it: the
+    routes reach the services and the request checks, never the runtime."""
+    app.state.services = runtime.services
+    app.state.access = Access(runtime.auth, runtime.encryption, runtime.http.headers)
+    app.state.settings = runtime.settings
+    app.state.ui = runtime.ui
 
 
 def _load_project(

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import os
 import socket
 import uuid
-from collections.abc import AsyncIterator, Callable, Coroutine
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import Callable, Coroutine
+from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -40,17 +39,15 @@ from runyard.outbound.guard import WebhookGuard
 from runyard.queue.cancel_bus import CancelBus
 from runyard.queue.run_queue import RunQueue
 from runyard.services.assistants import ensure_default_assistants
-from runyard.services.catalog import InstanceProbes, Services, build_services
+from runyard.services.catalog import Instance, Project, Services, Streams, build_services
 from runyard.services.health import InstanceInfo
-from runyard.services.retention import sweep_expired_threads
 from runyard.services.run_arrivals import RunArrivals
-from runyard.services.runs import create_run
 from runyard.settings import Settings
 from runyard.streaming.broker import EventBroker
 from runyard.streaming.fanout import Fanouts
 from runyard.transport import open_transport
 from runyard.wiring.heap import settle_heap
-from runyard.wiring.storage import Storage, open_storage
+from runyard.wiring.storage import Storage, open_storage, services_storage
 from runyard.wiring.webhooks import webhook_guard, webhook_sender
 from runyard.wiring.workers import reaper, recover_after_restart, run_executor
 from runyard.worker.lease import LeaseKeeper
@@ -114,21 +111,6 @@ class Runtime:
         self.redis: Any = None
         self._drain: asyncio.Task[None] | None = None
 
-    @asynccontextmanager
-    async def atomic(self) -> AsyncIterator[Any]:
-        """A session for one db-layer call that must be atomic.
-
-        The calls made for this (`claim_run`, `finish_run_with_state`) are one statement
-        on PostgreSQL, which needs no BEGIN and COMMIT round trips; on SQLite they are
-        two statements, wrapped in a transaction.
-        """
-        if self.dialect == "postgresql":
-            async with self.autocommit() as session:
-                yield session
-        else:
-            async with self.sessions() as session, session.begin():
-                yield session
-
     @property
     def dialect(self) -> str:
         """`postgresql` or `sqlite`."""
@@ -160,8 +142,8 @@ class Runtime:
             "runtime_started instance=%s database=%s queue=%s workers=%s graphs=%s",
             self.instance_id,
             self.dialect,
-            self._queue_kind,
-            self.worker_count,
+            self.settings.queue_kind,
+            self.settings.workers_here,
             ",".join(self.graphs.ids()),
         )
 
@@ -173,20 +155,6 @@ class Runtime:
             ("workers", self._start_workers),
             ("background", self._start_background),
         ]
-
-    @property
-    def _queue_kind(self) -> str:
-        return "redis" if self.settings.redis_url else "in-process"
-
-    @property
-    def worker_count(self) -> int:
-        """Worker loops of this instance.
-
-        An API-only instance (WORKER_COUNT=0) exists only where another one executes, so
-        without Redis there is at least one.
-        """
-        settings = self.settings
-        return settings.worker_count if settings.redis_url else max(settings.worker_count, 1)
 
     async def _load_project(self) -> None:
         """Read the project: graphs, auth, policies, UI bundles (nothing to stop)."""
@@ -217,12 +185,14 @@ class Runtime:
         self.at_rest, databases = storage.at_rest, storage.databases
         self.engine, self.sessions = databases.engine, databases.sessions
         self.lease_sessions, self.autocommit = databases.lease_sessions, databases.autocommit
+        # One db-layer call that must be atomic (one statement on PostgreSQL).
+        self.atomic = databases.atomic
         self.checkpointer, self.store = storage.checkpointer, storage.store
         self.store_options = storage.store_options
         # The streams that follow a thread's runs share one look for its next run.
         self.run_arrivals = RunArrivals(self.autocommit)
         self._stack.push_async_callback(self.run_arrivals.stop)
-        await ensure_default_assistants(self)
+        await ensure_default_assistants(self.sessions, self.graphs)
 
     async def _start_transport(self) -> None:
         """Phase 2: broker, queue and cancel bus (Redis or in-process), webhooks, lifecycle."""
@@ -276,22 +246,34 @@ class Runtime:
     async def _start_services(self) -> None:
         """The services, each built from the parts it reads (nothing of theirs to stop)."""
         self.services: Services = build_services(
-            engine=self.engine,
-            sessions=self.sessions,
+            storage=services_storage(self._storage),
+            project=Project(
+                self.graphs,
+                self.thread_ttl,
+                self.at_rest,
+                self.encryption,
+                self.webhook_guard,
+                self.priority,
+            ),
+            settings=self.settings,
+            lifecycle=self.lifecycle,
+            broker=self.broker,
+            streams=Streams(self.run_arrivals, self.thread_fanouts),
             redis=self.redis,
             queue=self.queue,
-            store=self.store,
-            store_options=self.store_options,
             metrics=self.metrics,
-            probes=InstanceProbes(
+            tracing=self.tracing,
+            instance=Instance(
                 dead_parts=self.dead_parts,
                 draining=lambda: self.draining,
                 active=lambda: len(self.running),
                 capacity=lambda: self.workers.capacity if self.workers_started else None,
+                wake_crons=lambda: self.cron_scheduler.wake() if self.cron_scheduler else None,
+                spawn=self.spawn,
             ),
             info=InstanceInfo(
                 self.dialect,
-                self._queue_kind,
+                self.settings.queue_kind,
                 self.instance_id,
                 self.graphs.ids(),
                 self.langsmith_project,
@@ -325,7 +307,7 @@ class Runtime:
                 self.tracing,
             ),
             self.running,
-            self.worker_count,
+            self.settings.workers_here,
             self.settings.n_jobs_per_worker,
         )
         self._stack.push_async_callback(self._stop_workers)
@@ -342,20 +324,20 @@ class Runtime:
         sweeper = TtlSweeper(self.store, self.store_options.sweep_interval_seconds)
         background.start("store-ttl-sweeper", sweeper.run_forever)
         threads_sweeper = ThreadTTLSweeper(
-            self.thread_ttl, functools.partial(sweep_expired_threads, self)
+            self.thread_ttl, self.services.retention.sweep_expired_threads
         )
         background.start("thread-ttl-sweeper", threads_sweeper.run_forever)
         self.cron_scheduler = CronScheduler(
             self.sessions,
             self.autocommit,
-            functools.partial(create_run, self),
+            self.services.runs.create_run,
             self.instance_id,
             self.settings.cron_interval_seconds,
             self.encryption,
         )
         background.start("cron-scheduler", self.cron_scheduler.run_forever)
         self.metrics.describe_instance(
-            instance=self.instance_id, database=self.dialect, queue=self._queue_kind
+            instance=self.instance_id, database=self.dialect, queue=self.settings.queue_kind
         )
 
     def _reaper(self) -> Reaper:
@@ -374,10 +356,6 @@ class Runtime:
         task = asyncio.create_task(coro, name=name)
         self._spawned.add(task)
         task.add_done_callback(self._spawned.discard)
-
-    def healthy(self) -> bool:
-        """False when a background loop died."""
-        return not self.dead_parts()
 
     def dead_parts(self) -> list[str]:
         """Names of the background parts that stopped while they should run (for /livez)."""

@@ -291,6 +291,20 @@ class Settings(BaseSettings):
         return [key.strip() for key in raw.split(",") if key.strip()]
 
     @property
+    def queue_kind(self) -> str:
+        """`redis`, or `in-process` without REDIS_URL."""
+        return "redis" if self.redis_url else "in-process"
+
+    @property
+    def workers_here(self) -> int:
+        """Worker loops of an instance.
+
+        An API-only instance (WORKER_COUNT=0) exists only where another one executes, so
+        without Redis there is at least one.
+        """
+        return self.worker_count if self.redis_url else max(self.worker_count, 1)
+
+    @property
     def is_embedded(self) -> bool:
         """True when no external database is configured (dev mode on SQLite)."""
         return self.database_url is None or self.database_url.startswith("sqlite")

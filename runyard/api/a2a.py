@@ -12,12 +12,10 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
 
-from runyard.api.deps import CallerDep, RunConfigurableDep, RuntimeDep, preload
+from runyard.api.deps import CallerDep, RunConfigurableDep, RunServices, RunServicesDep, preload
 from runyard.api.responses import ErrorBody
 from runyard.auth.guards import require_assistant
 from runyard.auth.handlers import Caller
-from runyard.runtime import Runtime
-from runyard.services import assistants as assistants_service
 
 router = APIRouter(tags=["A2A"])
 
@@ -30,7 +28,7 @@ AssistantId = Annotated[
 async def a2a_post(
     assistant_id: AssistantId,
     request: Request,
-    runtime: RuntimeDep,
+    svc: RunServicesDep,
     caller: CallerDep,
     configurable: RunConfigurableDep,
 ) -> Response:
@@ -42,33 +40,33 @@ async def a2a_post(
 
     from runyard.api.a2a_tasks import AssistantTasks
 
-    tasks = AssistantTasks(runtime, caller, assistant_id, configurable)
+    tasks = AssistantTasks(svc, caller, assistant_id, configurable)
     dispatcher = JsonRpcDispatcher(tasks, enable_v0_3_compat=True)
     return await dispatcher.handle_requests(request)
 
 
 @router.get("/a2a/{assistant_id}")
 async def agent_card_at_agent_url(
-    assistant_id: AssistantId, request: Request, runtime: RuntimeDep, caller: CallerDep
+    assistant_id: AssistantId, request: Request, svc: RunServicesDep, caller: CallerDep
 ) -> JSONResponse:
     """The agent card, for clients that GET the agent's URL itself."""
-    return JSONResponse(await _card(runtime, caller, assistant_id, request))
+    return JSONResponse(await _card(svc, caller, assistant_id, request))
 
 
 @router.get("/a2a/{assistant_id}/.well-known/agent-card.json")
 async def agent_card_of(
-    assistant_id: AssistantId, request: Request, runtime: RuntimeDep, caller: CallerDep
+    assistant_id: AssistantId, request: Request, svc: RunServicesDep, caller: CallerDep
 ) -> JSONResponse:
     """The agent card of an assistant."""
-    return JSONResponse(await _card(runtime, caller, assistant_id, request))
+    return JSONResponse(await _card(svc, caller, assistant_id, request))
 
 
 @router.get("/a2a/{assistant_id}/.well-known/agent.json", include_in_schema=False)
 async def legacy_agent_card_of(
-    assistant_id: AssistantId, request: Request, runtime: RuntimeDep, caller: CallerDep
+    assistant_id: AssistantId, request: Request, svc: RunServicesDep, caller: CallerDep
 ) -> JSONResponse:
     """The agent card at the path of A2A 0.2."""
-    return JSONResponse(await _card(runtime, caller, assistant_id, request))
+    return JSONResponse(await _card(svc, caller, assistant_id, request))
 
 
 @router.get(
@@ -77,7 +75,7 @@ async def legacy_agent_card_of(
 )
 async def root_agent_card(
     request: Request,
-    runtime: RuntimeDep,
+    svc: RunServicesDep,
     caller: CallerDep,
     assistant_id: Annotated[
         str,
@@ -87,15 +85,15 @@ async def root_agent_card(
     ],
 ) -> JSONResponse:
     """The agent card of the assistant named by `?assistant_id=`."""
-    return JSONResponse(await _card(runtime, caller, assistant_id, request))
+    return JSONResponse(await _card(svc, caller, assistant_id, request))
 
 
 async def _card(
-    runtime: Runtime, caller: Caller, assistant_id: str, request: Request
+    svc: RunServices, caller: Caller, assistant_id: str, request: Request
 ) -> dict[str, Any]:
-    await require_assistant(runtime, caller, assistant_id, "read")
-    assistant = await assistants_service.get_assistant(runtime, assistant_id)
-    schemas = await assistants_service.get_schemas(runtime, assistant["assistant_id"])
+    await require_assistant(svc.assistants, caller, assistant_id, "read")
+    assistant = await svc.assistants.get_assistant(assistant_id)
+    schemas = await svc.assistants.get_schemas(assistant["assistant_id"])
     url = f"{str(request.base_url).rstrip('/')}/a2a/{assistant['assistant_id']}"
     await preload("runyard.schemas.a2a")  # on first use, as above
     from runyard.schemas.a2a import agent_card

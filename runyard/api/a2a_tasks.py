@@ -36,18 +36,15 @@ from a2a.utils.errors import (
 )
 
 from runyard.api.a2a_unoffered import UnofferedOperations
+from runyard.api.deps import RunServices
 from runyard.api.errors import STORE_OUTAGE_MESSAGE, is_store_outage
 from runyard.api.runs import authorize_new_run
 from runyard.auth.guards import require_assistant, require_thread
 from runyard.auth.handlers import Caller
 from runyard.domain.errors import NotFoundError, RunyardError
-from runyard.runtime import Runtime
 from runyard.schemas import a2a as wire
 from runyard.schemas.runs import CommandBody, RunCreate
-from runyard.services import assistants as assistants_service
 from runyard.services import run_waits
-from runyard.services import runs as runs_service
-from runyard.services import threads as threads_service
 
 log = logging.getLogger("runyard.a2a")
 
@@ -87,12 +84,12 @@ class AssistantTasks(UnofferedOperations):
 
     def __init__(
         self,
-        runtime: Runtime,
+        services: RunServices,
         caller: Caller,
         assistant_id: str,
         configurable: dict[str, Any] | None = None,
     ) -> None:
-        self.runtime = runtime
+        self.services = services
         self.caller = caller
         self.assistant_ref = assistant_id
         # What the server adds to the `configurable` of the runs (the user, chosen headers).
@@ -108,8 +105,7 @@ class AssistantTasks(UnofferedOperations):
         turn = await self._turn(params.message)
         if params.configuration.return_immediately:
             # A non-blocking send: the task as submitted; tasks/get follows it.
-            run = await runs_service.create_run(
-                self.runtime,
+            run = await self.services.runs.create_run(
                 turn.thread_id,
                 turn.body,
                 new_thread_metadata=turn.owner,
@@ -120,8 +116,7 @@ class AssistantTasks(UnofferedOperations):
             task.status.CopyFrom(wire.status(TaskState.TASK_STATE_SUBMITTED))
             task.history.append(_stamped(params.message, context_id, task_id))
             return task
-        run, output = await run_waits.run_to_end(
-            self.runtime,
+        run, output = await self.services.waits.run_to_end(
             turn.thread_id,
             turn.body,
             new_thread_metadata=turn.owner,
@@ -137,8 +132,7 @@ class AssistantTasks(UnofferedOperations):
         with protocol_errors():
             turn = await self._turn(params.message)
             body = turn.body.model_copy(update={"stream_mode": ["values", "messages"]})
-            run = await runs_service.create_run(
-                self.runtime,
+            run = await self.services.runs.create_run(
                 turn.thread_id,
                 body,
                 new_thread_metadata=turn.owner,
@@ -161,7 +155,7 @@ class AssistantTasks(UnofferedOperations):
     ) -> AsyncGenerator[Event]:
         """The run's reply as it grows, then its answer and its final status."""
         result = run_waits.RunResult()
-        events = run_waits.run_events(self.runtime, run, None, None, cancel_on_disconnect=False)
+        events = self.services.waits.run_events(run, None, None, cancel_on_disconnect=False)
         async for event in events:
             result.absorb(event)
             for text in _partial_replies(event.event, event.data):
@@ -174,7 +168,7 @@ class AssistantTasks(UnofferedOperations):
         ended_run = await self._run(run["run_id"])
         output = result.body()
         if output is None:
-            output = await run_waits.result_body(self.runtime, ended_run)
+            output = await self.services.waits.result_body(ended_run)
         ended = await self._ended_task(ended_run, output, 0)
         for artifact in ended.artifacts:
             yield TaskArtifactUpdateEvent(
@@ -193,9 +187,7 @@ class AssistantTasks(UnofferedOperations):
             return None
         length = params.history_length if params.HasField("history_length") else None
         if wire.STATE_OF_RUN.get(run["status"]) in wire.TERMINAL_STATES:
-            return await self._ended_task(
-                run, await run_waits.result_body(self.runtime, run), length
-            )
+            return await self._ended_task(run, await self.services.waits.result_body(run), length)
         task_id = task_id_of(run)
         task = Task(id=task_id, context_id=run["thread_id"])
         task.status.CopyFrom(wire.status(wire.STATE_OF_RUN[run["status"]]))
@@ -220,8 +212,8 @@ class AssistantTasks(UnofferedOperations):
             raise TaskNotCancelableError(
                 message=f"task {params.id} has already ended ({run['status']}); nothing to cancel"
             )
-        await runs_service.cancel_run(self.runtime, run["thread_id"], run["run_id"], "interrupt")
-        await run_waits.wait_until_done_or_gone(self.runtime, run["run_id"])
+        await self.services.runs.cancel_run(run["thread_id"], run["run_id"], "interrupt")
+        await self.services.waits.wait_until_done_or_gone(run["run_id"])
         task = Task(id=params.id, context_id=run["thread_id"])
         message = wire.agent_message("Task was canceled", run["thread_id"], params.id)
         task.status.CopyFrom(wire.status(TaskState.TASK_STATE_CANCELED, message))
@@ -230,10 +222,10 @@ class AssistantTasks(UnofferedOperations):
     async def _assistant_row(self) -> dict[str, Any]:
         if self._assistant is None:
             try:
-                await require_assistant(self.runtime, self.caller, self.assistant_ref, "read")
-                self._assistant = await assistants_service.get_assistant(
-                    self.runtime, self.assistant_ref
+                await require_assistant(
+                    self.services.assistants, self.caller, self.assistant_ref, "read"
                 )
+                self._assistant = await self.services.assistants.get_assistant(self.assistant_ref)
             except NotFoundError as exc:
                 raise InvalidParamsError(
                     message=f"{exc.message}; /assistants/search lists the assistants you can use"
@@ -262,7 +254,7 @@ class AssistantTasks(UnofferedOperations):
                 assistant_id=assistant["assistant_id"], command=command, metadata=metadata
             )
         else:
-            schemas = await assistants_service.get_schemas(self.runtime, assistant["assistant_id"])
+            schemas = await self.services.assistants.get_schemas(assistant["assistant_id"])
             fields = sorted((schemas.get("input_schema") or {}).get("properties") or {})
             body = RunCreate(
                 assistant_id=assistant["assistant_id"],
@@ -270,7 +262,9 @@ class AssistantTasks(UnofferedOperations):
                 metadata=metadata,
                 if_not_exists="create",
             )
-        owner = await authorize_new_run(self.runtime, self.caller, thread_id, body)
+        owner = await authorize_new_run(
+            self.services.threads, self.services.assistants, self.caller, thread_id, body
+        )
         return Turn(thread_id, body, owner)
 
     async def _resume_command(self, message: Message, thread_id: str) -> CommandBody:
@@ -281,7 +275,7 @@ class AssistantTasks(UnofferedOperations):
                 message=f"task {message.task_id} not found in this context; omit taskId to "
                 "start a new task (the same contextId continues the conversation)"
             )
-        thread = await threads_service.get_thread(self.runtime, run["thread_id"])
+        thread = await self.services.threads.get_thread(run["thread_id"])
         if run["status"] != "success" or thread["status"] != "interrupted":
             raise UnsupportedOperationError(
                 message=f"task {message.task_id} does not wait for input (its run is "
@@ -297,23 +291,23 @@ class AssistantTasks(UnofferedOperations):
         """
         assistant = await self._assistant_row()
         try:
-            run = await runs_service.get_run(self.runtime, None, str(uuid.UUID(task_id)))
+            run = await self.services.runs.get_run(None, str(uuid.UUID(task_id)))
             # A task on a thread the caller may not see does not exist for them.
-            await require_thread(self.runtime, self.caller, run["thread_id"], action)
+            await require_thread(self.services.threads, self.caller, run["thread_id"], action)
         except (ValueError, NotFoundError):
             return None
         if run["assistant_id"] != assistant["assistant_id"] or task_id_of(run) != task_id:
             return None
-        newest = await runs_service.list_runs(self.runtime, run["thread_id"], 100, 0, None)
+        newest = await self.services.runs.list_runs(run["thread_id"], 100, 0, None)
         later = [r for r in newest if task_id_of(r) == task_id]
         return await self._run(later[0]["run_id"]) if later else run
 
     async def _run(self, run_id: str) -> dict[str, Any]:
-        return await runs_service.get_run(self.runtime, None, run_id)
+        return await self.services.runs.get_run(None, run_id)
 
     async def _thread_messages(self, run: dict[str, Any]) -> list[Any]:
         try:
-            thread = await threads_service.get_thread(self.runtime, run["thread_id"])
+            thread = await self.services.threads.get_thread(run["thread_id"])
         except NotFoundError:
             return []
         values = thread.get("values") or {}

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Path, Query, Response
 
-from runyard.api.deps import CallerDep, RuntimeDep
+from runyard.api.deps import AssistantServiceDep, CallerDep
 from runyard.auth.guards import require_assistant
 from runyard.auth.handlers import rewritten, sent_copy
 from runyard.graphs.introspection import XRAY_PATTERN
@@ -23,7 +23,7 @@ from runyard.schemas.assistants import (
     DrawableGraph,
     GraphSchemas,
 )
-from runyard.services import assistants as service
+from runyard.services.assistants import to_wire
 
 router = APIRouter(tags=["Assistants"])
 
@@ -37,7 +37,7 @@ Recurse = Annotated[bool, Query(description="Include the subgraphs of subgraphs.
 
 @router.post("/assistants", response_model=Assistant)
 async def create_assistant(
-    runtime: RuntimeDep, caller: CallerDep, body: AssistantCreate
+    service: AssistantServiceDep, caller: CallerDep, body: AssistantCreate
 ) -> dict[str, Any]:
     """Create an assistant for a graph."""
     value = body.model_dump(mode="json")
@@ -45,65 +45,65 @@ async def create_assistant(
     sent = sent_copy(value)
     await caller.authorize("assistants", "create", value)
     body = rewritten(body, sent, value, EDITABLE)  # handlers may stamp metadata
-    assistant = await service.create_assistant(runtime, body)
+    assistant = await service.create_assistant(body)
     if body.if_exists == "do_nothing":  # the existing assistant may be someone else's
-        await require_assistant(runtime, caller, assistant["assistant_id"], "read")
+        await require_assistant(service, caller, assistant["assistant_id"], "read")
     return assistant
 
 
 @router.post("/assistants/search", response_model=list[dict[str, Any]])
 async def search_assistants(
-    runtime: RuntimeDep,
+    service: AssistantServiceDep,
     caller: CallerDep,
     response: Response,
     body: Annotated[AssistantSearch, Body()] = AssistantSearch(),
 ) -> list[dict[str, Any]]:
     """List assistants matching the filters, one page at a time."""
     auth_filter = await caller.authorize("assistants", "search", body.model_dump(mode="json"))
-    rows, total = await service.search_assistants(runtime, body, auth_filter)
+    rows, total = await service.search_assistants(body, auth_filter)
     response.headers["X-Pagination-Total"] = str(total)
     if body.offset + len(rows) < total:
         response.headers["X-Pagination-Next"] = str(body.offset + body.limit)
-    return [service.to_wire(row) for row in rows]
+    return [to_wire(row) for row in rows]
 
 
 @router.post("/assistants/count", response_model=int)
 async def count_assistants(
-    runtime: RuntimeDep,
+    service: AssistantServiceDep,
     caller: CallerDep,
     body: Annotated[AssistantFilter, Body()] = AssistantFilter(),
 ) -> int:
     """Count assistants matching the filters."""
     auth_filter = await caller.authorize("assistants", "search", body.model_dump(mode="json"))
-    return await service.count_assistants(runtime, body, auth_filter)
+    return await service.count_assistants(body, auth_filter)
 
 
 @router.get("/assistants/{assistant_id}", response_model=Assistant)
 async def get_assistant(
-    runtime: RuntimeDep, caller: CallerDep, assistant_id: AssistantId
+    service: AssistantServiceDep, caller: CallerDep, assistant_id: AssistantId
 ) -> dict[str, Any]:
     """Get an assistant at its current version."""
-    await require_assistant(runtime, caller, assistant_id, "read")
-    return await service.get_assistant(runtime, assistant_id)
+    await require_assistant(service, caller, assistant_id, "read")
+    return await service.get_assistant(assistant_id)
 
 
 @router.patch("/assistants/{assistant_id}", response_model=Assistant)
 async def patch_assistant(
-    runtime: RuntimeDep, caller: CallerDep, assistant_id: AssistantId, body: AssistantPatch
+    service: AssistantServiceDep, caller: CallerDep, assistant_id: AssistantId, body: AssistantPatch
 ) -> dict[str, Any]:
     """Change an assistant: records a new version and makes it current."""
     value = body.model_dump(mode="json")
     value["assistant_id"] = assistant_id
     value["metadata"] = dict(body.metadata or {})
     sent = sent_copy(value)
-    await require_assistant(runtime, caller, assistant_id, "update", value)
+    await require_assistant(service, caller, assistant_id, "update", value)
     body = rewritten(body, sent, value, EDITABLE)  # handlers may stamp metadata
-    return await service.patch_assistant(runtime, assistant_id, body)
+    return await service.patch_assistant(assistant_id, body)
 
 
 @router.delete("/assistants/{assistant_id}", status_code=204)
 async def delete_assistant(
-    runtime: RuntimeDep,
+    service: AssistantServiceDep,
     caller: CallerDep,
     assistant_id: AssistantId,
     delete_threads: Annotated[
@@ -111,44 +111,47 @@ async def delete_assistant(
     ] = False,
 ) -> Response:
     """Delete an assistant and all its versions."""
-    await require_assistant(runtime, caller, assistant_id, "delete")
-    await service.delete_assistant(runtime, assistant_id, delete_threads=delete_threads)
+    await require_assistant(service, caller, assistant_id, "delete")
+    await service.delete_assistant(assistant_id, delete_threads=delete_threads)
     return Response(status_code=204)
 
 
 @router.post("/assistants/{assistant_id}/versions", response_model=list[AssistantVersion])
 async def list_versions(
-    runtime: RuntimeDep,
+    service: AssistantServiceDep,
     caller: CallerDep,
     assistant_id: AssistantId,
     body: Annotated[AssistantVersionsSearch, Body()] = AssistantVersionsSearch(),
 ) -> list[dict[str, Any]]:
     """List an assistant's versions, newest first."""
-    await require_assistant(runtime, caller, assistant_id, "read")
-    return await service.list_versions(runtime, assistant_id, body)
+    await require_assistant(service, caller, assistant_id, "read")
+    return await service.list_versions(assistant_id, body)
 
 
 @router.post("/assistants/{assistant_id}/latest", response_model=Assistant)
 async def set_latest_version(
-    runtime: RuntimeDep, caller: CallerDep, assistant_id: AssistantId, body: AssistantVersionChange
+    service: AssistantServiceDep,
+    caller: CallerDep,
+    assistant_id: AssistantId,
+    body: AssistantVersionChange,
 ) -> dict[str, Any]:
     """Make one of the assistant's versions the current one."""
-    await require_assistant(runtime, caller, assistant_id, "update")
-    return await service.set_latest_version(runtime, assistant_id, body.version)
+    await require_assistant(service, caller, assistant_id, "update")
+    return await service.set_latest_version(assistant_id, body.version)
 
 
 @router.get("/assistants/{assistant_id}/schemas", response_model=AssistantSchemas)
 async def get_schemas(
-    runtime: RuntimeDep, caller: CallerDep, assistant_id: AssistantId
+    service: AssistantServiceDep, caller: CallerDep, assistant_id: AssistantId
 ) -> dict[str, Any]:
     """The JSON schemas of the assistant's graph."""
-    await require_assistant(runtime, caller, assistant_id, "read")
-    return await service.get_schemas(runtime, assistant_id)
+    await require_assistant(service, caller, assistant_id, "read")
+    return await service.get_schemas(assistant_id)
 
 
 @router.get("/assistants/{assistant_id}/graph", response_model=DrawableGraph)
 async def get_graph(
-    runtime: RuntimeDep,
+    service: AssistantServiceDep,
     caller: CallerDep,
     assistant_id: AssistantId,
     xray: Annotated[
@@ -160,29 +163,32 @@ async def get_graph(
     ] = None,
 ) -> dict[str, Any]:
     """The assistant's graph as nodes and edges, subgraphs expanded with `xray`."""
-    await require_assistant(runtime, caller, assistant_id, "read")
-    return await service.get_drawable_graph(runtime, assistant_id, xray)
+    await require_assistant(service, caller, assistant_id, "read")
+    return await service.get_drawable_graph(assistant_id, xray)
 
 
 @router.get("/assistants/{assistant_id}/subgraphs", response_model=dict[str, GraphSchemas])
 async def get_subgraphs(
-    runtime: RuntimeDep, caller: CallerDep, assistant_id: AssistantId, recurse: Recurse = False
+    service: AssistantServiceDep,
+    caller: CallerDep,
+    assistant_id: AssistantId,
+    recurse: Recurse = False,
 ) -> dict[str, dict[str, Any]]:
     """The schemas of the assistant graph's subgraphs, keyed by namespace."""
-    await require_assistant(runtime, caller, assistant_id, "read")
-    return await service.get_subgraphs(runtime, assistant_id, None, recurse)
+    await require_assistant(service, caller, assistant_id, "read")
+    return await service.get_subgraphs(assistant_id, None, recurse)
 
 
 @router.get(
     "/assistants/{assistant_id}/subgraphs/{namespace}", response_model=dict[str, GraphSchemas]
 )
 async def get_subgraphs_in_namespace(
-    runtime: RuntimeDep,
+    service: AssistantServiceDep,
     caller: CallerDep,
     assistant_id: AssistantId,
     namespace: str,
     recurse: Recurse = False,
 ) -> dict[str, dict[str, Any]]:
     """The schemas of the subgraph at `namespace` (and below it with `recurse`)."""
-    await require_assistant(runtime, caller, assistant_id, "read")
-    return await service.get_subgraphs(runtime, assistant_id, namespace, recurse)
+    await require_assistant(service, caller, assistant_id, "read")
+    return await service.get_subgraphs(assistant_id, namespace, recurse)

@@ -65,8 +65,8 @@ class RouteAuthentication:
         if scope["type"] not in ("http", "websocket") or CALLER_SCOPE_KEY in scope:
             await self.app(scope, receive, send)
             return
-        runtime = scope["app"].state.runtime
-        caller = await authenticate(runtime.auth, Request(scope, receive))
+        access = scope["app"].state.access
+        caller = await authenticate(access.auth, Request(scope, receive))
         scope[CALLER_SCOPE_KEY] = caller
         if caller.user is not None:
             scope["user"] = caller.user
@@ -114,10 +114,9 @@ def merge_custom_app(
     for key, handler in custom.exception_handlers.items():
         if handler not in _FASTAPI_DEFAULT_HANDLERS:
             app.exception_handlers[key] = handler
-    # The custom routes read `request.app.state` as their own app's.
-    runtime = app.state.runtime
+    # The custom routes read `request.app.state` as their own app's (Runyard's own parts go
+    # on it when the instance starts).
     app.state = custom.state
-    app.state.runtime = runtime
 
 
 def custom_lifespan(custom: Starlette | None) -> Lifespan | None:

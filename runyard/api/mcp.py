@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
-from runyard.api.deps import CallerDep, RunConfigurableDep, RuntimeDep, preload
+from runyard.api.deps import CallerDep, RunConfigurableDep, RunServicesDep, preload
 
 router = APIRouter(tags=["MCP"])
 
@@ -20,7 +20,7 @@ router = APIRouter(tags=["MCP"])
     },
 )
 async def mcp_post(
-    request: Request, runtime: RuntimeDep, caller: CallerDep, configurable: RunConfigurableDep
+    request: Request, svc: RunServicesDep, caller: CallerDep, configurable: RunConfigurableDep
 ) -> Response:
     """One JSON-RPC message of the Model Context Protocol (streamable HTTP transport)."""
     # Loaded on first use: the wire models and the schema validator cost resident memory
@@ -28,7 +28,7 @@ async def mcp_post(
     await preload("runyard.api.mcp_rpc")
     from runyard.api import mcp_rpc
 
-    return await mcp_rpc.answer(runtime, caller, configurable, request)
+    return await mcp_rpc.answer(svc, caller, configurable, request)
 
 
 # No GET (server-initiated stream) and no DELETE (session end): the endpoint is stateless, so

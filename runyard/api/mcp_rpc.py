@@ -16,12 +16,12 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERS
 from pydantic import ValidationError
 
 from runyard import __version__
+from runyard.api.deps import RunServices
 from runyard.api.errors import STORE_OUTAGE_MESSAGE, is_store_outage
 from runyard.api.runs import authorize_new_run
 from runyard.api.sse import EventStream
 from runyard.auth.handlers import Caller
 from runyard.domain.errors import RunyardError
-from runyard.runtime import Runtime
 from runyard.schemas.assistants import AssistantSearch
 from runyard.schemas.common import MAX_OFFSET
 from runyard.schemas.mcp import (
@@ -32,8 +32,6 @@ from runyard.schemas.mcp import (
     tool_name,
 )
 from runyard.schemas.runs import RunCreate
-from runyard.services import assistants as assistants_service
-from runyard.services.run_waits import run_to_end
 from runyard.streaming.broker import StreamEvent
 from runyard.streaming.sse_frames import sse_frame
 
@@ -62,7 +60,7 @@ class McpError(Exception):
 
 
 async def answer(
-    runtime: Runtime, caller: Caller, configurable: dict[str, Any], request: Request
+    svc: RunServices, caller: Caller, configurable: dict[str, Any], request: Request
 ) -> Response:
     """The HTTP answer to one JSON-RPC message posted to /mcp.
 
@@ -84,15 +82,15 @@ async def answer(
         )
     if rpc.method == "tools/call" and "text/event-stream" in request.headers.get("accept", ""):
         # A run may take long: keep-alives hold the connection open until its result.
-        return _sse_answer(runtime, lambda: _answer(runtime, Call(caller, configurable), rpc))
-    return JSONResponse(_dump(await _answer(runtime, Call(caller, configurable), rpc)))
+        return _sse_answer(svc, lambda: _answer(svc, Call(caller, configurable), rpc))
+    return JSONResponse(_dump(await _answer(svc, Call(caller, configurable), rpc)))
 
 
 async def _answer(
-    runtime: Runtime, call: Call, rpc: types.JSONRPCRequest
+    svc: RunServices, call: Call, rpc: types.JSONRPCRequest
 ) -> types.JSONRPCResponse | types.JSONRPCError:
     try:
-        result = await _dispatch(runtime, call, rpc.method, rpc.params or {})
+        result = await _dispatch(svc, call, rpc.method, rpc.params or {})
     except McpError as exc:
         return types.JSONRPCError(jsonrpc="2.0", id=rpc.id, error=exc.error)
     except RunyardError as exc:
@@ -115,7 +113,7 @@ async def _answer(
 
 
 async def _dispatch(
-    runtime: Runtime, call: Call, method: str, params: dict[str, Any]
+    svc: RunServices, call: Call, method: str, params: dict[str, Any]
 ) -> types.Result:
     if method == "initialize":
         requested = params.get("protocolVersion")
@@ -130,34 +128,34 @@ async def _dispatch(
     if method == "ping":
         return types.EmptyResult()
     if method == "tools/list":
-        return await _list_tools(runtime, call.caller, params.get("cursor"))
+        return await _list_tools(svc, call.caller, params.get("cursor"))
     if method == "tools/call":
-        return await _call_tool(runtime, call, params)
+        return await _call_tool(svc, call, params)
     raise McpError(
         types.METHOD_NOT_FOUND,
         f"method {method!r} is not served here; /mcp serves {SUPPORTED_METHODS}",
     )
 
 
-async def _list_tools(runtime: Runtime, caller: Caller, cursor: Any) -> types.ListToolsResult:
+async def _list_tools(svc: RunServices, caller: Caller, cursor: Any) -> types.ListToolsResult:
     try:
         offset = int(cursor or 0)
     except (TypeError, ValueError):
         offset = -1
     if not 0 <= offset <= MAX_OFFSET:
         raise McpError(types.INVALID_PARAMS, f"cursor {cursor!r} is not one tools/list gave")
-    rows = await _assistants_page(runtime, caller, offset)
-    tools = [tool for _, tool, _ in await _tools(runtime, rows)]
+    rows = await _assistants_page(svc, caller, offset)
+    tools = [tool for _, tool, _ in await _tools(svc, rows)]
     next_cursor = str(offset + PAGE_SIZE) if len(rows) == PAGE_SIZE else None
     return types.ListToolsResult(tools=tools, next_cursor=next_cursor)
 
 
-async def _call_tool(runtime: Runtime, call: Call, params: dict[str, Any]) -> types.CallToolResult:
+async def _call_tool(svc: RunServices, call: Call, params: dict[str, Any]) -> types.CallToolResult:
     try:
         request = types.CallToolRequestParams.model_validate(params)
     except ValidationError as exc:
         raise McpError(types.INVALID_PARAMS, f"tools/call needs a tool name: {exc}") from None
-    assistant, tool, accepted = await _find_tool(runtime, call.caller, request.name)
+    assistant, tool, accepted = await _find_tool(svc, call.caller, request.name)
     arguments = request.arguments or {}
     problems = argument_problems(accepted, arguments)
     if problems:
@@ -168,19 +166,19 @@ async def _call_tool(runtime: Runtime, call: Call, params: dict[str, Any]) -> ty
             data={"problems": problems, "inputSchema": tool.input_schema},
         )
     body = RunCreate(assistant_id=assistant["assistant_id"], input=arguments)
-    await authorize_new_run(runtime, call.caller, None, body)
-    _, output = await run_to_end(runtime, None, body, configurable=call.configurable)
+    await authorize_new_run(svc.threads, svc.assistants, call.caller, None, body)
+    _, output = await svc.waits.run_to_end(None, body, configurable=call.configurable)
     return call_result(output)
 
 
-async def _find_tool(runtime: Runtime, caller: Caller, name: str) -> Tool:
+async def _find_tool(svc: RunServices, caller: Caller, name: str) -> Tool:
     """The first assistant (newest first, as tools/list lists them) whose tool has this name."""
     offset, seen = 0, []
     while True:
-        rows = await _assistants_page(runtime, caller, offset)
+        rows = await _assistants_page(svc, caller, offset)
         for row in rows:
             if tool_name(row["name"]) == name:
-                return (await _tools(runtime, [row]))[0]
+                return (await _tools(svc, [row]))[0]
             seen.append(tool_name(row["name"]))
         if len(rows) < PAGE_SIZE:
             break
@@ -191,18 +189,18 @@ async def _find_tool(runtime: Runtime, caller: Caller, name: str) -> Tool:
     )
 
 
-async def _assistants_page(runtime: Runtime, caller: Caller, offset: int) -> list[dict[str, Any]]:
+async def _assistants_page(svc: RunServices, caller: Caller, offset: int) -> list[dict[str, Any]]:
     search = AssistantSearch(limit=PAGE_SIZE, offset=offset)
     auth_filter = await caller.authorize("assistants", "search", search.model_dump(mode="json"))
-    rows, _ = await assistants_service.search_assistants(runtime, search, auth_filter)
+    rows, _ = await svc.assistants.search_assistants(search, auth_filter)
     return rows
 
 
-async def _tools(runtime: Runtime, rows: list[dict[str, Any]]) -> list[Tool]:
+async def _tools(svc: RunServices, rows: list[dict[str, Any]]) -> list[Tool]:
     """The tools of these assistants, one per name (the first wins), skipping unusable graphs:
     each with its assistant and the schema its arguments must fit."""
     schemas = await asyncio.gather(
-        *(assistants_service.get_schemas(runtime, row["assistant_id"]) for row in rows),
+        *(svc.assistants.get_schemas(row["assistant_id"]) for row in rows),
         return_exceptions=True,
     )
     out: list[Tool] = []
@@ -232,7 +230,7 @@ def _http_error(code: int, message: str) -> JSONResponse:
 
 
 def _sse_answer(
-    runtime: Runtime, pending: Callable[[], Awaitable[types.JSONRPCResponse | types.JSONRPCError]]
+    svc: RunServices, pending: Callable[[], Awaitable[types.JSONRPCResponse | types.JSONRPCError]]
 ) -> EventStream:
     async def frames() -> AsyncGenerator[bytes, None]:
         message = await pending()
@@ -241,7 +239,7 @@ def _sse_answer(
 
     return EventStream(
         frames(),
-        keepalive_seconds=runtime.settings.stream_keepalive_seconds,
+        keepalive_seconds=svc.waits.keepalive_seconds,
         keepalive=b": keep-alive\r\n\r\n",
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )

@@ -9,16 +9,24 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Body, Header, Query, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from runyard.api.deps import CallerDep, RunConfigurableDep, RunId, RuntimeDep, ThreadId
+from runyard.api.deps import (
+    CallerDep,
+    RunConfigurableDep,
+    RunId,
+    RunServices,
+    RunServicesDep,
+    ThreadId,
+)
 from runyard.api.sse import EventStream, sse_response
 from runyard.auth.guards import require_assistant, require_thread
 from runyard.auth.handlers import Caller, rewritten, sent_copy
 from runyard.domain.errors import ForbiddenError, InvalidInputError
 from runyard.domain.stream_modes import STREAM_MODES
-from runyard.runtime import Runtime
 from runyard.schemas.common import MAX_OFFSET
 from runyard.schemas.runs import CancelMany, Run, RunCreate, RunField
-from runyard.services import run_waits, runs
+from runyard.services.assistants import AssistantService
+from runyard.services.run_waits import LIVE_ONLY
+from runyard.services.threads import ThreadService
 from runyard.streaming.broker import StreamEvent
 
 router = APIRouter(tags=["Runs"])
@@ -34,16 +42,20 @@ def _run_path(run: dict[str, Any]) -> str:
     return f"/threads/{run['thread_id']}/runs/{run['run_id']}"
 
 
-def _sse(runtime: Runtime, events: AsyncIterator[StreamEvent], run: dict[str, Any]) -> EventStream:
+def _sse(svc: RunServices, events: AsyncIterator[StreamEvent], run: dict[str, Any]) -> EventStream:
     return sse_response(
-        runtime,
+        svc.waits.keepalive_seconds,
         events,
         {"Location": _run_path(run) + "/stream", "Content-Location": _run_path(run)},
     )
 
 
 async def authorize_new_run(
-    runtime: Runtime, caller: Caller, thread_id: str | None, body: RunCreate
+    threads: ThreadService,
+    assistants: AssistantService,
+    caller: Caller,
+    thread_id: str | None,
+    body: RunCreate,
 ) -> dict[str, Any] | None:
     """The caller must see the thread (when it exists) and the assistant of a new run.
 
@@ -63,14 +75,14 @@ async def authorize_new_run(
         await caller.authorize("threads", "create_run", value)
     else:
         missing_ok = body.if_not_exists == "create"
-        await require_thread(runtime, caller, thread_id, "create_run", value, missing_ok=missing_ok)
+        await require_thread(threads, caller, thread_id, "create_run", value, missing_ok=missing_ok)
     if value.get("metadata"):
         body.metadata = dict(value["metadata"])
     # What the run executes with, as the handler left it (a configurable stamped, say).
     changed = rewritten(body, sent, value["kwargs"], RUN_EDITABLE)
     for name in RUN_EDITABLE:
         setattr(body, name, getattr(changed, name))
-    await require_assistant(runtime, caller, body.assistant_id, "read")
+    await require_assistant(assistants, caller, body.assistant_id, "read")
     if thread_id is None or body.if_not_exists != "create":
         return None
     new_thread: dict[str, Any] = {"thread_id": thread_id, "metadata": {}, "if_exists": "do_nothing"}
@@ -79,42 +91,40 @@ async def authorize_new_run(
 
 
 async def _stream_new_run(
-    runtime: Runtime,
+    svc: RunServices,
     caller: Caller,
     thread_id: str | None,
     body: RunCreate,
     key: str | None,
     configurable: dict[str, Any],
 ) -> EventStream:
-    owner = await authorize_new_run(runtime, caller, thread_id, body)
-    run = await runs.create_run(
-        runtime,
+    owner = await authorize_new_run(svc.threads, svc.assistants, caller, thread_id, body)
+    run = await svc.runs.create_run(
         thread_id,
         body,
         idempotency_key=key,
         new_thread_metadata=owner,
         configurable=configurable,
     )
-    events = run_waits.run_events(
-        runtime, run, after=None, modes=None, cancel_on_disconnect=body.on_disconnect == "cancel"
+    events = svc.waits.run_events(
+        run, after=None, modes=None, cancel_on_disconnect=body.on_disconnect == "cancel"
     )
-    return _sse(runtime, events, run)
+    return _sse(svc, events, run)
 
 
 async def _wait_new_run(
-    runtime: Runtime,
+    svc: RunServices,
     caller: Caller,
     thread_id: str | None,
     body: RunCreate,
     key: str | None,
     configurable: dict[str, Any],
 ) -> StreamingResponse:
-    owner = await authorize_new_run(runtime, caller, thread_id, body)
+    owner = await authorize_new_run(svc.threads, svc.assistants, caller, thread_id, body)
     modes = list(dict.fromkeys(["values", *body.stream_modes()]))
-    watch = run_waits.CompletionWatch(runtime)
+    watch = svc.waits.completion_watch()
     try:
-        run = await runs.create_run(
-            runtime,
+        run = await svc.runs.create_run(
             thread_id,
             body,
             stream_modes=modes,
@@ -127,7 +137,7 @@ async def _wait_new_run(
         await watch.close()
         raise
     cancel = body.on_disconnect == "cancel"
-    return _json_stream(run_waits.wait_body(runtime, run, cancel, watch), run)
+    return _json_stream(svc.waits.wait_body(run, cancel, watch), run)
 
 
 def _json_stream(body: AsyncIterator[bytes], run: dict[str, Any]) -> StreamingResponse:
@@ -143,16 +153,15 @@ def _join_headers(run: dict[str, Any]) -> dict[str, str]:
 async def create_run(
     thread_id: ThreadId,
     body: RunCreate,
-    runtime: RuntimeDep,
+    svc: RunServicesDep,
     caller: CallerDep,
     configurable: RunConfigurableDep,
     response: Response,
     key: IdempotencyKey = None,
 ) -> dict[str, Any]:
     """Create a background run on a thread."""
-    owner = await authorize_new_run(runtime, caller, str(thread_id), body)
-    run = await runs.create_run(
-        runtime,
+    owner = await authorize_new_run(svc.threads, svc.assistants, caller, str(thread_id), body)
+    run = await svc.runs.create_run(
         str(thread_id),
         body,
         idempotency_key=key,
@@ -167,40 +176,40 @@ async def create_run(
 async def stream_run(
     thread_id: ThreadId,
     body: RunCreate,
-    runtime: RuntimeDep,
+    svc: RunServicesDep,
     caller: CallerDep,
     configurable: RunConfigurableDep,
     key: IdempotencyKey = None,
 ) -> EventStream:
     """Create a run on a thread and stream its events (SSE)."""
-    return await _stream_new_run(runtime, caller, str(thread_id), body, key, configurable)
+    return await _stream_new_run(svc, caller, str(thread_id), body, key, configurable)
 
 
 @router.post("/threads/{thread_id}/runs/wait")
 async def wait_run(
     thread_id: ThreadId,
     body: RunCreate,
-    runtime: RuntimeDep,
+    svc: RunServicesDep,
     caller: CallerDep,
     configurable: RunConfigurableDep,
     key: IdempotencyKey = None,
 ) -> StreamingResponse:
     """Create a run on a thread and return its final values."""
-    return await _wait_new_run(runtime, caller, str(thread_id), body, key, configurable)
+    return await _wait_new_run(svc, caller, str(thread_id), body, key, configurable)
 
 
 @router.post("/runs", response_model=Run)
 async def create_stateless_run(
     body: RunCreate,
-    runtime: RuntimeDep,
+    svc: RunServicesDep,
     caller: CallerDep,
     configurable: RunConfigurableDep,
     response: Response,
     key: IdempotencyKey = None,
 ) -> dict[str, Any]:
     """Create a background run on a temporary thread."""
-    await authorize_new_run(runtime, caller, None, body)
-    run = await runs.create_run(runtime, None, body, idempotency_key=key, configurable=configurable)
+    await authorize_new_run(svc.threads, svc.assistants, caller, None, body)
+    run = await svc.runs.create_run(None, body, idempotency_key=key, configurable=configurable)
     response.headers["Content-Location"] = f"/runs/{run['run_id']}"
     return run
 
@@ -208,44 +217,44 @@ async def create_stateless_run(
 @router.post("/runs/batch", response_model=list[Run])
 async def create_stateless_run_batch(
     body: Annotated[list[RunCreate], Body(min_length=1, max_length=BATCH_LIMIT)],
-    runtime: RuntimeDep,
+    svc: RunServicesDep,
     caller: CallerDep,
     configurable: RunConfigurableDep,
 ) -> list[dict[str, Any]]:
     """Create one background run on a temporary thread per payload, all in one request."""
     for payload in body:
-        await authorize_new_run(runtime, caller, None, payload)
-    return await runs.create_batch(runtime, body, configurable)
+        await authorize_new_run(svc.threads, svc.assistants, caller, None, payload)
+    return await svc.runs.create_batch(body, configurable)
 
 
 @router.post("/runs/stream", response_class=EventStream)
 async def stream_stateless_run(
     body: RunCreate,
-    runtime: RuntimeDep,
+    svc: RunServicesDep,
     caller: CallerDep,
     configurable: RunConfigurableDep,
     key: IdempotencyKey = None,
 ) -> EventStream:
     """Create a run on a temporary thread and stream its events."""
-    return await _stream_new_run(runtime, caller, None, body, key, configurable)
+    return await _stream_new_run(svc, caller, None, body, key, configurable)
 
 
 @router.post("/runs/wait")
 async def wait_stateless_run(
     body: RunCreate,
-    runtime: RuntimeDep,
+    svc: RunServicesDep,
     caller: CallerDep,
     configurable: RunConfigurableDep,
     key: IdempotencyKey = None,
 ) -> StreamingResponse:
     """Create a run on a temporary thread and return its final values."""
-    return await _wait_new_run(runtime, caller, None, body, key, configurable)
+    return await _wait_new_run(svc, caller, None, body, key, configurable)
 
 
 @router.post("/runs/cancel", status_code=204)
 async def cancel_runs(
     body: CancelMany,
-    runtime: RuntimeDep,
+    svc: RunServicesDep,
     caller: CallerDep,
     action: Literal["interrupt", "rollback"] = "interrupt",
 ) -> Response:
@@ -255,20 +264,20 @@ async def cancel_runs(
             "give run_ids (with thread_id) or status to choose the runs to cancel"
         )
     if body.thread_id is not None:
-        await require_thread(runtime, caller, str(body.thread_id), "update")
+        await require_thread(svc.threads, caller, str(body.thread_id), "update")
     elif await caller.authorize("threads", "update", {"status": body.status}) is not None:
         raise ForbiddenError(
             "cancelling by status across threads is not available to filtered users; "
             "pass thread_id and run_ids"
         )
-    await runs.cancel_many(runtime, body.thread_id, body.run_ids, body.status, action)
+    await svc.runs.cancel_many(body.thread_id, body.run_ids, body.status, action)
     return Response(status_code=204)
 
 
 @router.get("/threads/{thread_id}/runs", response_model=list[dict[str, Any]])
 async def list_runs(
     thread_id: ThreadId,
-    runtime: RuntimeDep,
+    svc: RunServicesDep,
     caller: CallerDep,
     limit: Annotated[int, Query(ge=1, le=1000, description="Page size, 1 to 1000.")] = 10,
     offset: Annotated[
@@ -279,8 +288,8 @@ async def list_runs(
     select: Annotated[list[RunField] | None, Query(description="Fields to return.")] = None,
 ) -> list[dict[str, Any]]:
     """A thread's runs, newest first (only the selected fields when `select` is given)."""
-    await require_thread(runtime, caller, str(thread_id), "search")
-    page = await runs.list_runs(runtime, str(thread_id), limit, offset, status)
+    await require_thread(svc.threads, caller, str(thread_id), "search")
+    page = await svc.runs.list_runs(str(thread_id), limit, offset, status)
     if not select:
         return page
     return [{key: run[key] for key in dict.fromkeys(select)} for run in page]
@@ -288,20 +297,20 @@ async def list_runs(
 
 @router.get("/threads/{thread_id}/runs/{run_id}", response_model=Run)
 async def get_run(
-    thread_id: ThreadId, run_id: RunId, runtime: RuntimeDep, caller: CallerDep
+    thread_id: ThreadId, run_id: RunId, svc: RunServicesDep, caller: CallerDep
 ) -> dict[str, Any]:
     """One run."""
-    await require_thread(runtime, caller, str(thread_id), "read")
-    return await runs.run_wire(runtime, await runs.get_run(runtime, str(thread_id), str(run_id)))
+    await require_thread(svc.threads, caller, str(thread_id), "read")
+    return await svc.runs.run_wire(await svc.runs.get_run(str(thread_id), str(run_id)))
 
 
 @router.delete("/threads/{thread_id}/runs/{run_id}", status_code=204)
 async def delete_run(
-    thread_id: ThreadId, run_id: RunId, runtime: RuntimeDep, caller: CallerDep
+    thread_id: ThreadId, run_id: RunId, svc: RunServicesDep, caller: CallerDep
 ) -> Response:
     """Delete a run (stopping it first if it executes)."""
-    await require_thread(runtime, caller, str(thread_id), "delete")
-    await runs.delete_run(runtime, str(thread_id), str(run_id))
+    await require_thread(svc.threads, caller, str(thread_id), "delete")
+    await svc.runs.delete_run(str(thread_id), str(run_id))
     return Response(status_code=204)
 
 
@@ -309,31 +318,31 @@ async def delete_run(
 async def cancel_run(
     thread_id: ThreadId,
     run_id: RunId,
-    runtime: RuntimeDep,
+    svc: RunServicesDep,
     caller: CallerDep,
     wait: bool = False,
     action: Literal["interrupt", "rollback"] = "interrupt",
 ) -> Response | dict[str, Any]:
     """Cancel a run; with wait=true, answer only once it has stopped."""
-    await require_thread(runtime, caller, str(thread_id), "update")
-    receipt = await runs.cancel_run(runtime, str(thread_id), str(run_id), action)
+    await require_thread(svc.threads, caller, str(thread_id), "update")
+    receipt = await svc.runs.cancel_run(str(thread_id), str(run_id), action)
     if not wait:
         return JSONResponse(receipt, status_code=202)
-    run = await run_waits.wait_until_done_or_gone(runtime, str(run_id))
-    return await run_waits.result_body(runtime, run) if run else {}
+    run = await svc.waits.wait_until_done_or_gone(str(run_id))
+    return await svc.waits.result_body(run) if run else {}
 
 
 @router.get("/threads/{thread_id}/runs/{run_id}/join")
 async def join_run(
-    thread_id: ThreadId, run_id: RunId, runtime: RuntimeDep, caller: CallerDep
+    thread_id: ThreadId, run_id: RunId, svc: RunServicesDep, caller: CallerDep
 ) -> Response:
     """Wait for a run to finish and return the thread's final values (or its error)."""
-    await require_thread(runtime, caller, str(thread_id), "read")
-    grace = runtime.settings.stream_keepalive_seconds
-    run, waiting = await run_waits.open_join(runtime, str(thread_id), str(run_id), grace)
+    await require_thread(svc.threads, caller, str(thread_id), "read")
+    grace = svc.waits.keepalive_seconds
+    run, waiting = await svc.waits.open_join(str(thread_id), str(run_id), grace)
     if waiting is None:
         # Nothing to wait for: a plain response, without a streaming body's machinery.
-        body = json.dumps(await run_waits.result_body(runtime, run), ensure_ascii=False)
+        body = json.dumps(await svc.waits.result_body(run), ensure_ascii=False)
         return Response(body, media_type="application/json", headers=_join_headers(run))
     return _json_stream(waiting, run)
 
@@ -342,19 +351,19 @@ async def join_run(
 async def join_run_stream(
     thread_id: ThreadId,
     run_id: RunId,
-    runtime: RuntimeDep,
+    svc: RunServicesDep,
     caller: CallerDep,
     stream_mode: Annotated[list[str] | None, Query()] = None,
     cancel_on_disconnect: bool = False,
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
 ) -> EventStream:
     """Join a run's event stream; Last-Event-ID replays exactly what was missed."""
-    await require_thread(runtime, caller, str(thread_id), "read")
-    run = await runs.get_run(runtime, str(thread_id), str(run_id))
-    after = last_event_id or run_waits.LIVE_ONLY
+    await require_thread(svc.threads, caller, str(thread_id), "read")
+    run = await svc.runs.get_run(str(thread_id), str(run_id))
+    after = last_event_id or LIVE_ONLY
     modes = parse_stream_modes(stream_mode)
-    events = run_waits.run_events(runtime, run, after, modes, cancel_on_disconnect)
-    return _sse(runtime, events, run)
+    events = svc.waits.run_events(run, after, modes, cancel_on_disconnect)
+    return _sse(svc, events, run)
 
 
 def parse_stream_modes(raw: list[str] | None) -> list[str] | None:

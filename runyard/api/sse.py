@@ -20,7 +20,6 @@ from starlette.datastructures import MutableHeaders
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
-from runyard.runtime import Runtime
 from runyard.streaming.broker import StreamEvent
 from runyard.streaming.closing import STREAMS_CLOSING, StreamsClosing
 from runyard.streaming.sse_frames import sse_frame
@@ -188,7 +187,7 @@ async def _cancelled(writer: asyncio.Task[None]) -> None:
 
 
 def sse_response(
-    runtime: Runtime,
+    keepalive_seconds: float,
     events: AsyncIterator[StreamEvent] | AsyncIterator[Sequence[StreamEvent]],
     headers: Mapping[str, str] | None = None,
 ) -> EventStream:
@@ -201,8 +200,7 @@ def sse_response(
 
     return EventStream(
         _Frames(events),
-        keepalive_seconds=runtime.settings.stream_keepalive_seconds
-        * (1 - KEEPALIVE_SPREAD * random.random()),
+        keepalive_seconds=keepalive_seconds * (1 - KEEPALIVE_SPREAD * random.random()),
         keepalive=b": heartbeat\r\n\r\n",
         headers={**(headers or {}), "Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         send_timeout=SLOW_CLIENT_SECONDS,

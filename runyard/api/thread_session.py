@@ -14,7 +14,14 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from runyard.api.deps import CallerDep, RunConfigurableDep, RuntimeDep, ThreadId
+from runyard.api.deps import (
+    CallerDep,
+    RunConfigurableDep,
+    SessionServices,
+    SessionServicesDep,
+    SettingsDep,
+    ThreadId,
+)
 from runyard.api.errors import SERVER_ERROR_MESSAGE, is_store_outage
 from runyard.api.responses import ErrorBody
 from runyard.api.runs import authorize_new_run
@@ -23,9 +30,8 @@ from runyard.auth.guards import require_thread
 from runyard.auth.handlers import Caller
 from runyard.domain.errors import NotFoundError, RunyardError
 from runyard.domain.json_bounds import JsonBoundError, load_bounded_json
-from runyard.runtime import Runtime
 from runyard.services import session_commands as commands
-from runyard.services.thread_session import ResumeGap, first_runs, thread_events
+from runyard.services.thread_session import ResumeGap
 from runyard.streaming.broker import StreamEvent
 from runyard.streaming.session_events import EventFilter, parse_filter, parse_since
 
@@ -148,7 +154,7 @@ def _command_id(raw: bytes | str) -> Any:
 
 
 async def dispatch(
-    runtime: Runtime,
+    svc: SessionServices,
     caller: Caller,
     configurable: dict[str, Any],
     thread_id: str,
@@ -163,7 +169,7 @@ async def dispatch(
     if not isinstance(params, dict):
         return error_reply(command_id, "invalid_argument", "params must be an object.")
     try:
-        result = await _run(runtime, caller, configurable, thread_id, method, params)
+        result = await _run(svc, caller, configurable, thread_id, method, params)
     except commands.CommandError as exc:
         return error_reply(command_id, exc.code, exc.message)
     except NotFoundError:
@@ -182,7 +188,7 @@ async def dispatch(
 
 
 async def _run(
-    runtime: Runtime,
+    svc: SessionServices,
     caller: Caller,
     configurable: dict[str, Any],
     thread_id: str,
@@ -190,19 +196,19 @@ async def _run(
     params: dict[str, Any],
 ) -> dict[str, Any]:
     # Another user's thread answers 404, as the run routes do.
-    await require_thread(runtime, caller, thread_id, "read", missing_ok=True)
+    await require_thread(svc.threads, caller, thread_id, "read", missing_ok=True)
     if method == "run.start":
         body = commands.run_body(params)
-        owner = await _authorize_run(runtime, caller, thread_id, body)
-        run = await commands.start_run(runtime, thread_id, body, configurable, owner)
+        owner = await _authorize_run(svc, caller, thread_id, body)
+        run = await svc.commands.start_run(thread_id, body, configurable, owner)
         return {"run_id": run["run_id"]}
     if method == "input.respond":
-        body = await commands.resume_body(runtime, thread_id, params)
-        await _authorize_run(runtime, caller, thread_id, body)
-        await commands.start_run(runtime, thread_id, body, configurable, None)
+        body = await svc.commands.resume_body(thread_id, params)
+        await _authorize_run(svc, caller, thread_id, body)
+        await svc.commands.start_run(thread_id, body, configurable, None)
         return {}
     if method == "agent.getTree":
-        return {"tree": await commands.agent_tree(runtime, thread_id)}
+        return {"tree": await svc.commands.agent_tree(thread_id)}
     if method == "subscription.subscribe":
         wanted = parse_filter(params)
         if isinstance(wanted, str):
@@ -218,12 +224,12 @@ async def _run(
 
 
 async def _authorize_run(
-    runtime: Runtime, caller: Caller, thread_id: str, body: Any
+    svc: SessionServices, caller: Caller, thread_id: str, body: Any
 ) -> dict[str, Any] | None:
     """The checks of a new run; the thread was checked already: a hidden assistant is a
     bad argument of the command."""
     try:
-        return await authorize_new_run(runtime, caller, thread_id, body)
+        return await authorize_new_run(svc.threads, svc.assistants, caller, thread_id, body)
     except NotFoundError as exc:
         raise commands.CommandError("invalid_argument", exc.message) from None
 
@@ -255,7 +261,7 @@ _TOO_LARGE = {"model": ErrorBody, "description": "the request body is too large"
 async def thread_command(
     thread_id: ThreadId,
     request: Request,
-    runtime: RuntimeDep,
+    svc: SessionServicesDep,
     caller: CallerDep,
     configurable: RunConfigurableDep,
 ) -> JSONResponse:
@@ -265,7 +271,7 @@ async def thread_command(
     command = parse_command(await request.body())
     if command.get("type") == "error":
         return JSONResponse(command, status_code=400)
-    reply = await dispatch(runtime, caller, configurable, str(thread_id), command)
+    reply = await dispatch(svc, caller, configurable, str(thread_id), command)
     return JSONResponse(reply)
 
 
@@ -279,7 +285,11 @@ async def thread_command(
     },
 )
 async def thread_event_stream(
-    thread_id: ThreadId, request: Request, runtime: RuntimeDep, caller: CallerDep
+    thread_id: ThreadId,
+    request: Request,
+    svc: SessionServicesDep,
+    settings: SettingsDep,
+    caller: CallerDep,
 ) -> Any:
     """Stream the thread's session events (SSE: `event: <method>`, `id: <seq>`), every run
     from the first, then live. `channels` picks what to receive, `namespaces`/`depth`
@@ -293,25 +303,26 @@ async def thread_event_stream(
     since = parse_since(params) if isinstance(params, dict) else None
     if isinstance(wanted, str) or isinstance(since, str):
         return JSONResponse({"detail": wanted if isinstance(wanted, str) else since}, 400)
-    first = await _authorize_stream(runtime, caller, str(thread_id))
-    return sse_response(runtime, _frames(runtime, str(thread_id), wanted, since, first))
+    first = await _authorize_stream(svc, caller, str(thread_id))
+    frames = _frames(svc, str(thread_id), wanted, since, first)
+    return sse_response(settings.stream_keepalive_seconds, frames)
 
 
-async def _authorize_stream(runtime: Runtime, caller: Caller, thread_id: str) -> list[Any]:
+async def _authorize_stream(svc: SessionServices, caller: Caller, thread_id: str) -> list[Any]:
     """The thread's first runs, once the caller may read it. A client opens its streams as
     it sends `run.start`, which creates the thread: a thread that does not exist yet is
     waited for a moment, then answered 404 (the SDK opens the stream again once its run
     has started)."""
-    first = await first_runs(runtime, thread_id, THREAD_WAIT_SECONDS)
-    await require_thread(runtime, caller, thread_id, "read")
+    first = await svc.session.first_runs(thread_id, THREAD_WAIT_SECONDS)
+    await require_thread(svc.threads, caller, thread_id, "read")
     return first
 
 
 async def _frames(
-    runtime: Runtime, thread_id: str, wanted: EventFilter, since: int | None, first: list[Any]
+    svc: SessionServices, thread_id: str, wanted: EventFilter, since: int | None, first: list[Any]
 ) -> AsyncIterator[StreamEvent]:
     try:
-        async for event in thread_events(runtime, thread_id, since, first):
+        async for event in svc.session.thread_events(thread_id, since, first):
             if wanted.matches(event):
                 yield StreamEvent(str(event["seq"]), event["method"], _dumps(event))
     except ResumeGap as gap:

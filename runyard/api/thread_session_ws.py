@@ -12,6 +12,7 @@ from typing import Any
 from fastapi import WebSocket, WebSocketDisconnect
 from starlette.requests import Request
 
+from runyard.api.deps import Access, SessionServices, session_services_of
 from runyard.api.thread_session import (
     THREAD_WAIT_SECONDS,
     dispatch,
@@ -24,8 +25,7 @@ from runyard.auth.guards import require_thread
 from runyard.auth.handlers import Caller, authenticate
 from runyard.auth.user import caller_configurable
 from runyard.domain.errors import InvalidInputError, NotFoundError, RunyardError
-from runyard.runtime import Runtime
-from runyard.services.thread_session import ResumeGap, first_runs, thread_events
+from runyard.services.thread_session import ResumeGap, ThreadSession
 from runyard.streaming.session_events import EventFilter, parse_filter, parse_since
 
 log = logging.getLogger("runyard.session")
@@ -35,8 +35,8 @@ class SocketSession:
     """One WebSocket: its subscriptions (each a task streaming the thread's events through
     its filter) and the highest seq it delivered."""
 
-    def __init__(self, runtime: Runtime, websocket: WebSocket, thread_id: str) -> None:
-        self._runtime = runtime
+    def __init__(self, events: ThreadSession, websocket: WebSocket, thread_id: str) -> None:
+        self._events = events
         self._ws = websocket
         self.thread_id = thread_id
         self._send_lock = asyncio.Lock()
@@ -99,11 +99,11 @@ class SocketSession:
             # A subscription may come before the `run.start` that creates the thread.
             while True:
                 try:
-                    first = await first_runs(self._runtime, self.thread_id, THREAD_WAIT_SECONDS)
+                    first = await self._events.first_runs(self.thread_id, THREAD_WAIT_SECONDS)
                     break
                 except NotFoundError:
                     continue
-            async for event in thread_events(self._runtime, self.thread_id, since, first):
+            async for event in self._events.thread_events(self.thread_id, since, first):
                 if wanted.matches(event):
                     await self._turn(subscription_id, event["seq"])
                     self.seq = max(self.seq, event["seq"])
@@ -152,20 +152,21 @@ UNSUPPORTED_DATA = 1003
 
 async def thread_socket(websocket: WebSocket, thread_id: str) -> None:
     """Full-duplex session on one thread: commands in, replies and events out."""
-    runtime: Runtime = websocket.app.state.runtime
+    access: Access = websocket.app.state.access
+    svc = session_services_of(websocket.app.state.services)
     await websocket.accept()
     # A browser cannot read the status of a refused upgrade: refusals close with 4000+status.
     request = Request({**websocket.scope, "type": "http", "method": "GET"})
     try:
         thread_id = _thread_id(thread_id)
-        caller = await authenticate(runtime.auth, request)
-        await require_thread(runtime, caller, thread_id, "read", missing_ok=caller.auth is None)
+        caller = await authenticate(access.auth, request)
+        await require_thread(svc.threads, caller, thread_id, "read", missing_ok=caller.auth is None)
     except RunyardError as exc:
         await websocket.close(code=4000 + exc.status_code, reason=exc.message[:120])
         return
-    configurable = {**runtime.http.headers.select(request.headers.items())}
+    configurable = {**access.run_headers.select(request.headers.items())}
     configurable.update(caller_configurable(caller))
-    session = SocketSession(runtime, websocket, thread_id)
+    session = SocketSession(svc.session, websocket, thread_id)
     try:
         while True:
             message = await websocket.receive()
@@ -175,7 +176,7 @@ async def thread_socket(websocket: WebSocket, thread_id: str) -> None:
             if raw is None:
                 await websocket.close(UNSUPPORTED_DATA, "commands are JSON text frames")
                 break
-            reply = await _handle(runtime, caller, configurable, session, raw)
+            reply = await _handle(svc, caller, configurable, session, raw)
             await session.send(reply)
     except WebSocketDisconnect:
         pass
@@ -196,7 +197,7 @@ def _thread_id(raw: str) -> str:
 
 
 async def _handle(
-    runtime: Runtime,
+    svc: SessionServices,
     caller: Caller,
     configurable: dict[str, Any],
     session: SocketSession,
@@ -209,9 +210,7 @@ async def _handle(
     params = command.get("params", {})
     if method.startswith("subscription.") and isinstance(params, dict):
         return await _subscription(session, command_id, method, params)
-    return await dispatch(
-        runtime, caller, configurable, session.thread_id, command, seq=session.seq
-    )
+    return await dispatch(svc, caller, configurable, session.thread_id, command, seq=session.seq)
 
 
 async def _subscription(

@@ -7,7 +7,16 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Header, Query, Response
 from pydantic import WithJsonSchema
 
-from runyard.api.deps import CallerDep, RuntimeDep, ThreadId, set_page_headers
+from runyard.api.deps import (
+    CallerDep,
+    RetentionDep,
+    SettingsDep,
+    ThreadId,
+    ThreadServiceDep,
+    ThreadStateDep,
+    ThreadStreamsDep,
+    set_page_headers,
+)
 from runyard.api.sse import EventStream, sse_response
 from runyard.auth.guards import require_thread
 from runyard.auth.handlers import rewritten, sent_copy
@@ -27,8 +36,7 @@ from runyard.schemas.threads import (
     ThreadStateUpdate,
     ThreadUpdateStateResponse,
 )
-from runyard.services import retention, thread_state, thread_streams
-from runyard.services import threads as service
+from runyard.services import thread_streams
 
 router = APIRouter(tags=["Threads"])
 
@@ -52,7 +60,7 @@ ThreadStreamModes = Annotated[
 
 @router.post("/threads", response_model=Thread)
 async def create_thread(
-    runtime: RuntimeDep,
+    service: ThreadServiceDep,
     caller: CallerDep,
     body: Annotated[ThreadCreate, Body()] = ThreadCreate(),
 ) -> dict[str, Any]:
@@ -64,61 +72,61 @@ async def create_thread(
     }
     await caller.authorize("threads", "create", value)  # handlers may stamp metadata
     body = body.model_copy(update={"metadata": value["metadata"]})
-    thread = await service.create_thread(runtime, body)
+    thread = await service.create_thread(body)
     if body.if_exists == "do_nothing":  # the existing thread may be someone else's
-        await require_thread(runtime, caller, thread["thread_id"], "read")
+        await require_thread(service, caller, thread["thread_id"], "read")
     return thread
 
 
 @router.post("/threads/search", response_model=list[dict[str, Any]])
 async def search_threads(
-    runtime: RuntimeDep,
+    service: ThreadServiceDep,
     caller: CallerDep,
     response: Response,
     body: Annotated[ThreadSearch, Body()] = ThreadSearch(),
 ) -> list[dict[str, Any]]:
     """List threads matching the filters, one page at a time."""
     auth_filter = await caller.authorize("threads", "search", body.model_dump(mode="json"))
-    page, next_offset = await service.search_threads(runtime, body, auth_filter)
+    page, next_offset = await service.search_threads(body, auth_filter)
     set_page_headers(response, body.offset, len(page), next_offset)
     return page
 
 
 @router.post("/threads/count", response_model=int)
 async def count_threads(
-    runtime: RuntimeDep,
+    service: ThreadServiceDep,
     caller: CallerDep,
     body: Annotated[ThreadFilter, Body()] = ThreadFilter(),
 ) -> int:
     """Count threads matching the filters."""
     auth_filter = await caller.authorize("threads", "search", body.model_dump(mode="json"))
-    return await service.count_threads(runtime, body, auth_filter)
+    return await service.count_threads(body, auth_filter)
 
 
 @router.post("/threads/prune")
 async def prune_threads(
-    runtime: RuntimeDep, caller: CallerDep, body: ThreadPrune
+    service: ThreadServiceDep, retention: RetentionDep, caller: CallerDep, body: ThreadPrune
 ) -> dict[str, int]:
     """Delete threads, or (`keep_latest`) drop all but their latest checkpoints."""
     ids = [str(thread_id) for thread_id in body.thread_ids]
     for thread_id in ids:
-        await require_thread(runtime, caller, thread_id, "delete")
-    return {"pruned_count": await retention.prune_threads(runtime, ids, body.strategy)}
+        await require_thread(service, caller, thread_id, "delete")
+    return {"pruned_count": await retention.prune_threads(ids, body.strategy)}
 
 
 @router.get("/threads/{thread_id}/storage", response_model=dict[str, Any])
 async def get_thread_storage(
-    runtime: RuntimeDep, caller: CallerDep, thread_id: ThreadId
+    service: ThreadServiceDep, caller: CallerDep, thread_id: ThreadId
 ) -> dict[str, Any]:
     """Bytes the thread's checkpoints occupy: checkpoints, channel values (by channel; inside
     the checkpoints on SQLite) and pending writes."""
-    await require_thread(runtime, caller, str(thread_id), "read")
-    return await service.thread_storage(runtime, str(thread_id))
+    await require_thread(service, caller, str(thread_id), "read")
+    return await service.thread_storage(str(thread_id))
 
 
 @router.get("/threads/{thread_id}", response_model=None, responses={200: {"model": Thread}})
 async def get_thread(
-    runtime: RuntimeDep,
+    service: ThreadServiceDep,
     caller: CallerDep,
     thread_id: ThreadId,
     include: Annotated[
@@ -130,13 +138,13 @@ async def get_thread(
     fields = {part.strip() for part in (include or "").split(",") if part.strip()}
     if fields - {"ttl"}:
         raise InvalidInputError(f"include supports only 'ttl', got {sorted(fields - {'ttl'})}")
-    await require_thread(runtime, caller, str(thread_id), "read")
-    return await service.get_thread(runtime, str(thread_id), include_ttl="ttl" in fields)
+    await require_thread(service, caller, str(thread_id), "read")
+    return await service.get_thread(str(thread_id), include_ttl="ttl" in fields)
 
 
 @router.patch("/threads/{thread_id}", response_model=Thread)
 async def patch_thread(
-    runtime: RuntimeDep,
+    service: ThreadServiceDep,
     caller: CallerDep,
     thread_id: ThreadId,
     body: ThreadPatch,
@@ -145,52 +153,58 @@ async def patch_thread(
     """Merge metadata into a thread's; `Prefer: return=minimal` answers 204 without a body."""
     value = {"thread_id": str(thread_id), "metadata": dict(body.metadata)}
     sent = sent_copy(value)
-    await require_thread(runtime, caller, str(thread_id), "update", value)
+    await require_thread(service, caller, str(thread_id), "update", value)
     body = rewritten(body, sent, value, ["metadata"])  # handlers may stamp metadata
-    thread = await service.patch_thread(runtime, str(thread_id), body)
+    thread = await service.patch_thread(str(thread_id), body)
     if prefer == "return=minimal":
         return Response(status_code=204)
     return thread
 
 
 @router.delete("/threads/{thread_id}", status_code=204)
-async def delete_thread(runtime: RuntimeDep, caller: CallerDep, thread_id: ThreadId) -> Response:
+async def delete_thread(
+    service: ThreadServiceDep, caller: CallerDep, thread_id: ThreadId
+) -> Response:
     """Delete a thread with its runs and checkpoints."""
-    await require_thread(runtime, caller, str(thread_id), "delete")
-    await service.delete_thread(runtime, str(thread_id))
+    await require_thread(service, caller, str(thread_id), "delete")
+    await service.delete_thread(str(thread_id))
     return Response(status_code=204)
 
 
 @router.post("/threads/{thread_id}/copy", response_model=Thread)
 async def copy_thread(
-    runtime: RuntimeDep, caller: CallerDep, thread_id: ThreadId
+    service: ThreadServiceDep, caller: CallerDep, thread_id: ThreadId
 ) -> dict[str, Any]:
     """Copy a thread: same metadata and checkpoints under a new id."""
-    await require_thread(runtime, caller, str(thread_id), "read")
-    return await service.copy_thread(runtime, str(thread_id))
+    await require_thread(service, caller, str(thread_id), "read")
+    return await service.copy_thread(str(thread_id))
 
 
 @router.get("/threads/{thread_id}/state", response_model=dict[str, Any])
 async def get_state(
-    runtime: RuntimeDep,
+    service: ThreadServiceDep,
+    state: ThreadStateDep,
     caller: CallerDep,
     thread_id: ThreadId,
     subgraphs: Subgraphs = False,
     select: StateSelect = None,
 ) -> dict[str, Any]:
     """The thread's latest state."""
-    await require_thread(runtime, caller, str(thread_id), "read")
-    return await thread_state.get_state(runtime, str(thread_id), subgraphs=subgraphs, select=select)
+    await require_thread(service, caller, str(thread_id), "read")
+    return await state.get_state(str(thread_id), subgraphs=subgraphs, select=select)
 
 
 @router.post("/threads/{thread_id}/state", response_model=ThreadUpdateStateResponse)
 async def update_state(
-    runtime: RuntimeDep, caller: CallerDep, thread_id: ThreadId, body: ThreadStateUpdate
+    service: ThreadServiceDep,
+    state: ThreadStateDep,
+    caller: CallerDep,
+    thread_id: ThreadId,
+    body: ThreadStateUpdate,
 ) -> dict[str, Any]:
     """Write new state values as if `as_node` had produced them."""
-    await require_thread(runtime, caller, str(thread_id), "update")
-    return await thread_state.update_state(
-        runtime,
+    await require_thread(service, caller, str(thread_id), "update")
+    return await state.update_state(
         str(thread_id),
         body.values,
         as_node=body.as_node,
@@ -201,12 +215,15 @@ async def update_state(
 
 @router.post("/threads/{thread_id}/state/checkpoint", response_model=dict[str, Any])
 async def get_state_at(
-    runtime: RuntimeDep, caller: CallerDep, thread_id: ThreadId, body: ThreadStateAtCheckpoint
+    service: ThreadServiceDep,
+    state: ThreadStateDep,
+    caller: CallerDep,
+    thread_id: ThreadId,
+    body: ThreadStateAtCheckpoint,
 ) -> dict[str, Any]:
     """The thread's state at the checkpoint given in the body."""
-    await require_thread(runtime, caller, str(thread_id), "read")
-    return await thread_state.get_state(
-        runtime,
+    await require_thread(service, caller, str(thread_id), "read")
+    return await state.get_state(
         str(thread_id),
         checkpoint=body.checkpoint,
         subgraphs=body.subgraphs,
@@ -216,7 +233,8 @@ async def get_state_at(
 
 @router.get("/threads/{thread_id}/state/{checkpoint_id}", response_model=dict[str, Any])
 async def get_state_at_id(
-    runtime: RuntimeDep,
+    service: ThreadServiceDep,
+    state: ThreadStateDep,
     caller: CallerDep,
     thread_id: ThreadId,
     checkpoint_id: str,
@@ -224,24 +242,24 @@ async def get_state_at_id(
     select: StateSelect = None,
 ) -> dict[str, Any]:
     """The thread's state at a checkpoint id."""
-    await require_thread(runtime, caller, str(thread_id), "read")
+    await require_thread(service, caller, str(thread_id), "read")
     checkpoint = CheckpointConfig(checkpoint_id=checkpoint_id)
-    return await thread_state.get_state(
-        runtime, str(thread_id), checkpoint=checkpoint, subgraphs=subgraphs, select=select
+    return await state.get_state(
+        str(thread_id), checkpoint=checkpoint, subgraphs=subgraphs, select=select
     )
 
 
 @router.post("/threads/{thread_id}/history", response_model=list[dict[str, Any]])
 async def search_history(
-    runtime: RuntimeDep,
+    service: ThreadServiceDep,
+    state: ThreadStateDep,
     caller: CallerDep,
     thread_id: ThreadId,
     body: Annotated[ThreadHistorySearch, Body()] = ThreadHistorySearch(),
 ) -> list[dict[str, Any]]:
     """The thread's past states, newest first."""
-    await require_thread(runtime, caller, str(thread_id), "read")
-    return await thread_state.get_history(
-        runtime,
+    await require_thread(service, caller, str(thread_id), "read")
+    return await state.get_history(
         str(thread_id),
         limit=body.limit,
         before=body.before,
@@ -253,7 +271,8 @@ async def search_history(
 
 @router.get("/threads/{thread_id}/history", response_model=list[dict[str, Any]])
 async def get_history(
-    runtime: RuntimeDep,
+    service: ThreadServiceDep,
+    state: ThreadStateDep,
     caller: CallerDep,
     thread_id: ThreadId,
     limit: Annotated[int, Query(ge=1, le=1000, description="Number of states.")] = 10,
@@ -261,15 +280,15 @@ async def get_history(
     select: StateSelect = None,
 ) -> list[dict[str, Any]]:
     """The thread's past states, newest first."""
-    await require_thread(runtime, caller, str(thread_id), "read")
-    return await thread_state.get_history(
-        runtime, str(thread_id), limit=limit, before=before, select=select
-    )
+    await require_thread(service, caller, str(thread_id), "read")
+    return await state.get_history(str(thread_id), limit=limit, before=before, select=select)
 
 
 @router.get("/threads/{thread_id}/stream", response_class=EventStream)
 async def join_thread_stream(
-    runtime: RuntimeDep,
+    threads: ThreadServiceDep,
+    streams: ThreadStreamsDep,
+    settings: SettingsDep,
     caller: CallerDep,
     thread_id: ThreadId,
     stream_mode: ThreadStreamModes = None,
@@ -277,8 +296,7 @@ async def join_thread_stream(
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
 ) -> EventStream:
     """Every run of the thread in turn, runs created later included, until it is deleted."""
-    await require_thread(runtime, caller, str(thread_id), "read")
+    await require_thread(threads, caller, str(thread_id), "read")
     modes = thread_streams.parse_thread_stream_modes([*(stream_mode or []), *(stream_modes or [])])
-    events = await thread_streams.open_thread_events(runtime, str(thread_id), last_event_id, modes)
-
-    return sse_response(runtime, events)
+    events = await streams.open_thread_events(str(thread_id), last_event_id, modes)
+    return sse_response(settings.stream_keepalive_seconds, events)

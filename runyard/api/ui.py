@@ -19,7 +19,7 @@ from urllib.parse import quote
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from runyard.api.deps import RuntimeDep
+from runyard.api.deps import UiDep
 from runyard.domain.errors import InvalidInputError, NotFoundError
 
 router = APIRouter(tags=["Generative UI"])
@@ -59,9 +59,9 @@ ASSET_RESPONSES: dict[int | str, dict[str, Any]] = {
 @router.post(
     "/ui/{graph_id}", response_class=Response, responses=TAGS_RESPONSES, openapi_extra=TAGS_BODY
 )
-async def ui_tags(graph_id: str, request: Request, runtime: RuntimeDep) -> Response:
+async def ui_tags(graph_id: str, request: Request, ui: UiDep) -> Response:
     """The `<script>`/`<link>` tags that render the component `name` of a graph's UI."""
-    assets = runtime.ui.assets.get(graph_id)
+    assets = ui.assets.get(graph_id)
     if assets is None:
         # As every Runyard error, JSON (LangGraph answers this 404 in plain text).
         raise NotFoundError(f"UI not found for graph '{graph_id}'")
@@ -73,9 +73,9 @@ async def ui_tags(graph_id: str, request: Request, runtime: RuntimeDep) -> Respo
 
 @assets_router.head("/ui/{graph_id}/{asset}", include_in_schema=False)
 @assets_router.get("/ui/{graph_id}/{asset}", response_class=Response, responses=ASSET_RESPONSES)
-async def ui_asset(graph_id: str, asset: str, request: Request, runtime: RuntimeDep) -> Response:
+async def ui_asset(graph_id: str, asset: str, request: Request, ui: UiDep) -> Response:
     """A built asset of a graph's UI (JavaScript, CSS)."""
-    found = runtime.ui.files.get((graph_id, asset))
+    found = ui.files.get((graph_id, asset))
     if found is None:
         raise NotFoundError(f"graph {graph_id!r} has no UI asset {asset!r}")
     headers = {"ETag": found.etag, "Cache-Control": CACHE_CONTROL}

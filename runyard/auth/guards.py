@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from runyard.auth.handlers import Caller, Filter
 from runyard.domain.auth_filters import (
@@ -12,13 +12,10 @@ from runyard.domain.auth_filters import (
     unknown_operator,
 )
 from runyard.domain.errors import NotFoundError
-from runyard.services import assistants as assistants_service
-from runyard.services import crons as crons_service
-from runyard.services import threads as threads_service
+from runyard.services.assistants import AssistantService
+from runyard.services.crons import CronService
 from runyard.services.thread_state import thread_not_found
-
-if TYPE_CHECKING:
-    from runyard.runtime import Runtime
+from runyard.services.threads import ThreadService
 
 
 def metadata_matches(metadata: dict[str, Any] | None, spec: Filter) -> bool:
@@ -69,7 +66,7 @@ def json_equal(actual: Any, wanted: Any) -> bool:
 
 
 async def require_thread(
-    runtime: Runtime,
+    threads: ThreadService,
     caller: Caller,
     thread_id: str,
     action: str,
@@ -87,7 +84,7 @@ async def require_thread(
     if spec is None:
         return
     try:
-        thread = await threads_service.get_thread(runtime, thread_id)
+        thread = await threads.get_thread(thread_id)
     except NotFoundError:
         if missing_ok:
             return
@@ -97,7 +94,7 @@ async def require_thread(
 
 
 async def require_assistant(
-    runtime: Runtime,
+    assistants: AssistantService,
     caller: Caller,
     assistant_id: str,
     action: str,
@@ -109,13 +106,13 @@ async def require_assistant(
     spec = await caller.authorize("assistants", action, value or {"assistant_id": assistant_id})
     if spec is None:
         return
-    assistant = await assistants_service.get_assistant(runtime, assistant_id)
+    assistant = await assistants.get_assistant(assistant_id)
     if not metadata_matches(assistant["metadata"], spec):
         raise NotFoundError(f"assistant {assistant_id} not found")
 
 
 async def require_cron(
-    runtime: Runtime,
+    crons: CronService,
     caller: Caller,
     cron_id: str,
     action: str,
@@ -127,6 +124,6 @@ async def require_cron(
     spec = await caller.authorize("crons", action, value or {"cron_id": cron_id})
     if spec is None:
         return
-    cron = await crons_service.get_cron(runtime, cron_id)
+    cron = await crons.get_cron(cron_id)
     if not metadata_matches(cron["metadata"], spec):
         raise NotFoundError(f"cron {cron_id} not found")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import UTC, datetime, tzinfo
 from typing import TYPE_CHECKING, Any
 
@@ -12,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from runyard.db import crons as crons_db
 from runyard.db import threads as threads_db
 from runyard.db.dialect import database_now
+from runyard.db.engine import Sessions
 from runyard.domain.configurable import AUTH_USER_ID_KEY, reserved_only, without_reserved
 from runyard.domain.cron_schedule import (
     first_run_date,
@@ -22,6 +24,7 @@ from runyard.domain.cron_schedule import (
 from runyard.domain.encrypted_fields import CRON_PAYLOAD_FIELDS
 from runyard.domain.encryption_context import CONTEXT_KEY, current_context
 from runyard.domain.errors import InvalidInputError, NotFoundError
+from runyard.outbound.guard import WebhookGuard
 from runyard.schemas.crons import (
     RUN_FIELDS,
     CronCount,
@@ -30,13 +33,14 @@ from runyard.schemas.crons import (
     CronSearch,
     ThreadCronCreate,
 )
-from runyard.services.assistants import get_assistant, resolve_assistant_id
+from runyard.services.assistants import AssistantService
 from runyard.services.encrypted_filters import refuse_encrypted_keys
 from runyard.services.encrypted_json import opened_cron, sealed
 from runyard.services.runs import new_id
 
 if TYPE_CHECKING:
-    from runyard.runtime import Runtime
+    from runyard.encryption.at_rest import AtRest
+    from runyard.encryption.custom import CustomEncryption
 
 log = logging.getLogger("runyard.crons")
 
@@ -62,15 +66,6 @@ _STAMPS = ("end_time", "created_at", "updated_at", "next_run_date")
 _RESCHEDULING = ("schedule", "timezone", "end_time")
 
 
-async def cron_wire(runtime: Runtime, row: dict[str, Any]) -> dict[str, Any]:
-    """`to_wire` of a stored cron: its metadata decrypted, its creator's encryption
-    context (encryption.path) left out of the payload."""
-    wire = to_wire(await opened_cron(runtime, row))
-    if CONTEXT_KEY in wire["payload"]:
-        wire["payload"] = {k: v for k, v in wire["payload"].items() if k != CONTEXT_KEY}
-    return wire
-
-
 def to_wire(row: dict[str, Any]) -> dict[str, Any]:
     """The cron as clients receive it (timestamps as ISO 8601 strings)."""
     wire = {field: row.get(field) for field in WIRE_FIELDS}
@@ -94,92 +89,6 @@ def _utc(value: datetime | None) -> datetime | None:
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
-def _wake_scheduler(runtime: Runtime) -> None:
-    if runtime.cron_scheduler is not None:
-        runtime.cron_scheduler.wake()
-
-
-async def create_cron(
-    runtime: Runtime,
-    thread_id: str | None,
-    body: ThreadCronCreate | CronCreate,
-    owner: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Validate the schedule and timezone, then store the cron with its first run date.
-
-    `owner` is the creator's user keys of `configurable`: every run of the cron carries them.
-    """
-    zone = await _checked_zone(runtime, body)
-    assistant = await get_assistant(runtime, body.assistant_id)
-    payload = await _run_payload(runtime, body, assistant["assistant_id"], owner or {})
-    metadata = await sealed(runtime, "cron", "metadata", body.metadata or {})
-    end_time = _utc(body.end_time)
-    cron_id = new_id()
-    try:
-        async with runtime.sessions() as session, session.begin():
-            if thread_id is not None and await threads_db.get_thread(session, thread_id) is None:
-                raise _thread_not_found(thread_id)
-            if body.enabled:
-                await _require_room(runtime, session, (owner or {}).get(AUTH_USER_ID_KEY))
-            now = await database_now(session)
-            row = await crons_db.insert_cron(
-                session,
-                {
-                    "cron_id": cron_id,
-                    "assistant_id": assistant["assistant_id"],
-                    "thread_id": thread_id,
-                    "user_id": (owner or {}).get(AUTH_USER_ID_KEY),
-                    "schedule": body.schedule,
-                    "timezone": body.timezone,
-                    "payload": payload,
-                    "metadata": metadata,
-                    "on_run_completed": (
-                        body.on_run_completed if isinstance(body, CronCreate) else None
-                    ),
-                    "enabled": body.enabled,
-                    "end_time": end_time,
-                    "next_run_date": first_run_date(body.schedule, zone, end_time, now),
-                    "created_at": now,
-                    "updated_at": now,
-                },
-            )
-    except IntegrityError:
-        # The thread or assistant was deleted while the cron was being created.
-        if thread_id is not None:
-            raise _thread_not_found(thread_id) from None
-        raise NotFoundError(f"assistant {body.assistant_id} was deleted meanwhile") from None
-    _wake_scheduler(runtime)
-    log.info("cron_created cron_id=%s thread_id=%s schedule=%s", cron_id, thread_id, body.schedule)
-    return await cron_wire(runtime, row)
-
-
-async def _checked_zone(runtime: Runtime, body: ThreadCronCreate | CronCreate) -> tzinfo:
-    """The cron's timezone, once its schedule, interval and webhook are found valid."""
-    zone = parse_timezone(body.timezone)
-    validate_schedule(body.schedule)
-    require_min_interval(body.schedule, runtime.settings.cron_min_interval_seconds)
-    if body.webhook is not None:
-        await runtime.webhook_guard.check(body.webhook)
-    return zone
-
-
-async def _run_payload(
-    runtime: Runtime,
-    body: ThreadCronCreate | CronCreate,
-    assistant_id: str,
-    owner: dict[str, Any],
-) -> dict[str, Any]:
-    """What each run of the cron is created from, sealed when encryption is on."""
-    payload = body.model_dump(include=set(RUN_FIELDS), exclude_none=True)
-    payload["assistant_id"] = assistant_id
-    _keep_owner(payload, owner)
-    if runtime.encryption is not None:
-        # The cron's runs are written under its creator's encryption context.
-        payload[CONTEXT_KEY] = current_context()
-        payload = await runtime.encryption.encrypt_fields("cron", payload, CRON_PAYLOAD_FIELDS)
-    return payload
-
-
 def owner_configurable(payload: dict[str, Any]) -> dict[str, Any]:
     """The creator's user keys stored in a cron's run payload."""
     return reserved_only(((payload.get("config") or {}).get("configurable")) or {})
@@ -194,72 +103,6 @@ def _keep_owner(payload: dict[str, Any], owner: dict[str, Any]) -> None:
 
 def _thread_not_found(thread_id: str) -> NotFoundError:
     return NotFoundError(f"thread {thread_id} not found; create it first with POST /threads")
-
-
-async def get_cron(runtime: Runtime, cron_id: str) -> dict[str, Any]:
-    """The cron, or NotFoundError."""
-    async with runtime.autocommit() as session:
-        row = await crons_db.get_cron(session, cron_id)
-    if row is None:
-        raise cron_not_found(cron_id)
-    return await cron_wire(runtime, row)
-
-
-async def patch_cron(runtime: Runtime, cron_id: str, body: CronPatch) -> dict[str, Any]:
-    """Change the fields sent; a new schedule, timezone, end time or enabling reschedules."""
-    sent = set(body.model_fields_set)
-    if not sent:
-        raise InvalidInputError(
-            "nothing to update: send at least one of schedule, timezone, end_time, enabled, "
-            "metadata, on_run_completed, input, config, context, webhook"
-        )
-    if body.schedule is not None:
-        validate_schedule(body.schedule)
-        require_min_interval(body.schedule, runtime.settings.cron_min_interval_seconds)
-    if body.timezone is not None:
-        parse_timezone(body.timezone)
-    if body.webhook is not None:
-        await runtime.webhook_guard.check(body.webhook)
-    async with runtime.sessions() as session, session.begin():
-        # Writing updated_at first locks the row, so concurrent merges are not lost.
-        now = await database_now(session)
-        current = await crons_db.update_cron(session, cron_id, {"updated_at": now})
-        if current is None:
-            raise cron_not_found(cron_id)
-        values = _patched_values(await opened_cron(runtime, current), body, sent)
-        if "metadata" in values:
-            values["metadata"] = await sealed(runtime, "cron", "metadata", values["metadata"])
-        if "payload" in values and runtime.encryption is not None:
-            # Sealed again whole, under the context of the cron's creator its runs use.
-            creator = values["payload"].get(CONTEXT_KEY)
-            values["payload"] = await runtime.encryption.encrypt_fields(
-                "cron", values["payload"], CRON_PAYLOAD_FIELDS, creator
-            )
-        enabling = body.enabled is True and not current["enabled"]
-        if enabling:
-            await _require_room(runtime, session, current["user_id"])
-        if enabling or any(field in sent for field in _RESCHEDULING):
-            merged = {**current, **values}
-            zone = parse_timezone(merged["timezone"])
-            values["next_run_date"] = first_run_date(
-                merged["schedule"], zone, merged["end_time"], now
-            )
-        row = await crons_db.update_cron(session, cron_id, values) if values else current
-        assert row is not None
-    _wake_scheduler(runtime)
-    log.info("cron_updated cron_id=%s fields=%s", cron_id, ",".join(sorted(sent)))
-    return await cron_wire(runtime, row)
-
-
-async def _require_room(runtime: Runtime, session: AsyncConnection, user_id: str | None) -> None:
-    """InvalidInputError when the user has RUNYARD_MAX_CRONS_PER_USER enabled crons already."""
-    cap = runtime.settings.max_crons_per_user
-    await crons_db.lock_user_crons(session, user_id)
-    if await crons_db.count_enabled_crons(session, user_id) >= cap:
-        raise InvalidInputError(
-            f"this user has {cap} enabled crons, the most RUNYARD_MAX_CRONS_PER_USER allows; "
-            "delete or disable one first"
-        )
 
 
 def _patched_values(current: dict[str, Any], body: CronPatch, sent: set[str]) -> dict[str, Any]:
@@ -296,65 +139,239 @@ def _patched_values(current: dict[str, Any], body: CronPatch, sent: set[str]) ->
     return values
 
 
-async def delete_cron(runtime: Runtime, cron_id: str) -> None:
-    """Delete a cron; runs it already created are left alone."""
-    async with runtime.sessions() as session, session.begin():
-        if not await crons_db.delete_cron(session, cron_id):
-            raise cron_not_found(cron_id)
-    log.info("cron_deleted cron_id=%s", cron_id)
+class CronService:
+    """Cron use cases: schedules of runs, stateful or stateless."""
 
+    def __init__(
+        self,
+        sessions: Sessions,
+        autocommit: Sessions,
+        assistants: AssistantService,
+        webhook_guard: WebhookGuard,
+        min_interval_seconds: int,
+        max_per_user: int,
+        at_rest: AtRest | None,
+        encryption: CustomEncryption | None,
+        wake_scheduler: Callable[[], None],
+    ) -> None:
+        self.sessions = sessions
+        self.autocommit = autocommit
+        self.assistants = assistants
+        self.webhook_guard = webhook_guard
+        self.min_interval_seconds = min_interval_seconds
+        self.max_per_user = max_per_user
+        self.at_rest = at_rest
+        self.encryption = encryption
+        self.wake_scheduler = wake_scheduler
 
-def _query(
-    runtime: Runtime, body: CronSearch | CronCount, auth_filter: dict[str, Any] | None
-) -> crons_db.CronQuery:
-    assistant_id = body.assistant_id
-    if assistant_id is not None:
+    async def cron_wire(self, row: dict[str, Any]) -> dict[str, Any]:
+        """`to_wire` of a stored cron: its metadata decrypted, its creator's encryption
+        context (encryption.path) left out of the payload."""
+        wire = to_wire(await opened_cron(self, row))
+        if CONTEXT_KEY in wire["payload"]:
+            wire["payload"] = {k: v for k, v in wire["payload"].items() if k != CONTEXT_KEY}
+        return wire
+
+    async def create_cron(
+        self,
+        thread_id: str | None,
+        body: ThreadCronCreate | CronCreate,
+        owner: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Validate the schedule and timezone, then store the cron with its first run date.
+
+        `owner` is the creator's user keys of `configurable`: every run of the cron carries them.
+        """
+        zone = await self._checked_zone(body)
+        assistant = await self.assistants.get_assistant(body.assistant_id)
+        payload = await self._run_payload(body, assistant["assistant_id"], owner or {})
+        metadata = await sealed(self, "cron", "metadata", body.metadata or {})
+        end_time = _utc(body.end_time)
+        cron_id = new_id()
         try:
-            assistant_id = resolve_assistant_id(runtime, assistant_id)
-        except NotFoundError:
-            raise InvalidInputError(
-                f"assistant_id {assistant_id!r} is neither a UUID nor a graph id"
-            ) from None
-    refuse_encrypted_keys(runtime.at_rest, metadata=body.metadata)
-    if runtime.encryption is not None:
-        runtime.encryption.refuse_filter("metadata filter", body.metadata)
-    return crons_db.CronQuery(
-        assistant_id=assistant_id,
-        thread_id=body.thread_id,
-        enabled=getattr(body, "enabled", None),
-        metadata=body.metadata,
-        auth_filter=auth_filter,
-    )
-
-
-async def search_crons(
-    runtime: Runtime, body: CronSearch, auth_filter: dict[str, Any] | None = None
-) -> tuple[list[dict[str, Any]], int | None]:
-    """One page of crons, and the offset of the next page when there is one."""
-    query = _query(runtime, body, auth_filter)
-    async with runtime.autocommit() as session:
-        rows = await crons_db.search_crons(
-            session,
-            query,
-            sort_by=body.sort_by,
-            descending=body.sort_order == "desc",
-            limit=body.limit + 1,
-            offset=body.offset,
+            async with self.sessions() as session, session.begin():
+                if (
+                    thread_id is not None
+                    and await threads_db.get_thread(session, thread_id) is None
+                ):
+                    raise _thread_not_found(thread_id)
+                if body.enabled:
+                    await self._require_room(session, (owner or {}).get(AUTH_USER_ID_KEY))
+                now = await database_now(session)
+                row = await crons_db.insert_cron(
+                    session,
+                    {
+                        "cron_id": cron_id,
+                        "assistant_id": assistant["assistant_id"],
+                        "thread_id": thread_id,
+                        "user_id": (owner or {}).get(AUTH_USER_ID_KEY),
+                        "schedule": body.schedule,
+                        "timezone": body.timezone,
+                        "payload": payload,
+                        "metadata": metadata,
+                        "on_run_completed": (
+                            body.on_run_completed if isinstance(body, CronCreate) else None
+                        ),
+                        "enabled": body.enabled,
+                        "end_time": end_time,
+                        "next_run_date": first_run_date(body.schedule, zone, end_time, now),
+                        "created_at": now,
+                        "updated_at": now,
+                    },
+                )
+        except IntegrityError:
+            # The thread or assistant was deleted while the cron was being created.
+            if thread_id is not None:
+                raise _thread_not_found(thread_id) from None
+            raise NotFoundError(f"assistant {body.assistant_id} was deleted meanwhile") from None
+        self.wake_scheduler()
+        log.info(
+            "cron_created cron_id=%s thread_id=%s schedule=%s", cron_id, thread_id, body.schedule
         )
-        now = await database_now(session) if body.select else None
-    next_offset = body.offset + body.limit if len(rows) > body.limit else None
-    page = [await cron_wire(runtime, row) for row in rows[: body.limit]]
-    if body.select:
-        fields = list(dict.fromkeys(body.select))
-        stamp = now.isoformat() if now is not None else None
-        page = [{f: (stamp if f == "now" else cron[f]) for f in fields} for cron in page]
-    return page, next_offset
+        return await self.cron_wire(row)
 
+    async def _checked_zone(self, body: ThreadCronCreate | CronCreate) -> tzinfo:
+        """The cron's timezone, once its schedule, interval and webhook are found valid."""
+        zone = parse_timezone(body.timezone)
+        validate_schedule(body.schedule)
+        require_min_interval(body.schedule, self.min_interval_seconds)
+        if body.webhook is not None:
+            await self.webhook_guard.check(body.webhook)
+        return zone
 
-async def count_crons(
-    runtime: Runtime, body: CronCount, auth_filter: dict[str, Any] | None = None
-) -> int:
-    """How many crons match the filters (and the caller's auth filter)."""
-    query = _query(runtime, body, auth_filter)
-    async with runtime.autocommit() as session:
-        return await crons_db.count_crons(session, query)
+    async def _run_payload(
+        self,
+        body: ThreadCronCreate | CronCreate,
+        assistant_id: str,
+        owner: dict[str, Any],
+    ) -> dict[str, Any]:
+        """What each run of the cron is created from, sealed when encryption is on."""
+        payload = body.model_dump(include=set(RUN_FIELDS), exclude_none=True)
+        payload["assistant_id"] = assistant_id
+        _keep_owner(payload, owner)
+        if self.encryption is not None:
+            # The cron's runs are written under its creator's encryption context.
+            payload[CONTEXT_KEY] = current_context()
+            payload = await self.encryption.encrypt_fields("cron", payload, CRON_PAYLOAD_FIELDS)
+        return payload
+
+    async def get_cron(self, cron_id: str) -> dict[str, Any]:
+        """The cron, or NotFoundError."""
+        async with self.autocommit() as session:
+            row = await crons_db.get_cron(session, cron_id)
+        if row is None:
+            raise cron_not_found(cron_id)
+        return await self.cron_wire(row)
+
+    async def patch_cron(self, cron_id: str, body: CronPatch) -> dict[str, Any]:
+        """Change the fields sent; a new schedule, timezone, end time or enabling reschedules."""
+        sent = set(body.model_fields_set)
+        if not sent:
+            raise InvalidInputError(
+                "nothing to update: send at least one of schedule, timezone, end_time, enabled, "
+                "metadata, on_run_completed, input, config, context, webhook"
+            )
+        if body.schedule is not None:
+            validate_schedule(body.schedule)
+            require_min_interval(body.schedule, self.min_interval_seconds)
+        if body.timezone is not None:
+            parse_timezone(body.timezone)
+        if body.webhook is not None:
+            await self.webhook_guard.check(body.webhook)
+        async with self.sessions() as session, session.begin():
+            # Writing updated_at first locks the row, so concurrent merges are not lost.
+            now = await database_now(session)
+            current = await crons_db.update_cron(session, cron_id, {"updated_at": now})
+            if current is None:
+                raise cron_not_found(cron_id)
+            values = _patched_values(await opened_cron(self, current), body, sent)
+            if "metadata" in values:
+                values["metadata"] = await sealed(self, "cron", "metadata", values["metadata"])
+            if "payload" in values and self.encryption is not None:
+                # Sealed again whole, under the context of the cron's creator its runs use.
+                creator = values["payload"].get(CONTEXT_KEY)
+                values["payload"] = await self.encryption.encrypt_fields(
+                    "cron", values["payload"], CRON_PAYLOAD_FIELDS, creator
+                )
+            enabling = body.enabled is True and not current["enabled"]
+            if enabling:
+                await self._require_room(session, current["user_id"])
+            if enabling or any(field in sent for field in _RESCHEDULING):
+                merged = {**current, **values}
+                zone = parse_timezone(merged["timezone"])
+                values["next_run_date"] = first_run_date(
+                    merged["schedule"], zone, merged["end_time"], now
+                )
+            row = await crons_db.update_cron(session, cron_id, values) if values else current
+            assert row is not None
+        self.wake_scheduler()
+        log.info("cron_updated cron_id=%s fields=%s", cron_id, ",".join(sorted(sent)))
+        return await self.cron_wire(row)
+
+    async def _require_room(self, session: AsyncConnection, user_id: str | None) -> None:
+        """InvalidInputError when the user has RUNYARD_MAX_CRONS_PER_USER enabled crons already."""
+        cap = self.max_per_user
+        await crons_db.lock_user_crons(session, user_id)
+        if await crons_db.count_enabled_crons(session, user_id) >= cap:
+            raise InvalidInputError(
+                f"this user has {cap} enabled crons, the most RUNYARD_MAX_CRONS_PER_USER allows; "
+                "delete or disable one first"
+            )
+
+    async def delete_cron(self, cron_id: str) -> None:
+        """Delete a cron; runs it already created are left alone."""
+        async with self.sessions() as session, session.begin():
+            if not await crons_db.delete_cron(session, cron_id):
+                raise cron_not_found(cron_id)
+        log.info("cron_deleted cron_id=%s", cron_id)
+
+    def _query(
+        self, body: CronSearch | CronCount, auth_filter: dict[str, Any] | None
+    ) -> crons_db.CronQuery:
+        assistant_id = body.assistant_id
+        if assistant_id is not None:
+            try:
+                assistant_id = self.assistants.resolve_assistant_id(assistant_id)
+            except NotFoundError:
+                raise InvalidInputError(
+                    f"assistant_id {assistant_id!r} is neither a UUID nor a graph id"
+                ) from None
+        refuse_encrypted_keys(self.at_rest, metadata=body.metadata)
+        if self.encryption is not None:
+            self.encryption.refuse_filter("metadata filter", body.metadata)
+        return crons_db.CronQuery(
+            assistant_id=assistant_id,
+            thread_id=body.thread_id,
+            enabled=getattr(body, "enabled", None),
+            metadata=body.metadata,
+            auth_filter=auth_filter,
+        )
+
+    async def search_crons(
+        self, body: CronSearch, auth_filter: dict[str, Any] | None = None
+    ) -> tuple[list[dict[str, Any]], int | None]:
+        """One page of crons, and the offset of the next page when there is one."""
+        query = self._query(body, auth_filter)
+        async with self.autocommit() as session:
+            rows = await crons_db.search_crons(
+                session,
+                query,
+                sort_by=body.sort_by,
+                descending=body.sort_order == "desc",
+                limit=body.limit + 1,
+                offset=body.offset,
+            )
+            now = await database_now(session) if body.select else None
+        next_offset = body.offset + body.limit if len(rows) > body.limit else None
+        page = [await self.cron_wire(row) for row in rows[: body.limit]]
+        if body.select:
+            fields = list(dict.fromkeys(body.select))
+            stamp = now.isoformat() if now is not None else None
+            page = [{f: (stamp if f == "now" else cron[f]) for f in fields} for cron in page]
+        return page, next_offset
+
+    async def count_crons(self, body: CronCount, auth_filter: dict[str, Any] | None = None) -> int:
+        """How many crons match the filters (and the caller's auth filter)."""
+        query = self._query(body, auth_filter)
+        async with self.autocommit() as session:
+            return await crons_db.count_crons(session, query)

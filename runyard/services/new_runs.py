@@ -15,14 +15,16 @@ from runyard.domain.encrypted_fields import RUN_KWARGS_FIELDS
 from runyard.domain.encryption_context import CONTEXT_KEY, current_context
 from runyard.domain.new_run import NewRun, NewThread
 from runyard.domain.priority import PrioritySettings
+from runyard.domain.retention import ThreadTTLPolicy
 from runyard.graphs.serialize import to_jsonable
+from runyard.observability.tracing import Tracing
 from runyard.schemas.runs import RunCreate
 from runyard.services.encrypted_json import opened, sealed, sealed_fields
 from runyard.services.run_priority import RunPriority, stored_settings
 from runyard.services.threads import ttl_columns
 
 if TYPE_CHECKING:
-    from runyard.runtime import Runtime
+    from runyard.encryption.custom import CustomEncryption
 
 
 def new_id() -> str:
@@ -36,7 +38,7 @@ class PendingRunRows:
     plain text and its settings (the assigned ones when the thread has none), then its JSON
     is sealed (encryption.path)."""
 
-    runtime: Runtime
+    new_runs: NewRuns
     body: RunCreate
     assistant: dict[str, Any]
     stateless: bool
@@ -48,14 +50,13 @@ class PendingRunRows:
 
     async def row(self, thread: Mapping[str, Any], scheduled_at: Any) -> dict[str, Any]:
         """The run's row on `thread`, without its status (the lifecycle gives it)."""
-        runtime = self.runtime
+        new_runs = self.new_runs
         settings = stored_settings(thread) or self.priority.settings
         row = {
-            **_run_row(
-                runtime,
+            **new_runs.run_row(
                 self.body,
                 self.assistant,
-                await opened(runtime, "thread", dict(thread), ("metadata",)),
+                await opened(new_runs, "thread", dict(thread), ("metadata",)),
                 self.stateless,
                 self.stream_modes,
                 scheduled_at,
@@ -65,47 +66,9 @@ class PendingRunRows:
             ),
             **_settings_columns(settings),
         }
-        row["metadata"] = await sealed(runtime, "run", "metadata", row["metadata"])
-        row["kwargs"] = await sealed_fields(runtime, "run", row["kwargs"], RUN_KWARGS_FIELDS)
+        row["metadata"] = await sealed(new_runs, "run", "metadata", row["metadata"])
+        row["kwargs"] = await sealed_fields(new_runs, "run", row["kwargs"], RUN_KWARGS_FIELDS)
         return row
-
-
-async def build_new_run(
-    runtime: Runtime,
-    target_thread: str,
-    body: RunCreate,
-    rows: PendingRunRows,
-    new_thread_metadata: dict[str, Any],
-) -> NewRun:
-    """What the lifecycle needs to create the run, its thread's JSON sealed."""
-    assistant, stateless, priority = rows.assistant, rows.stateless, rows.priority
-    graph_metadata = _graph_metadata(assistant)
-    context = to_jsonable(_run_context(body, assistant))
-    # A thread the run creates carries the run's metadata, as on LangGraph Platform: the
-    # owner an auth handler stamped on the run is the thread's too.
-    metadata = {**(body.metadata or {}), **new_thread_metadata, **graph_metadata}
-    thread = NewThread(
-        target_thread,
-        metadata=await sealed(runtime, "thread", "metadata", metadata),
-        context=await sealed(runtime, "thread", "context", context),
-        columns={
-            # A temporary thread goes with its run; a thread of its own gets the default TTL.
-            **({} if stateless else ttl_columns(None, runtime.thread_ttl)),
-            **(_settings_columns(priority.settings) if priority.assigned else {}),
-        },
-    )
-    return NewRun(
-        thread=thread,
-        creates_thread=stateless or body.if_not_exists == "create",
-        recreates_thread=body.if_not_exists == "create",
-        strategy=body.multitask_strategy,
-        after_seconds=body.after_seconds,
-        idempotency_key=rows.idempotency_key,
-        request_hash=rows.request_hash,
-        assigned_priority=priority.settings if priority.assigned else None,
-        graph_metadata=graph_metadata,
-        rows=rows,
-    )
 
 
 def _settings_columns(settings: PrioritySettings) -> dict[str, Any]:
@@ -115,49 +78,6 @@ def _settings_columns(settings: PrioritySettings) -> dict[str, Any]:
 def _graph_metadata(assistant: dict[str, Any]) -> dict[str, Any]:
     """What a run and its thread record of the graph and assistant they belong to."""
     return {"graph_id": assistant["graph_id"], "assistant_id": assistant["assistant_id"]}
-
-
-def _run_row(
-    runtime: Runtime,
-    body: RunCreate,
-    assistant: dict[str, Any],
-    thread: dict[str, Any],
-    stateless: bool,
-    stream_modes: list[str] | None,
-    scheduled_at: Any,
-    idempotency_key: str | None,
-    request_hash: str | None,
-    configurable: dict[str, Any],
-) -> dict[str, Any]:
-    """The row of a new run on `thread` (the lifecycle makes it pending)."""
-    return {
-        "run_id": new_id(),
-        "thread_id": thread["thread_id"],
-        "assistant_id": assistant["assistant_id"],
-        "metadata": {
-            **(assistant.get("metadata") or {}),
-            **(thread["metadata"] or {}),
-            **_graph_metadata(assistant),
-            **(body.metadata or {}),
-            "assistant_id": assistant["assistant_id"],
-        },
-        "kwargs": {
-            **_kwargs(body, assistant, stream_modes, stateless, configurable),
-            **runtime.tracing.run_kwargs(),
-            # The caller's encryption context, for the worker to write the run's checkpoints
-            # under (encryption.path); stored as LangGraph's server stores it.
-            **({CONTEXT_KEY: current_context()} if runtime.encryption else {}),
-        },
-        "multitask_strategy": body.multitask_strategy,
-        "scheduled_at": scheduled_at,
-        "attempt": 0,
-        "idempotency_key": idempotency_key,
-        "request_hash": request_hash,
-        "webhook": body.webhook,
-        "on_completion": (body.on_completion or "delete") if stateless else None,
-        "temporary": stateless,
-        "langsmith_session_name": runtime.langsmith_project,
-    }
 
 
 def _kwargs(
@@ -211,3 +131,98 @@ def _merge_config(base: dict[str, Any], override: dict[str, Any]) -> dict[str, A
         else:
             merged[key] = copy.deepcopy(value)
     return merged
+
+
+class NewRuns:
+    """Builds what the lifecycle needs to create a run: its thread and, on that thread, its row."""
+
+    def __init__(
+        self,
+        thread_ttl: ThreadTTLPolicy,
+        tracing: Tracing,
+        langsmith_project: str | None,
+        encryption: CustomEncryption | None,
+    ) -> None:
+        self.thread_ttl = thread_ttl
+        self.tracing = tracing
+        self.langsmith_project = langsmith_project
+        self.encryption = encryption
+
+    async def build_new_run(
+        self,
+        target_thread: str,
+        body: RunCreate,
+        rows: PendingRunRows,
+        new_thread_metadata: dict[str, Any],
+    ) -> NewRun:
+        """What the lifecycle needs to create the run, its thread's JSON sealed."""
+        assistant, stateless, priority = rows.assistant, rows.stateless, rows.priority
+        graph_metadata = _graph_metadata(assistant)
+        context = to_jsonable(_run_context(body, assistant))
+        # A thread the run creates carries the run's metadata, as on LangGraph Platform: the
+        # owner an auth handler stamped on the run is the thread's too.
+        metadata = {**(body.metadata or {}), **new_thread_metadata, **graph_metadata}
+        thread = NewThread(
+            target_thread,
+            metadata=await sealed(self, "thread", "metadata", metadata),
+            context=await sealed(self, "thread", "context", context),
+            columns={
+                # A temporary thread goes with its run; a thread of its own gets the default TTL.
+                **({} if stateless else ttl_columns(None, self.thread_ttl)),
+                **(_settings_columns(priority.settings) if priority.assigned else {}),
+            },
+        )
+        return NewRun(
+            thread=thread,
+            creates_thread=stateless or body.if_not_exists == "create",
+            recreates_thread=body.if_not_exists == "create",
+            strategy=body.multitask_strategy,
+            after_seconds=body.after_seconds,
+            idempotency_key=rows.idempotency_key,
+            request_hash=rows.request_hash,
+            assigned_priority=priority.settings if priority.assigned else None,
+            graph_metadata=graph_metadata,
+            rows=rows,
+        )
+
+    def run_row(
+        self,
+        body: RunCreate,
+        assistant: dict[str, Any],
+        thread: dict[str, Any],
+        stateless: bool,
+        stream_modes: list[str] | None,
+        scheduled_at: Any,
+        idempotency_key: str | None,
+        request_hash: str | None,
+        configurable: dict[str, Any],
+    ) -> dict[str, Any]:
+        """The row of a new run on `thread` (the lifecycle makes it pending)."""
+        return {
+            "run_id": new_id(),
+            "thread_id": thread["thread_id"],
+            "assistant_id": assistant["assistant_id"],
+            "metadata": {
+                **(assistant.get("metadata") or {}),
+                **(thread["metadata"] or {}),
+                **_graph_metadata(assistant),
+                **(body.metadata or {}),
+                "assistant_id": assistant["assistant_id"],
+            },
+            "kwargs": {
+                **_kwargs(body, assistant, stream_modes, stateless, configurable),
+                **self.tracing.run_kwargs(),
+                # The caller's encryption context, for the worker to write the run's checkpoints
+                # under (encryption.path); stored as LangGraph's server stores it.
+                **({CONTEXT_KEY: current_context()} if self.encryption else {}),
+            },
+            "multitask_strategy": body.multitask_strategy,
+            "scheduled_at": scheduled_at,
+            "attempt": 0,
+            "idempotency_key": idempotency_key,
+            "request_hash": request_hash,
+            "webhook": body.webhook,
+            "on_completion": (body.on_completion or "delete") if stateless else None,
+            "temporary": stateless,
+            "langsmith_session_name": self.langsmith_project,
+        }

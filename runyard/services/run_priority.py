@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from runyard.db import threads as threads_db
+from runyard.db.engine import Sessions
 from runyard.domain.configurable import AUTH_USER_ID_KEY
 from runyard.domain.errors import InvalidInputError
 from runyard.domain.priority import (
@@ -25,11 +26,8 @@ from runyard.domain.priority import (
     PrioritySettings,
 )
 from runyard.domain.user import user_from_config
-from runyard.graphs.priority import NewRunFacts
+from runyard.graphs.priority import NewRunFacts, PriorityAssigner
 from runyard.schemas.runs import RunCreate
-
-if TYPE_CHECKING:
-    from runyard.runtime import Runtime
 
 
 @dataclass(frozen=True)
@@ -51,49 +49,6 @@ def stored_settings(thread: Mapping[str, Any]) -> PrioritySettings | None:
     return PrioritySettings(int(thread["priority"]), str(thread["fairness_group"]))
 
 
-async def priority_for_new_run(
-    runtime: Runtime,
-    thread_id: str | None,
-    body: RunCreate,
-    assistant: Mapping[str, Any],
-    new_thread_metadata: Mapping[str, Any],
-    configurable: Mapping[str, Any],
-) -> RunPriority:
-    """What a run about to be created on `thread_id` (None: a thread of its own, not named
-    by the client) is dispatched by; PriorityAssignError when the assign function fails."""
-    assigner = runtime.priority
-    if assigner is None:
-        key = runtime.settings.fairness_key
-        if key is None:
-            return DEFAULTS
-        group = keyed_group(key, body.metadata or {}, new_thread_metadata, configurable)
-        return RunPriority(PrioritySettings(fairness_group=group), assigned=False)
-    thread_metadata: Mapping[str, Any] = new_thread_metadata
-    if thread_id is not None:
-        async with runtime.autocommit() as session:
-            thread = await threads_db.get_thread(session, thread_id)
-        if thread is not None:
-            known = stored_settings(thread)
-            if known is not None:
-                return RunPriority(known, assigned=False)
-            thread_metadata = thread["metadata"] or {}
-        elif body.if_not_exists != "create":
-            return DEFAULTS  # no such thread: the creating transaction answers 404
-    metadata = body.metadata or {}
-    cron_id = metadata.get("cron_id")
-    facts = NewRunFacts(
-        user=user_from_config(configurable),
-        thread_id=thread_id,
-        thread_metadata=thread_metadata,
-        assistant_id=str(assistant["assistant_id"]),
-        graph_id=str(assistant["graph_id"]),
-        assistant_metadata=assistant.get("metadata") or {},
-        run_metadata=metadata,
-        cron_id=str(cron_id) if cron_id is not None else None,
-    )
-    return RunPriority(await assigner.assign(facts), assigned=True)
-
-
 def keyed_group(
     key: str,
     run_metadata: Mapping[str, Any],
@@ -111,3 +66,59 @@ def keyed_group(
             f"{len(group)} characters long; at most {FAIRNESS_GROUP_MAX_CHARS} are allowed"
         )
     return group
+
+
+class RunPriorities:
+    """What a new run is dispatched by: its priority and fairness group."""
+
+    def __init__(
+        self,
+        assigner: PriorityAssigner | None,
+        fairness_key: str | None,
+        autocommit: Sessions,
+    ) -> None:
+        self.assigner = assigner
+        self.fairness_key = fairness_key
+        self.autocommit = autocommit
+
+    async def for_new_run(
+        self,
+        thread_id: str | None,
+        body: RunCreate,
+        assistant: Mapping[str, Any],
+        new_thread_metadata: Mapping[str, Any],
+        configurable: Mapping[str, Any],
+    ) -> RunPriority:
+        """What a run about to be created on `thread_id` (None: a thread of its own, not named
+        by the client) is dispatched by; PriorityAssignError when the assign function fails."""
+        assigner = self.assigner
+        if assigner is None:
+            key = self.fairness_key
+            if key is None:
+                return DEFAULTS
+            group = keyed_group(key, body.metadata or {}, new_thread_metadata, configurable)
+            return RunPriority(PrioritySettings(fairness_group=group), assigned=False)
+        thread_metadata: Mapping[str, Any] = new_thread_metadata
+        if thread_id is not None:
+            async with self.autocommit() as session:
+                thread = await threads_db.get_thread(session, thread_id)
+            if thread is not None:
+                known = stored_settings(thread)
+                if known is not None:
+                    return RunPriority(known, assigned=False)
+                thread_metadata = thread["metadata"] or {}
+            elif body.if_not_exists != "create":
+                return DEFAULTS  # no such thread: the creating transaction answers 404
+        metadata = body.metadata or {}
+        cron_id = metadata.get("cron_id")
+        facts = NewRunFacts(
+            user=user_from_config(configurable),
+            thread_id=thread_id,
+            thread_metadata=thread_metadata,
+            assistant_id=str(assistant["assistant_id"]),
+            graph_id=str(assistant["graph_id"]),
+            assistant_metadata=assistant.get("metadata") or {},
+            run_metadata=metadata,
+            cron_id=str(cron_id) if cron_id is not None else None,
+        )
+        return RunPriority(await assigner.assign(facts), assigned=True)

@@ -12,120 +12,23 @@ from sqlalchemy.exc import IntegrityError
 
 from runyard.db import runs as runs_db
 from runyard.db import threads as threads_db
+from runyard.db.engine import Sessions
 from runyard.domain.encryption_context import CONTEXT_KEY
 from runyard.domain.errors import ConflictError, InvalidInputError, NotFoundError
 from runyard.domain.status import TERMINAL_RUN_STATUSES, RunStatus
+from runyard.lifecycle import Created, RunLifecycle
+from runyard.outbound.guard import WebhookGuard
+from runyard.queue.run_queue import RunQueue
 from runyard.schemas.runs import RunCreate
-from runyard.services.assistants import get_assistant
+from runyard.services.assistants import AssistantService
 from runyard.services.encrypted_json import opened_run
-from runyard.services.new_runs import PendingRunRows, build_new_run, new_id
-from runyard.services.run_priority import priority_for_new_run
+from runyard.services.new_runs import NewRuns, PendingRunRows, new_id
+from runyard.services.run_priority import RunPriorities
 
 if TYPE_CHECKING:
-    from runyard.lifecycle import Created
-    from runyard.runtime import Runtime
+    from runyard.encryption.custom import CustomEncryption
 
 log = logging.getLogger("runyard.runs")
-
-
-async def create_run(
-    runtime: Runtime,
-    thread_id: str | None,
-    body: RunCreate,
-    *,
-    stream_modes: list[str] | None = None,
-    idempotency_key: str | None = None,
-    new_thread_metadata: dict[str, Any] | None = None,
-    on_created: Callable[[str], Awaitable[object]] | None = None,
-    configurable: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Validate, apply the thread's multitask strategy, commit a pending run, then dispatch it.
-
-    `new_thread_metadata` goes on a thread the run creates (`if_not_exists="create"`).
-    `configurable` is what the server adds to the run's `configurable` (the authenticated
-    user, chosen request headers); a client cannot set those keys itself.
-    `on_created(run_id)` is awaited between the commit and the dispatch of a new run (not
-    for an existing run answered instead): nothing can have executed it yet.
-    """
-    assistant = await get_assistant(runtime, body.assistant_id)
-    stateless = thread_id is None
-    if stateless:
-        _check_stateless(body)
-    if body.webhook is not None:
-        await runtime.webhook_guard.check(body.webhook)
-    target_thread = thread_id or new_id()
-    # Only an Idempotency-Key ever compares requests: hash the body only then.
-    request_hash = _request_hash(thread_id, body) if idempotency_key else None
-    existing = await _idempotent_replay(runtime, idempotency_key, request_hash)
-    if existing is not None:
-        return existing
-    # Before anything is written: an assign function that fails leaves nothing behind.
-    priority = await priority_for_new_run(
-        runtime, thread_id, body, assistant, new_thread_metadata or {}, configurable or {}
-    )
-    rows = PendingRunRows(
-        runtime,
-        body,
-        assistant,
-        stateless,
-        stream_modes,
-        idempotency_key,
-        request_hash,
-        configurable or {},
-        priority,
-    )
-    new_run = await build_new_run(runtime, target_thread, body, rows, new_thread_metadata or {})
-    try:
-        created = await runtime.lifecycle.create(new_run)
-    except IntegrityError:
-        # Another instance committed the same Idempotency-Key first: answer with its run.
-        replay = await _idempotent_replay(runtime, idempotency_key, request_hash)
-        if replay is None:
-            raise
-        return replay
-    if created.created:
-        await _dispatch(runtime, created, body.after_seconds, on_created)
-    return await run_wire(runtime, created.row)
-
-
-async def _dispatch(
-    runtime: Runtime,
-    created: Created,
-    after_seconds: float | None,
-    on_created: Callable[[str], Awaitable[object]] | None,
-) -> None:
-    """A new run is committed: what must precede its dispatch, the strategy's effects on
-    the thread's other runs, then the push."""
-    row = created.row
-    if on_created is not None:
-        await on_created(row["run_id"])
-    await runtime.lifecycle.after_strategy(created.effects)
-    await runtime.queue.push(
-        row["run_id"], after_seconds or 0.0, row["priority"], row["fairness_group"]
-    )
-    log.info("run_created run_id=%s thread_id=%s", row["run_id"], row["thread_id"])
-
-
-async def create_batch(
-    runtime: Runtime, bodies: list[RunCreate], configurable: dict[str, Any] | None = None
-) -> list[dict[str, Any]]:
-    """Create one stateless background run per body, in order (each given `configurable`,
-    as `create_run`).
-
-    Every body is checked (assistant, stateless-only fields) before the first run is
-    created, so a bad payload anywhere in the batch creates none.
-    """
-    for index, body in enumerate(bodies):
-        try:
-            await get_assistant(runtime, body.assistant_id)
-            _check_stateless(body)
-            if body.webhook is not None:
-                await runtime.webhook_guard.check(body.webhook)
-        except (NotFoundError, InvalidInputError) as exc:
-            raise type(exc)(f"batch payload {index}: {exc}") from exc
-    created = [await create_run(runtime, None, body, configurable=configurable) for body in bodies]
-    log.info("run_batch_created runs=%s", len(created))
-    return created
 
 
 def _check_stateless(body: RunCreate) -> None:
@@ -135,33 +38,11 @@ def _check_stateless(body: RunCreate) -> None:
         raise InvalidInputError("checkpoint and checkpoint_id need a thread_id (stateful run)")
 
 
-async def _idempotent_replay(
-    runtime: Runtime, key: str | None, request_hash: str | None
-) -> dict[str, Any] | None:
-    if not key:
-        return None
-    async with runtime.autocommit() as session:
-        existing = await runs_db.get_run_by_idempotency_key(session, key)
-    if existing is None:
-        return None
-    if existing["request_hash"] != request_hash:
-        raise ConflictError(
-            "this Idempotency-Key was already used with a different request; "
-            "use a new key for a new run"
-        )
-    return await run_wire(runtime, existing)
-
-
 def _request_hash(thread_id: str | None, body: RunCreate) -> str:
     canonical = json.dumps(
         {"thread_id": thread_id, "body": body.model_dump(mode="json")}, sort_keys=True
     )
     return hashlib.sha256(canonical.encode()).hexdigest()
-
-
-async def run_wire(runtime: Runtime, row: Any) -> dict[str, Any]:
-    """`to_wire` of a stored run, its JSON decrypted (encryption.path)."""
-    return to_wire(await opened_run(runtime, row))
 
 
 def to_wire(row: Any) -> dict[str, Any]:
@@ -181,83 +62,221 @@ def to_wire(row: Any) -> dict[str, Any]:
     }
 
 
-async def get_run(runtime: Runtime, thread_id: str | None, run_id: str) -> dict[str, Any]:
-    """A run by id, or NotFoundError."""
-    async with runtime.autocommit() as session:
-        row = await runs_db.get_run(session, run_id, thread_id)
-    if row is None:
-        raise NotFoundError(
-            f"run {run_id} not found" + (f" in thread {thread_id}" if thread_id else "")
+class RunService:
+    """Run use cases: create under the thread's multitask strategy, read, list, delete, cancel."""
+
+    def __init__(
+        self,
+        autocommit: Sessions,
+        lifecycle: RunLifecycle,
+        queue: RunQueue,
+        webhook_guard: WebhookGuard,
+        heartbeat_interval_seconds: float,
+        assistants: AssistantService,
+        new_runs: NewRuns,
+        priorities: RunPriorities,
+        encryption: CustomEncryption | None,
+    ) -> None:
+        self.autocommit = autocommit
+        self.lifecycle = lifecycle
+        self.queue = queue
+        self.webhook_guard = webhook_guard
+        self.heartbeat_interval_seconds = heartbeat_interval_seconds
+        self.assistants = assistants
+        self.new_runs = new_runs
+        self.priorities = priorities
+        self.encryption = encryption
+
+    async def create_run(
+        self,
+        thread_id: str | None,
+        body: RunCreate,
+        *,
+        stream_modes: list[str] | None = None,
+        idempotency_key: str | None = None,
+        new_thread_metadata: dict[str, Any] | None = None,
+        on_created: Callable[[str], Awaitable[object]] | None = None,
+        configurable: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Validate, apply the thread's multitask strategy, commit a pending run, then dispatch it.
+
+        `new_thread_metadata` goes on a thread the run creates (`if_not_exists="create"`).
+        `configurable` is what the server adds to the run's `configurable` (the authenticated
+        user, chosen request headers); a client cannot set those keys itself.
+        `on_created(run_id)` is awaited between the commit and the dispatch of a new run (not
+        for an existing run answered instead): nothing can have executed it yet.
+        """
+        assistant = await self.assistants.get_assistant(body.assistant_id)
+        stateless = thread_id is None
+        if stateless:
+            _check_stateless(body)
+        if body.webhook is not None:
+            await self.webhook_guard.check(body.webhook)
+        target_thread = thread_id or new_id()
+        # Only an Idempotency-Key ever compares requests: hash the body only then.
+        request_hash = _request_hash(thread_id, body) if idempotency_key else None
+        existing = await self._idempotent_replay(idempotency_key, request_hash)
+        if existing is not None:
+            return existing
+        # Before anything is written: an assign function that fails leaves nothing behind.
+        priority = await self.priorities.for_new_run(
+            thread_id, body, assistant, new_thread_metadata or {}, configurable or {}
         )
-    return dict(row)
-
-
-async def list_runs(
-    runtime: Runtime, thread_id: str, limit: int, offset: int, status: str | None
-) -> list[dict[str, Any]]:
-    """A thread's runs, newest first."""
-    async with runtime.autocommit() as session:
-        if await threads_db.get_thread(session, thread_id) is None:
-            raise NotFoundError(f"thread {thread_id} not found")
-        rows = await runs_db.list_runs(session, thread_id, limit, offset, status)
-    return [await run_wire(runtime, r) for r in rows]
-
-
-async def delete_run(runtime: Runtime, thread_id: str, run_id: str) -> None:
-    """Delete a run; one still executing is stopped first and records nothing more."""
-    await runtime.lifecycle.delete_run(thread_id, run_id)
-
-
-async def cancel_run(
-    runtime: Runtime, thread_id: str | None, run_id: str, action: str
-) -> dict[str, Any]:
-    """Record a cancel durably, then deliver it to the executing instance.
-
-    Returns what happened: `delivered` is False when no executor acknowledged the message
-    at once; the recorded flag then stops the run at its next lease renewal.
-    """
-    run = await get_run(runtime, thread_id, run_id)
-    status = RunStatus(run["status"])
-    if status in TERMINAL_RUN_STATUSES:
-        raise ConflictError(
-            f"run {run_id} already finished with status '{status.value}'; nothing to cancel"
+        rows = PendingRunRows(
+            self.new_runs,
+            body,
+            assistant,
+            stateless,
+            stream_modes,
+            idempotency_key,
+            request_hash,
+            configurable or {},
+            priority,
         )
-    pending, delivered = await runtime.lifecycle.cancel(run, action)
-    log.info("run_cancel_requested run_id=%s action=%s delivered=%s", run_id, action, delivered)
-    heartbeat = runtime.settings.heartbeat_interval_seconds
-    return {
-        "run_id": run_id,
-        "thread_id": run["thread_id"],
-        "action": action,
-        "was": status.value,
-        "delivered": delivered,
-        "detail": "the run had not started; it ends interrupted"
-        if pending
-        else "the executing instance received the cancel; the run stops now"
-        if delivered
-        else "the cancel is recorded but no instance acknowledged it yet; it stops the run at "
-        f"the executor's next lease renewal (every {heartbeat:g} s) or, if that instance "
-        "is gone, when its lease expires",
-    }
-
-
-async def cancel_many(
-    runtime: Runtime,
-    thread_id: str | None,
-    run_ids: list[str] | None,
-    status: str | None,
-    action: str,
-) -> int:
-    """Cancel the chosen active runs; returns how many were cancelled."""
-    async with runtime.autocommit() as session:
-        rows = await runs_db.find_active_runs(session, thread_id, run_ids, status)
-    cancelled = 0
-    for row in rows:
+        new_run = await self.new_runs.build_new_run(
+            target_thread, body, rows, new_thread_metadata or {}
+        )
         try:
-            await cancel_run(runtime, row["thread_id"], row["run_id"], action)
-            cancelled += 1
-        except (ConflictError, NotFoundError):
-            continue  # finished meanwhile
-    if run_ids and not cancelled and not rows:
-        raise NotFoundError("no matching active runs to cancel; check the thread and run ids")
-    return cancelled
+            created = await self.lifecycle.create(new_run)
+        except IntegrityError:
+            # Another instance committed the same Idempotency-Key first: answer with its run.
+            replay = await self._idempotent_replay(idempotency_key, request_hash)
+            if replay is None:
+                raise
+            return replay
+        if created.created:
+            await self._dispatch(created, body.after_seconds, on_created)
+        return await self.run_wire(created.row)
+
+    async def _dispatch(
+        self,
+        created: Created,
+        after_seconds: float | None,
+        on_created: Callable[[str], Awaitable[object]] | None,
+    ) -> None:
+        """A new run is committed: what must precede its dispatch, the strategy's effects on
+        the thread's other runs, then the push."""
+        row = created.row
+        if on_created is not None:
+            await on_created(row["run_id"])
+        await self.lifecycle.after_strategy(created.effects)
+        await self.queue.push(
+            row["run_id"], after_seconds or 0.0, row["priority"], row["fairness_group"]
+        )
+        log.info("run_created run_id=%s thread_id=%s", row["run_id"], row["thread_id"])
+
+    async def create_batch(
+        self, bodies: list[RunCreate], configurable: dict[str, Any] | None = None
+    ) -> list[dict[str, Any]]:
+        """Create one stateless background run per body, in order (each given `configurable`,
+        as `create_run`).
+
+        Every body is checked (assistant, stateless-only fields) before the first run is
+        created, so a bad payload anywhere in the batch creates none.
+        """
+        for index, body in enumerate(bodies):
+            try:
+                await self.assistants.get_assistant(body.assistant_id)
+                _check_stateless(body)
+                if body.webhook is not None:
+                    await self.webhook_guard.check(body.webhook)
+            except (NotFoundError, InvalidInputError) as exc:
+                raise type(exc)(f"batch payload {index}: {exc}") from exc
+        created = [await self.create_run(None, body, configurable=configurable) for body in bodies]
+        log.info("run_batch_created runs=%s", len(created))
+        return created
+
+    async def _idempotent_replay(
+        self, key: str | None, request_hash: str | None
+    ) -> dict[str, Any] | None:
+        if not key:
+            return None
+        async with self.autocommit() as session:
+            existing = await runs_db.get_run_by_idempotency_key(session, key)
+        if existing is None:
+            return None
+        if existing["request_hash"] != request_hash:
+            raise ConflictError(
+                "this Idempotency-Key was already used with a different request; "
+                "use a new key for a new run"
+            )
+        return await self.run_wire(existing)
+
+    async def run_wire(self, row: Any) -> dict[str, Any]:
+        """`to_wire` of a stored run, its JSON decrypted (encryption.path)."""
+        return to_wire(await opened_run(self, row))
+
+    async def get_run(self, thread_id: str | None, run_id: str) -> dict[str, Any]:
+        """A run by id, or NotFoundError."""
+        async with self.autocommit() as session:
+            row = await runs_db.get_run(session, run_id, thread_id)
+        if row is None:
+            raise NotFoundError(
+                f"run {run_id} not found" + (f" in thread {thread_id}" if thread_id else "")
+            )
+        return dict(row)
+
+    async def list_runs(
+        self, thread_id: str, limit: int, offset: int, status: str | None
+    ) -> list[dict[str, Any]]:
+        """A thread's runs, newest first."""
+        async with self.autocommit() as session:
+            if await threads_db.get_thread(session, thread_id) is None:
+                raise NotFoundError(f"thread {thread_id} not found")
+            rows = await runs_db.list_runs(session, thread_id, limit, offset, status)
+        return [await self.run_wire(r) for r in rows]
+
+    async def delete_run(self, thread_id: str, run_id: str) -> None:
+        """Delete a run; one still executing is stopped first and records nothing more."""
+        await self.lifecycle.delete_run(thread_id, run_id)
+
+    async def cancel_run(self, thread_id: str | None, run_id: str, action: str) -> dict[str, Any]:
+        """Record a cancel durably, then deliver it to the executing instance.
+
+        Returns what happened: `delivered` is False when no executor acknowledged the message
+        at once; the recorded flag then stops the run at its next lease renewal.
+        """
+        run = await self.get_run(thread_id, run_id)
+        status = RunStatus(run["status"])
+        if status in TERMINAL_RUN_STATUSES:
+            raise ConflictError(
+                f"run {run_id} already finished with status '{status.value}'; nothing to cancel"
+            )
+        pending, delivered = await self.lifecycle.cancel(run, action)
+        log.info("run_cancel_requested run_id=%s action=%s delivered=%s", run_id, action, delivered)
+        heartbeat = self.heartbeat_interval_seconds
+        return {
+            "run_id": run_id,
+            "thread_id": run["thread_id"],
+            "action": action,
+            "was": status.value,
+            "delivered": delivered,
+            "detail": "the run had not started; it ends interrupted"
+            if pending
+            else "the executing instance received the cancel; the run stops now"
+            if delivered
+            else "the cancel is recorded but no instance acknowledged it yet; it stops the run at "
+            f"the executor's next lease renewal (every {heartbeat:g} s) or, if that instance "
+            "is gone, when its lease expires",
+        }
+
+    async def cancel_many(
+        self,
+        thread_id: str | None,
+        run_ids: list[str] | None,
+        status: str | None,
+        action: str,
+    ) -> int:
+        """Cancel the chosen active runs; returns how many were cancelled."""
+        async with self.autocommit() as session:
+            rows = await runs_db.find_active_runs(session, thread_id, run_ids, status)
+        cancelled = 0
+        for row in rows:
+            try:
+                await self.cancel_run(row["thread_id"], row["run_id"], action)
+                cancelled += 1
+            except (ConflictError, NotFoundError):
+                continue  # finished meanwhile
+        if run_ids and not cancelled and not rows:
+            raise NotFoundError("no matching active runs to cancel; check the thread and run ids")
+        return cancelled

@@ -17,18 +17,19 @@ from pydantic import ValidationError
 
 from runyard.db import runs as runs_db
 from runyard.db import threads as threads_db
+from runyard.db.engine import Sessions
 from runyard.domain.errors import ConflictError, InvalidInputError, NotFoundError
 from runyard.domain.status import TERMINAL_RUN_STATUSES, RunStatus
 from runyard.graphs.streaming import PROTOCOL_MODE
 from runyard.schemas.runs import RunCreate
 from runyard.services.encrypted_json import opened
-from runyard.services.run_waits import wait_until_done
-from runyard.services.runs import create_run
-from runyard.services.thread_session import graph_name, is_session_run, run_protocol_events
+from runyard.services.run_waits import RunWaits
+from runyard.services.runs import RunService
+from runyard.services.thread_session import ThreadSession, graph_name, is_session_run
 from runyard.streaming.session_events import RunTranslator
 
 if TYPE_CHECKING:
-    from runyard.runtime import Runtime
+    from runyard.encryption.custom import CustomEncryption
 
 _STRATEGIES = ("reject", "enqueue", "interrupt", "rollback")
 # How long an answer waits for the interrupted run to finish stopping.
@@ -86,29 +87,6 @@ def _validated(fields: dict[str, Any]) -> RunCreate:
         raise CommandError("invalid_argument", f"{where}: {first['msg']}") from None
 
 
-async def start_run(
-    runtime: Runtime,
-    thread_id: str,
-    body: RunCreate,
-    configurable: dict[str, Any],
-    new_thread_metadata: dict[str, Any] | None,
-) -> dict[str, Any]:
-    """Create the session run; refusals (unknown assistant, busy thread) as CommandError."""
-    try:
-        return await create_run(
-            runtime,
-            thread_id,
-            body,
-            stream_modes=[PROTOCOL_MODE],
-            new_thread_metadata=new_thread_metadata,
-            configurable=configurable,
-        )
-    except NotFoundError as exc:
-        raise CommandError("invalid_argument", str(exc)) from None
-    except (ConflictError, InvalidInputError) as exc:
-        raise CommandError("invalid_argument", str(exc)) from None
-
-
 def resume_entries(params: dict[str, Any]) -> list[ResumeEntry]:
     """The interrupts an `input.respond` answers: one, or several with `responses`."""
     many = params.get("responses")
@@ -131,87 +109,123 @@ def resume_entries(params: dict[str, Any]) -> list[ResumeEntry]:
     return entries
 
 
-async def resume_body(runtime: Runtime, thread_id: str, params: dict[str, Any]) -> RunCreate:
-    """The run that answers the interrupts `params` name, once each is pending on the thread.
+class SessionCommands:
+    """The commands of a thread's streaming session: start a run, resume it, read its agents."""
 
-    It resumes with a map of interrupt id to answer (with `update`/`goto` when given), on
-    the assistant of the thread's last run, refused while another run is pending.
-    """
-    entries = resume_entries(params)
-    thread, latest = await _settled_thread(runtime, thread_id)
-    if thread is None or latest is None:
-        raise CommandError("no_such_run", "No interrupted run is bound to this thread.")
-    thread = await opened(runtime, "thread", thread, ("interrupts",))
-    pending = {
-        item.get("id")
-        for items in (thread["interrupts"] or {}).values()
-        for item in items
-        if isinstance(item, dict)
-    }
-    for entry in entries:
-        if thread["status"] != "interrupted" or entry.interrupt_id not in pending:
-            raise CommandError(
-                "no_such_interrupt",
-                f"Unknown or already-consumed interrupt: {entry.interrupt_id} "
-                f"(the thread is {thread['status']})",
+    def __init__(
+        self,
+        autocommit: Sessions,
+        runs: RunService,
+        waits: RunWaits,
+        session: ThreadSession,
+        encryption: CustomEncryption | None,
+    ) -> None:
+        self.autocommit = autocommit
+        self.runs = runs
+        self.waits = waits
+        self.session = session
+        self.encryption = encryption
+
+    async def start_run(
+        self,
+        thread_id: str,
+        body: RunCreate,
+        configurable: dict[str, Any],
+        new_thread_metadata: dict[str, Any] | None,
+    ) -> dict[str, Any]:
+        """Create the session run; refusals (unknown assistant, busy thread) as CommandError."""
+        try:
+            return await self.runs.create_run(
+                thread_id,
+                body,
+                stream_modes=[PROTOCOL_MODE],
+                new_thread_metadata=new_thread_metadata,
+                configurable=configurable,
             )
-    raised = await _interrupt_namespaces(runtime, dict(latest))
-    for entry in entries:
-        if entry.interrupt_id in raised and raised[entry.interrupt_id] != entry.namespace:
-            raise CommandError(
-                "no_such_interrupt", "Interrupt namespace does not match the pending interrupt."
-            )
-    command: dict[str, Any] = {"resume": {e.interrupt_id: e.response for e in entries}}
-    for key in ("update", "goto"):
-        if params.get(key) is not None:
-            command[key] = params[key]
-    fields = {
-        "assistant_id": latest["assistant_id"],
-        "command": command,
-        "config": params.get("config"),
-        "metadata": params.get("metadata"),
-        "multitask_strategy": "reject",
-    }
-    return _validated(fields)
+        except NotFoundError as exc:
+            raise CommandError("invalid_argument", str(exc)) from None
+        except (ConflictError, InvalidInputError) as exc:
+            raise CommandError("invalid_argument", str(exc)) from None
 
+    async def resume_body(self, thread_id: str, params: dict[str, Any]) -> RunCreate:
+        """The run that answers the interrupts `params` name, once each is pending on the thread.
 
-async def _settled_thread(runtime: Runtime, thread_id: str) -> tuple[Any, Any]:
-    """The thread and its latest run, once that run has ended and the thread is no longer
-    busy with it: a client answers an interrupt as soon as it streams, a moment before the
-    run has finished stopping (bounded by SETTLE_SECONDS)."""
-    for _ in range(int(SETTLE_SECONDS / SETTLE_POLL_SECONDS)):
-        async with runtime.autocommit() as session:
-            thread = await threads_db.get_thread(session, thread_id)
-            latest = await runs_db.latest_run(session, thread_id) if thread else None
-        if latest is None or thread is None:
-            return thread, latest
-        if RunStatus(latest["status"]) in TERMINAL_RUN_STATUSES and thread["status"] != "busy":
-            return thread, latest
-        with suppress(TimeoutError, NotFoundError):
-            await asyncio.wait_for(
-                wait_until_done(runtime, thread_id, latest["run_id"]), SETTLE_POLL_SECONDS
-            )
-    return thread, latest
+        It resumes with a map of interrupt id to answer (with `update`/`goto` when given), on
+        the assistant of the thread's last run, refused while another run is pending.
+        """
+        entries = resume_entries(params)
+        thread, latest = await self._settled_thread(thread_id)
+        if thread is None or latest is None:
+            raise CommandError("no_such_run", "No interrupted run is bound to this thread.")
+        thread = await opened(self, "thread", thread, ("interrupts",))
+        pending = {
+            item.get("id")
+            for items in (thread["interrupts"] or {}).values()
+            for item in items
+            if isinstance(item, dict)
+        }
+        for entry in entries:
+            if thread["status"] != "interrupted" or entry.interrupt_id not in pending:
+                raise CommandError(
+                    "no_such_interrupt",
+                    f"Unknown or already-consumed interrupt: {entry.interrupt_id} "
+                    f"(the thread is {thread['status']})",
+                )
+        raised = await self._interrupt_namespaces(dict(latest))
+        for entry in entries:
+            if entry.interrupt_id in raised and raised[entry.interrupt_id] != entry.namespace:
+                raise CommandError(
+                    "no_such_interrupt", "Interrupt namespace does not match the pending interrupt."
+                )
+        command: dict[str, Any] = {"resume": {e.interrupt_id: e.response for e in entries}}
+        for key in ("update", "goto"):
+            if params.get(key) is not None:
+                command[key] = params[key]
+        fields = {
+            "assistant_id": latest["assistant_id"],
+            "command": command,
+            "config": params.get("config"),
+            "metadata": params.get("metadata"),
+            "multitask_strategy": "reject",
+        }
+        return _validated(fields)
 
+    async def _settled_thread(self, thread_id: str) -> tuple[Any, Any]:
+        """The thread and its latest run, once that run has ended and the thread is no longer
+        busy with it: a client answers an interrupt as soon as it streams, a moment before the
+        run has finished stopping (bounded by SETTLE_SECONDS)."""
+        for _ in range(int(SETTLE_SECONDS / SETTLE_POLL_SECONDS)):
+            async with self.autocommit() as session:
+                thread = await threads_db.get_thread(session, thread_id)
+                latest = await runs_db.latest_run(session, thread_id) if thread else None
+            if latest is None or thread is None:
+                return thread, latest
+            if RunStatus(latest["status"]) in TERMINAL_RUN_STATUSES and thread["status"] != "busy":
+                return thread, latest
+            with suppress(TimeoutError, NotFoundError):
+                await asyncio.wait_for(
+                    self.waits.wait_until_done(thread_id, latest["run_id"]),
+                    SETTLE_POLL_SECONDS,
+                )
+        return thread, latest
 
-async def _interrupt_namespaces(runtime: Runtime, run: dict[str, Any]) -> dict[str, list[str]]:
-    """Where each interrupt of a session run was raised, as its events said."""
-    if not is_session_run(run):
-        return {}
-    translator = RunTranslator(run["run_id"], graph_name(run))
-    async for _ in run_protocol_events(runtime, run, follow=False, translator=translator):
-        pass
-    return translator.interrupts
+    async def _interrupt_namespaces(self, run: dict[str, Any]) -> dict[str, list[str]]:
+        """Where each interrupt of a session run was raised, as its events said."""
+        if not is_session_run(run):
+            return {}
+        translator = RunTranslator(run["run_id"], graph_name(run))
+        async for _ in self.session.run_protocol_events(run, follow=False, translator=translator):
+            pass
+        return translator.interrupts
 
-
-async def agent_tree(runtime: Runtime, thread_id: str) -> dict[str, Any]:
-    """The tree of the thread's latest session run: its root and subgraphs, with status."""
-    async with runtime.autocommit() as session:
-        latest = await runs_db.latest_run(session, thread_id)
-    if latest is None or not is_session_run(latest):
-        raise CommandError("no_such_run", "No active run is bound to this thread.")
-    run = dict(latest)
-    translator = RunTranslator(run["run_id"], graph_name(run))
-    async for _ in run_protocol_events(runtime, run, follow=False, translator=translator):
-        pass
-    return translator.tree()
+    async def agent_tree(self, thread_id: str) -> dict[str, Any]:
+        """The tree of the thread's latest session run: its root and subgraphs, with status."""
+        async with self.autocommit() as session:
+            latest = await runs_db.latest_run(session, thread_id)
+        if latest is None or not is_session_run(latest):
+            raise CommandError("no_such_run", "No active run is bound to this thread.")
+        run = dict(latest)
+        translator = RunTranslator(run["run_id"], graph_name(run))
+        async for _ in self.session.run_protocol_events(run, follow=False, translator=translator):
+            pass
+        return translator.tree()

@@ -16,22 +16,21 @@ import json
 import logging
 from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from runyard.db import runs as runs_db
 from runyard.db import threads as threads_db
+from runyard.db.engine import Sessions
 from runyard.domain.errors import InvalidInputError
 from runyard.domain.status import RunStatus
 from runyard.domain.stream_modes import STREAM_MODES, event_in_modes
-from runyard.services.run_waits import LIVE_ONLY, run_events
+from runyard.services.run_arrivals import RunArrivals
+from runyard.services.run_waits import LIVE_ONLY, RunWaits
 from runyard.services.thread_state import thread_not_found
-from runyard.streaming.broker import StreamEvent
-from runyard.streaming.fanout import BUSY, Fanout
+from runyard.streaming.broker import EventBroker, StreamEvent
+from runyard.streaming.fanout import BUSY, Fanout, Fanouts
 from runyard.streaming.sse_frames import FramedEvent, framed
 from runyard.streaming.thread_log import state_log
-
-if TYPE_CHECKING:
-    from runyard.runtime import Runtime
 
 log = logging.getLogger("runyard.threads")
 
@@ -122,65 +121,6 @@ def parse_thread_stream_modes(raw: list[str] | None) -> ThreadStreamModes:
     )
 
 
-async def open_thread_events(
-    runtime: Runtime, thread_id: str, last_event_id: str | None, modes: ThreadStreamModes
-) -> AsyncIterator[list[StreamEvent]]:
-    """The thread's events until it is deleted (or the client leaves); a bad Last-Event-ID
-    or a missing thread raise here, before anything is streamed."""
-    cursor = Cursor.parse(last_event_id) if last_event_id else None
-    async with runtime.autocommit() as session:
-        if await threads_db.get_thread(session, thread_id) is None:
-            raise thread_not_found(thread_id)
-    # Fixed before anything is sent: a run created once the response has begun is new.
-    start = await _starting_point(runtime, thread_id, cursor)
-    return _thread_events(runtime, thread_id, cursor, start, modes)
-
-
-async def _thread_events(
-    runtime: Runtime,
-    thread_id: str,
-    cursor: Cursor | None,
-    start: _Start,
-    modes: ThreadStreamModes,
-) -> AsyncIterator[list[StreamEvent]]:
-    """Batches of events: whatever the producers queued since the client last took some."""
-    position = cursor or Cursor()
-    # Small: it only joins the two producers. A client that stops reading stops them soon
-    # after its socket fills, so it holds a few events and follows no further run.
-    queue: asyncio.Queue[_Queued] = asyncio.Queue(maxsize=STREAM_QUEUE_EVENTS)
-    producers: list[tuple[str, Coroutine[Any, Any, None]]] = []
-    if modes.runs:
-        producers.append(("runs", _follow_runs(runtime, thread_id, start, position, queue, modes)))
-    if modes.state:
-        after = position.state_id if cursor is not None else LIVE_ONLY
-        producers.append(("state", _follow_state(runtime, thread_id, after, position, queue)))
-    # Owned by this stream: cancelled and awaited when it ends or the client leaves.
-    tasks = [
-        asyncio.create_task(_guarded(producer, thread_id, queue), name=f"thread-stream:{name}")
-        for name, producer in producers
-    ]
-    try:
-        while True:
-            events: list[StreamEvent] = []
-            item = await queue.get()
-            while True:
-                if isinstance(item, list):
-                    events.extend(item)
-                elif item is not None:
-                    events.append(item)
-                if item is None or queue.empty():
-                    break
-                item = queue.get_nowait()
-            if events:
-                yield events
-            if item is None:
-                return  # the thread is gone, or a producer failed (the client resumes)
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-
-
 async def _guarded(
     producer: Coroutine[Any, Any, None], thread_id: str, queue: asyncio.Queue[_Queued]
 ) -> None:
@@ -192,101 +132,10 @@ async def _guarded(
         await queue.put(None)
 
 
-async def _follow_state(
-    runtime: Runtime,
-    thread_id: str,
-    after: str | None,
-    position: Cursor,
-    queue: asyncio.Queue[_Queued],
-) -> None:
-    async def never_ends() -> bool:
-        return False
-
-    async for event in runtime.broker.subscribe(state_log(thread_id), after, ended=never_ends):
-        position.state_id = event.id
-        await queue.put(StreamEvent(position.encode(), event.event, event.data))
-
-
-async def _follow_runs(
-    runtime: Runtime,
-    thread_id: str,
-    start: _Start,
-    position: Cursor,
-    queue: asyncio.Queue[_Queued],
-    modes: ThreadStreamModes,
-) -> None:
-    """Each run of the thread in turn, then a run_done marker; None once the thread is gone.
-
-    A stream that starts where the thread's shared follower is (see `_shared_runs`) takes
-    its runs from it; once it falls behind or the follower ends, it goes on alone from
-    where it is."""
-    anchor, first = start
-    mark = (anchor, first[0]["run_id"], first[1]) if first is not None else (anchor, None, None)
-    joined = runtime.thread_fanouts.join(
-        thread_id, mark, lambda fanout: _shared_runs(runtime, thread_id, start, fanout)
-    )
-    if joined is not None:
-        async with joined as member:
-            while (items := await member.take()) is not None:
-                batch: list[StreamEvent] = []
-                for run_id, event_id, event in items:
-                    position.run_id, position.event_id = run_id, event_id
-                    if not modes.delivers(event.event):
-                        continue
-                    if position.state_id is None:
-                        batch.append(event)  # its id is this stream's position
-                    else:
-                        batch.append(StreamEvent(position.encode(), event.event, event.data))
-                if batch:
-                    await queue.put(batch)
-                    # What comes meanwhile goes out with the next write: the thread's streams
-                    # here write about SHARED_WRITES_PER_SECOND times a second together, however
-                    # many they are and however fast its runs come.
-                    pause = member.sharing() / SHARED_WRITES_PER_SECOND
-                    await asyncio.sleep(min(pause, MAX_WRITE_PAUSE_SECONDS))
-        if position.run_id is not None:
-            resumed = Cursor(position.run_id, position.event_id)
-            start = await _starting_point(runtime, thread_id, resumed)
-    await _follow_runs_alone(runtime, thread_id, start, position, queue, modes)
-
-
 # What a thread's shared follower hands out: a run's id, the id of one of its events (`done`
 # for its run_done marker, last), and the event as a stream with no state position sends it
 # (its SSE text made once for every stream).
 SharedItem = tuple[str, str, FramedEvent]
-
-
-async def _shared_runs(
-    runtime: Runtime, thread_id: str, start: _Start, fanout: Fanout[SharedItem]
-) -> None:
-    """The thread's runs from `start`, read once for every stream of the thread here that
-    starts at the same place (live joins of an idle thread, mostly). Its position is where
-    it waits for the next run, so a stream joining later shares it only from there."""
-    anchor, first = start
-    async with runtime.run_arrivals.watch(thread_id) as arrivals:
-        if first is not None:
-            fanout.position = BUSY
-            run, after = first
-            anchor = await _share_run(runtime, run, after, fanout)
-        while True:
-            fanout.position = (anchor, None, None)
-            upcoming = await arrivals.after(anchor, 1)
-            fanout.position = BUSY
-            if upcoming is None:
-                return  # the thread was deleted: each stream finds out alone
-            anchor = await _share_run(runtime, dict(upcoming[0]), None, fanout)
-
-
-async def _share_run(
-    runtime: Runtime, run: dict[str, Any], after: str | None, fanout: Fanout[SharedItem]
-) -> tuple[Any, str]:
-    """Hand out one run's events after `after`, then its run_done; returns its anchor."""
-    run_id = run["run_id"]
-    async for event in run_events(runtime, run, after, None, cancel_on_disconnect=False):
-        fanout.publish([_shared(run_id, event.id, event.event, event.data)])
-    done = json.dumps({"status": "run_done", "run_id": run_id})
-    fanout.publish([_shared(run_id, _DONE, "metadata", done)])
-    return run["created_at"], run_id
 
 
 def _shared(run_id: str, event_id: str, event: str, data: str) -> SharedItem:
@@ -294,74 +143,231 @@ def _shared(run_id: str, event_id: str, event: str, data: str) -> SharedItem:
     return run_id, event_id, framed(sent_as)
 
 
-async def _follow_runs_alone(
-    runtime: Runtime,
-    thread_id: str,
-    start: _Start,
-    position: Cursor,
-    queue: asyncio.Queue[_Queued],
-    modes: ThreadStreamModes,
-) -> None:
-    """Each run of the thread in turn, read by this stream alone."""
-    anchor, first = start
-    async with runtime.run_arrivals.watch(thread_id) as arrivals:
-        if first is not None:
-            run, after = first
-            anchor = await _stream_run(runtime, run, after, position, queue, modes)
-        while True:
-            upcoming = await arrivals.after(anchor, 1)
-            if upcoming is None:
-                await queue.put(None)  # the thread was deleted
-                return
-            # A run created after the join has published nothing that was seen: all of it.
-            anchor = await _stream_run(runtime, dict(upcoming[0]), None, position, queue, modes)
-
-
 # Where a stream starts: the (created_at, run_id) after which runs are new (None: every run),
 # and a run to stream first with the event to resume after, when joining in one's middle.
 _Start = tuple[tuple[Any, str] | None, tuple[dict[str, Any], str | None] | None]
 
 
-async def _starting_point(runtime: Runtime, thread_id: str, cursor: Cursor | None) -> _Start:
-    """Where to start: the anchor after which runs are new, and a run to stream first (with
-    the event to resume after) when the stream joins in the middle of one."""
-    async with runtime.autocommit() as session:
-        if cursor is not None and cursor.run_id is not None:
-            resumed = await runs_db.get_run(session, cursor.run_id, thread_id)
-            if resumed is not None:
-                anchor = (resumed["created_at"], resumed["run_id"])
-                if cursor.event_id == _DONE:
-                    return anchor, None
-                return anchor, (dict(resumed), cursor.event_id)
-        elif cursor is not None:
-            return None, None  # resumed before any run: every run of the thread
-        # Joining live (or resuming a run since deleted): the runs still to come.
-        active = await runs_db.active_runs(session, thread_id)
-        if active:
-            run = dict(active[0])
-            live = LIVE_ONLY if run["status"] == RunStatus.RUNNING.value else None
-            return None, (run, live)
-        latest = await runs_db.latest_run(session, thread_id)
-    return ((latest["created_at"], latest["run_id"]) if latest else None), None
+class ThreadStreams:
+    """A thread's event stream: its state updates and its runs' events, shared by its viewers."""
 
+    def __init__(
+        self,
+        autocommit: Sessions,
+        broker: EventBroker,
+        run_arrivals: RunArrivals,
+        fanouts: Fanouts[Any],
+        waits: RunWaits,
+    ) -> None:
+        self.autocommit = autocommit
+        self.broker = broker
+        self.run_arrivals = run_arrivals
+        self.fanouts = fanouts
+        self.waits = waits
 
-async def _stream_run(
-    runtime: Runtime,
-    run: dict[str, Any],
-    after: str | None,
-    position: Cursor,
-    queue: asyncio.Queue[_Queued],
-    modes: ThreadStreamModes,
-) -> tuple[Any, str]:
-    """Deliver one run's events after `after`, then its run_done; returns its anchor."""
-    run_id = run["run_id"]
-    position.run_id, position.event_id = run_id, after if after != LIVE_ONLY else None
-    async for event in run_events(runtime, run, after, None, cancel_on_disconnect=False):
-        position.event_id = event.id
-        if not modes.delivers(event.event):
-            continue
-        await queue.put(StreamEvent(position.encode(), event.event, event.data))
-    position.event_id = _DONE
-    done = json.dumps({"status": "run_done", "run_id": run_id})
-    await queue.put(StreamEvent(position.encode(), "metadata", done))
-    return run["created_at"], run_id
+    async def open_thread_events(
+        self, thread_id: str, last_event_id: str | None, modes: ThreadStreamModes
+    ) -> AsyncIterator[list[StreamEvent]]:
+        """The thread's events until it is deleted (or the client leaves); a bad Last-Event-ID
+        or a missing thread raise here, before anything is streamed."""
+        cursor = Cursor.parse(last_event_id) if last_event_id else None
+        async with self.autocommit() as session:
+            if await threads_db.get_thread(session, thread_id) is None:
+                raise thread_not_found(thread_id)
+        # Fixed before anything is sent: a run created once the response has begun is new.
+        start = await self._starting_point(thread_id, cursor)
+        return self._thread_events(thread_id, cursor, start, modes)
+
+    async def _thread_events(
+        self,
+        thread_id: str,
+        cursor: Cursor | None,
+        start: _Start,
+        modes: ThreadStreamModes,
+    ) -> AsyncIterator[list[StreamEvent]]:
+        """Batches of events: whatever the producers queued since the client last took some."""
+        position = cursor or Cursor()
+        # Small: it only joins the two producers. A client that stops reading stops them soon
+        # after its socket fills, so it holds a few events and follows no further run.
+        queue: asyncio.Queue[_Queued] = asyncio.Queue(maxsize=STREAM_QUEUE_EVENTS)
+        producers: list[tuple[str, Coroutine[Any, Any, None]]] = []
+        if modes.runs:
+            producers.append(("runs", self._follow_runs(thread_id, start, position, queue, modes)))
+        if modes.state:
+            after = position.state_id if cursor is not None else LIVE_ONLY
+            producers.append(("state", self._follow_state(thread_id, after, position, queue)))
+        # Owned by this stream: cancelled and awaited when it ends or the client leaves.
+        tasks = [
+            asyncio.create_task(_guarded(producer, thread_id, queue), name=f"thread-stream:{name}")
+            for name, producer in producers
+        ]
+        try:
+            while True:
+                events: list[StreamEvent] = []
+                item = await queue.get()
+                while True:
+                    if isinstance(item, list):
+                        events.extend(item)
+                    elif item is not None:
+                        events.append(item)
+                    if item is None or queue.empty():
+                        break
+                    item = queue.get_nowait()
+                if events:
+                    yield events
+                if item is None:
+                    return  # the thread is gone, or a producer failed (the client resumes)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _follow_state(
+        self,
+        thread_id: str,
+        after: str | None,
+        position: Cursor,
+        queue: asyncio.Queue[_Queued],
+    ) -> None:
+        async def never_ends() -> bool:
+            return False
+
+        async for event in self.broker.subscribe(state_log(thread_id), after, ended=never_ends):
+            position.state_id = event.id
+            await queue.put(StreamEvent(position.encode(), event.event, event.data))
+
+    async def _follow_runs(
+        self,
+        thread_id: str,
+        start: _Start,
+        position: Cursor,
+        queue: asyncio.Queue[_Queued],
+        modes: ThreadStreamModes,
+    ) -> None:
+        """Each run of the thread in turn, then a run_done marker; None once the thread is gone.
+
+        A stream that starts where the thread's shared follower is (see `_shared_runs`) takes
+        its runs from it; once it falls behind or the follower ends, it goes on alone from
+        where it is."""
+        anchor, first = start
+        mark = (anchor, first[0]["run_id"], first[1]) if first is not None else (anchor, None, None)
+        joined = self.fanouts.join(
+            thread_id, mark, lambda fanout: self._shared_runs(thread_id, start, fanout)
+        )
+        if joined is not None:
+            async with joined as member:
+                while (items := await member.take()) is not None:
+                    batch: list[StreamEvent] = []
+                    for run_id, event_id, event in items:
+                        position.run_id, position.event_id = run_id, event_id
+                        if not modes.delivers(event.event):
+                            continue
+                        if position.state_id is None:
+                            batch.append(event)  # its id is this stream's position
+                        else:
+                            batch.append(StreamEvent(position.encode(), event.event, event.data))
+                    if batch:
+                        await queue.put(batch)
+                        # What comes meanwhile goes out with the next write: the thread's streams
+                        # here write about SHARED_WRITES_PER_SECOND times a second together, however
+                        # many they are and however fast its runs come.
+                        pause = member.sharing() / SHARED_WRITES_PER_SECOND
+                        await asyncio.sleep(min(pause, MAX_WRITE_PAUSE_SECONDS))
+            if position.run_id is not None:
+                resumed = Cursor(position.run_id, position.event_id)
+                start = await self._starting_point(thread_id, resumed)
+        await self._follow_runs_alone(thread_id, start, position, queue, modes)
+
+    async def _shared_runs(self, thread_id: str, start: _Start, fanout: Fanout[SharedItem]) -> None:
+        """The thread's runs from `start`, read once for every stream of the thread here that
+        starts at the same place (live joins of an idle thread, mostly). Its position is where
+        it waits for the next run, so a stream joining later shares it only from there."""
+        anchor, first = start
+        async with self.run_arrivals.watch(thread_id) as arrivals:
+            if first is not None:
+                fanout.position = BUSY
+                run, after = first
+                anchor = await self._share_run(run, after, fanout)
+            while True:
+                fanout.position = (anchor, None, None)
+                upcoming = await arrivals.after(anchor, 1)
+                fanout.position = BUSY
+                if upcoming is None:
+                    return  # the thread was deleted: each stream finds out alone
+                anchor = await self._share_run(dict(upcoming[0]), None, fanout)
+
+    async def _share_run(
+        self, run: dict[str, Any], after: str | None, fanout: Fanout[SharedItem]
+    ) -> tuple[Any, str]:
+        """Hand out one run's events after `after`, then its run_done; returns its anchor."""
+        run_id = run["run_id"]
+        async for event in self.waits.run_events(run, after, None, cancel_on_disconnect=False):
+            fanout.publish([_shared(run_id, event.id, event.event, event.data)])
+        done = json.dumps({"status": "run_done", "run_id": run_id})
+        fanout.publish([_shared(run_id, _DONE, "metadata", done)])
+        return run["created_at"], run_id
+
+    async def _follow_runs_alone(
+        self,
+        thread_id: str,
+        start: _Start,
+        position: Cursor,
+        queue: asyncio.Queue[_Queued],
+        modes: ThreadStreamModes,
+    ) -> None:
+        """Each run of the thread in turn, read by this stream alone."""
+        anchor, first = start
+        async with self.run_arrivals.watch(thread_id) as arrivals:
+            if first is not None:
+                run, after = first
+                anchor = await self._stream_run(run, after, position, queue, modes)
+            while True:
+                upcoming = await arrivals.after(anchor, 1)
+                if upcoming is None:
+                    await queue.put(None)  # the thread was deleted
+                    return
+                # A run created after the join has published nothing that was seen: all of it.
+                anchor = await self._stream_run(dict(upcoming[0]), None, position, queue, modes)
+
+    async def _starting_point(self, thread_id: str, cursor: Cursor | None) -> _Start:
+        """Where to start: the anchor after which runs are new, and a run to stream first (with
+        the event to resume after) when the stream joins in the middle of one."""
+        async with self.autocommit() as session:
+            if cursor is not None and cursor.run_id is not None:
+                resumed = await runs_db.get_run(session, cursor.run_id, thread_id)
+                if resumed is not None:
+                    anchor = (resumed["created_at"], resumed["run_id"])
+                    if cursor.event_id == _DONE:
+                        return anchor, None
+                    return anchor, (dict(resumed), cursor.event_id)
+            elif cursor is not None:
+                return None, None  # resumed before any run: every run of the thread
+            # Joining live (or resuming a run since deleted): the runs still to come.
+            active = await runs_db.active_runs(session, thread_id)
+            if active:
+                run = dict(active[0])
+                live = LIVE_ONLY if run["status"] == RunStatus.RUNNING.value else None
+                return None, (run, live)
+            latest = await runs_db.latest_run(session, thread_id)
+        return ((latest["created_at"], latest["run_id"]) if latest else None), None
+
+    async def _stream_run(
+        self,
+        run: dict[str, Any],
+        after: str | None,
+        position: Cursor,
+        queue: asyncio.Queue[_Queued],
+        modes: ThreadStreamModes,
+    ) -> tuple[Any, str]:
+        """Deliver one run's events after `after`, then its run_done; returns its anchor."""
+        run_id = run["run_id"]
+        position.run_id, position.event_id = run_id, after if after != LIVE_ONLY else None
+        async for event in self.waits.run_events(run, after, None, cancel_on_disconnect=False):
+            position.event_id = event.id
+            if not modes.delivers(event.event):
+                continue
+            await queue.put(StreamEvent(position.encode(), event.event, event.data))
+        position.event_id = _DONE
+        done = json.dumps({"status": "run_done", "run_id": run_id})
+        await queue.put(StreamEvent(position.encode(), "metadata", done))
+        return run["created_at"], run_id

@@ -7,15 +7,19 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.base.id import uuid6
 
 from runyard.db import threads as threads_db
+from runyard.db.engine import Sessions
 from runyard.domain.encrypted_fields import THREAD_FIELDS
 from runyard.domain.errors import ConflictError, InvalidInputError, NotFoundError
 from runyard.domain.new_run import NewThread
 from runyard.domain.retention import ThreadTTLPolicy
 from runyard.domain.status import ThreadStatus
 from runyard.graphs.checkpointer import StorageReporting, copy_thread_checkpoints
+from runyard.graphs.registry import GraphRegistry
+from runyard.lifecycle import RunLifecycle
 from runyard.schemas.threads import (
     ThreadCreate,
     ThreadFilter,
@@ -25,16 +29,12 @@ from runyard.schemas.threads import (
 )
 from runyard.services.encrypted_filters import refuse_encrypted_keys
 from runyard.services.encrypted_json import opened, sealed
-from runyard.services.thread_state import (
-    apply_supersteps,
-    bound_graph,
-    refresh_thread_from_checkpoint,
-    thread_not_found,
-)
+from runyard.services.thread_state import ThreadStateService, thread_not_found
 from runyard.streaming.thread_log import state_log
 
 if TYPE_CHECKING:
-    from runyard.runtime import Runtime
+    from runyard.encryption.at_rest import AtRest
+    from runyard.encryption.custom import CustomEncryption
 
 log = logging.getLogger("runyard.threads")
 
@@ -101,214 +101,6 @@ def ttl_columns(ttl: ThreadTTL | float | None, policy: ThreadTTLPolicy) -> dict[
     return {"ttl_strategy": ttl.strategy, "ttl_minutes": ttl.ttl, "expires_at": expires_at}
 
 
-async def create_thread(runtime: Runtime, body: ThreadCreate) -> dict[str, Any]:
-    """Create a thread (and apply its supersteps), or return the existing one when asked to."""
-    thread_id = str(body.thread_id) if body.thread_id else new_thread_id()
-    metadata = dict(body.metadata or {})
-    if body.graph_id:
-        metadata["graph_id"] = body.graph_id
-    graph_id = metadata.get("graph_id")
-    if body.supersteps:
-        _require_graph(runtime, graph_id)
-    thread = NewThread(
-        thread_id,
-        metadata=await sealed(runtime, "thread", "metadata", metadata),
-        columns=ttl_columns(body.ttl, runtime.thread_ttl),
-    )
-    async with runtime.sessions() as session, session.begin():
-        created = await runtime.lifecycle.create_thread(session, thread)
-        if created is None:
-            if body.if_exists == "raise":
-                raise ConflictError(
-                    f"thread {thread_id} already exists; pass if_exists='do_nothing' to get it "
-                    "back instead"
-                )
-            existing = await threads_db.get_thread(session, thread_id)
-            if existing is None:  # deleted between the two statements
-                raise thread_not_found(thread_id)
-            return to_wire(await opened(runtime, "thread", existing, THREAD_JSON))
-        if body.supersteps:
-            try:
-                await apply_supersteps(runtime, session, thread_id, str(graph_id), body.supersteps)
-            except BaseException:
-                # The row is rolled back with the transaction; the checkpoints are not.
-                await runtime.checkpointer.adelete_thread(thread_id)
-                raise
-            created = await threads_db.get_thread(session, thread_id)
-            assert created is not None
-    log.info("thread_created thread_id=%s graph_id=%s", thread_id, graph_id)
-    return to_wire(await opened(runtime, "thread", created, THREAD_JSON))
-
-
-async def get_thread(
-    runtime: Runtime, thread_id: str, *, include_ttl: bool = False
-) -> dict[str, Any]:
-    """The thread (with its time-to-live when asked), or NotFoundError."""
-    async with runtime.autocommit() as session:
-        row = await threads_db.get_thread(session, thread_id)
-    if row is None:
-        raise thread_not_found(thread_id)
-    return to_wire(await opened(runtime, "thread", row, THREAD_JSON), include_ttl=include_ttl)
-
-
-async def thread_storage(runtime: Runtime, thread_id: str) -> dict[str, Any]:
-    """What the thread's checkpoints occupy, as LangGraph's server reports it, or 404."""
-    await get_thread(runtime, thread_id)
-    saver = runtime.checkpointer
-    if not isinstance(saver, StorageReporting):  # both of Runyard's savers report it
-        raise InvalidInputError("this checkpointer does not report its storage")
-    return {"thread_id": thread_id, **await saver.athread_storage(thread_id)}
-
-
-async def patch_thread(runtime: Runtime, thread_id: str, body: ThreadPatch) -> dict[str, Any]:
-    """Merge the given metadata into the thread's (top-level keys replaced)."""
-    async with runtime.sessions() as session, session.begin():
-        # The touch locks the row first, so a concurrent merge is never lost.
-        if not await threads_db.touch_thread(session, thread_id):
-            raise thread_not_found(thread_id)
-        current = await threads_db.get_thread(session, thread_id)
-        assert current is not None
-        current = await opened(runtime, "thread", current, THREAD_JSON)
-        merged = {**(current["metadata"] or {}), **body.metadata}
-        merged = await sealed(runtime, "thread", "metadata", merged)
-        await threads_db.set_metadata(session, thread_id, merged)
-        if body.ttl is not None:
-            columns = ttl_columns(body.ttl, runtime.thread_ttl)
-            await threads_db.set_ttl(
-                session,
-                thread_id,
-                columns["ttl_strategy"],
-                columns["ttl_minutes"],
-                columns["expires_at"],
-            )
-        row = await threads_db.get_thread(session, thread_id)
-        assert row is not None
-    return to_wire(await opened(runtime, "thread", row, THREAD_JSON))
-
-
-async def delete_thread(runtime: Runtime, thread_id: str) -> None:
-    """Delete the thread, its runs and its checkpoints."""
-    active = await runtime.lifecycle.delete_thread(thread_id)
-    if active is None:
-        raise thread_not_found(thread_id)
-    # Committed: Redis failing now costs a log line, not the client's 2xx.
-    await runtime.lifecycle.forget(state_log(thread_id))
-    log.info("thread_deleted thread_id=%s stopped_runs=%s", thread_id, len(active))
-
-
-async def delete_threads_of_assistant(runtime: Runtime, assistant_id: str) -> int:
-    """Delete every thread whose metadata names the assistant; returns how many went."""
-    query = threads_db.ThreadQuery(metadata={"assistant_id": assistant_id})
-    deleted = 0
-    while True:
-        async with runtime.autocommit() as session:
-            page = await threads_db.search_threads(
-                session, query, sort_by="thread_id", descending=False, limit=500, offset=0
-            )
-        gone = 0
-        for row in page:
-            try:
-                await delete_thread(runtime, row["thread_id"])
-            except NotFoundError:
-                continue  # deleted meanwhile
-            gone += 1
-        deleted += gone
-        if len(page) < 500 or gone == 0:
-            return deleted
-
-
-async def search_threads(
-    runtime: Runtime, body: ThreadSearch, auth_filter: dict[str, Any] | None = None
-) -> tuple[list[dict[str, Any]], int | None]:
-    """One page of matching threads, and the offset of the next page (None on the last)."""
-    refuse_encrypted_keys(runtime.at_rest, metadata=body.metadata, values=body.values)
-    if runtime.encryption is not None:
-        runtime.encryption.refuse_filter("metadata filter", body.metadata)
-        runtime.encryption.refuse_filter("values filter", body.values)
-    extract = _validated_extract(body.extract)
-    ids = [str(thread_id) for thread_id in body.ids] if body.ids else None
-    async with runtime.autocommit() as session:
-        rows = await threads_db.search_threads(
-            session,
-            _query(body, ids, auth_filter),
-            sort_by=body.sort_by or "created_at",
-            descending=body.sort_order != "asc",
-            limit=body.limit + 1,
-            offset=body.offset,
-        )
-    more = len(rows) > body.limit
-    page = []
-    for row in rows[: body.limit]:
-        plain = await opened(runtime, "thread", row, THREAD_JSON)
-        wire = to_wire(plain)
-        selected: set[str] = set(body.select or ())
-        if "context" in selected:
-            # Not part of a thread's default shape, as on LangGraph Platform: only on request.
-            wire["context"] = plain.get("context") or {}
-        out = {k: v for k, v in wire.items() if k in selected} if selected else wire
-        if extract:
-            out["extracted"] = {alias: extract_path(wire, path) for alias, path in extract.items()}
-        page.append(out)
-    return page, (body.offset + body.limit if more else None)
-
-
-async def count_threads(
-    runtime: Runtime, body: ThreadFilter, auth_filter: dict[str, Any] | None = None
-) -> int:
-    """How many threads match the filters (and the caller's auth filter)."""
-    refuse_encrypted_keys(runtime.at_rest, metadata=body.metadata, values=body.values)
-    if runtime.encryption is not None:
-        runtime.encryption.refuse_filter("metadata filter", body.metadata)
-        runtime.encryption.refuse_filter("values filter", body.values)
-    async with runtime.autocommit() as session:
-        return await threads_db.count_threads(session, _query(body, None, auth_filter))
-
-
-async def copy_thread(runtime: Runtime, thread_id: str) -> dict[str, Any]:
-    """A new thread with the same metadata, config and checkpoints (so the same state)."""
-    new_id = new_thread_id()
-    async with runtime.sessions() as session, session.begin():
-        source = await threads_db.get_thread(session, thread_id)
-        if source is None:
-            raise thread_not_found(thread_id)
-        failed = source["status"] == ThreadStatus.ERROR.value
-        copied = NewThread(
-            new_id,
-            metadata=source["metadata"] or {},
-            config=source["config"] or {},
-            values=source["values"],
-            interrupts=source["interrupts"] or {},
-            error=source["error"],
-            context=source["context"],
-        )
-        # A copy has no runs, so it is never busy: idle, or error as its source.
-        created = await runtime.lifecycle.create_thread(session, copied, failed=failed)
-        assert created is not None
-        # graph_id is never encrypted (runyard/encryption/custom.py never_encrypted).
-        graph_id = (source["metadata"] or {}).get("graph_id")
-        try:
-            await copy_thread_checkpoints(runtime.checkpointer, thread_id, new_id)
-            if graph_id:
-                config = (await opened(runtime, "thread", source, ("config",)))["config"]
-                graph = await bound_graph(runtime, graph_id, new_id, config)
-                await refresh_thread_from_checkpoint(
-                    runtime,
-                    session,
-                    new_id,
-                    graph,
-                    status=ThreadStatus.ERROR if failed else None,
-                    error=source["error"],
-                )
-                created = await threads_db.get_thread(session, new_id)
-                assert created is not None
-        except BaseException:
-            await runtime.checkpointer.adelete_thread(new_id)
-            raise
-    log.info("thread_copied thread_id=%s copy=%s", thread_id, new_id)
-    # The copy keeps the source's ciphertexts and their stored context.
-    return to_wire(await opened(runtime, "thread", created, THREAD_JSON))
-
-
 def extract_path(data: dict[str, Any], path: str) -> Any:
     """The value at a path such as `values.messages[-1].content`; None when it does not resolve."""
     parts = _PATH_SPLIT.split(path)
@@ -357,11 +149,236 @@ def _query(
     )
 
 
-def _require_graph(runtime: Runtime, graph_id: Any) -> None:
-    if not graph_id:
-        raise InvalidInputError(
-            "supersteps need a graph to apply them with: pass graph_id (or metadata.graph_id)"
+class ThreadService:
+    """Thread use cases, on the thread rows and their checkpoints."""
+
+    def __init__(
+        self,
+        sessions: Sessions,
+        autocommit: Sessions,
+        lifecycle: RunLifecycle,
+        checkpointer: BaseCheckpointSaver,
+        graphs: GraphRegistry,
+        thread_ttl: ThreadTTLPolicy,
+        at_rest: AtRest | None,
+        encryption: CustomEncryption | None,
+        state: ThreadStateService,
+    ) -> None:
+        self.sessions = sessions
+        self.autocommit = autocommit
+        self.lifecycle = lifecycle
+        self.checkpointer = checkpointer
+        self.graphs = graphs
+        self.thread_ttl = thread_ttl
+        self.at_rest = at_rest
+        self.encryption = encryption
+        self.state = state
+
+    async def create_thread(self, body: ThreadCreate) -> dict[str, Any]:
+        """Create a thread (and apply its supersteps), or return the existing one when asked to."""
+        thread_id = str(body.thread_id) if body.thread_id else new_thread_id()
+        metadata = dict(body.metadata or {})
+        if body.graph_id:
+            metadata["graph_id"] = body.graph_id
+        graph_id = metadata.get("graph_id")
+        if body.supersteps:
+            self._require_graph(graph_id)
+        thread = NewThread(
+            thread_id,
+            metadata=await sealed(self, "thread", "metadata", metadata),
+            columns=ttl_columns(body.ttl, self.thread_ttl),
         )
-    if not runtime.graphs.has(str(graph_id)):
-        known = ", ".join(runtime.graphs.ids()) or "none"
-        raise InvalidInputError(f"graph {graph_id!r} not found; known graphs: {known}")
+        async with self.sessions() as session, session.begin():
+            created = await self.lifecycle.create_thread(session, thread)
+            if created is None:
+                if body.if_exists == "raise":
+                    raise ConflictError(
+                        f"thread {thread_id} already exists; pass if_exists='do_nothing' to get it "
+                        "back instead"
+                    )
+                existing = await threads_db.get_thread(session, thread_id)
+                if existing is None:  # deleted between the two statements
+                    raise thread_not_found(thread_id)
+                return to_wire(await opened(self, "thread", existing, THREAD_JSON))
+            if body.supersteps:
+                try:
+                    await self.state.apply_supersteps(
+                        session, thread_id, str(graph_id), body.supersteps
+                    )
+                except BaseException:
+                    # The row is rolled back with the transaction; the checkpoints are not.
+                    await self.checkpointer.adelete_thread(thread_id)
+                    raise
+                created = await threads_db.get_thread(session, thread_id)
+                assert created is not None
+        log.info("thread_created thread_id=%s graph_id=%s", thread_id, graph_id)
+        return to_wire(await opened(self, "thread", created, THREAD_JSON))
+
+    async def get_thread(self, thread_id: str, *, include_ttl: bool = False) -> dict[str, Any]:
+        """The thread (with its time-to-live when asked), or NotFoundError."""
+        async with self.autocommit() as session:
+            row = await threads_db.get_thread(session, thread_id)
+        if row is None:
+            raise thread_not_found(thread_id)
+        return to_wire(await opened(self, "thread", row, THREAD_JSON), include_ttl=include_ttl)
+
+    async def thread_storage(self, thread_id: str) -> dict[str, Any]:
+        """What the thread's checkpoints occupy, as LangGraph's server reports it, or 404."""
+        await self.get_thread(thread_id)
+        saver = self.checkpointer
+        if not isinstance(saver, StorageReporting):  # both of Runyard's savers report it
+            raise InvalidInputError("this checkpointer does not report its storage")
+        return {"thread_id": thread_id, **await saver.athread_storage(thread_id)}
+
+    async def patch_thread(self, thread_id: str, body: ThreadPatch) -> dict[str, Any]:
+        """Merge the given metadata into the thread's (top-level keys replaced)."""
+        async with self.sessions() as session, session.begin():
+            # The touch locks the row first, so a concurrent merge is never lost.
+            if not await threads_db.touch_thread(session, thread_id):
+                raise thread_not_found(thread_id)
+            current = await threads_db.get_thread(session, thread_id)
+            assert current is not None
+            current = await opened(self, "thread", current, THREAD_JSON)
+            merged = {**(current["metadata"] or {}), **body.metadata}
+            merged = await sealed(self, "thread", "metadata", merged)
+            await threads_db.set_metadata(session, thread_id, merged)
+            if body.ttl is not None:
+                columns = ttl_columns(body.ttl, self.thread_ttl)
+                await threads_db.set_ttl(
+                    session,
+                    thread_id,
+                    columns["ttl_strategy"],
+                    columns["ttl_minutes"],
+                    columns["expires_at"],
+                )
+            row = await threads_db.get_thread(session, thread_id)
+            assert row is not None
+        return to_wire(await opened(self, "thread", row, THREAD_JSON))
+
+    async def delete_thread(self, thread_id: str) -> None:
+        """Delete the thread, its runs and its checkpoints."""
+        active = await self.lifecycle.delete_thread(thread_id)
+        if active is None:
+            raise thread_not_found(thread_id)
+        # Committed: Redis failing now costs a log line, not the client's 2xx.
+        await self.lifecycle.forget(state_log(thread_id))
+        log.info("thread_deleted thread_id=%s stopped_runs=%s", thread_id, len(active))
+
+    async def delete_threads_of_assistant(self, assistant_id: str) -> int:
+        """Delete every thread whose metadata names the assistant; returns how many went."""
+        query = threads_db.ThreadQuery(metadata={"assistant_id": assistant_id})
+        deleted = 0
+        while True:
+            async with self.autocommit() as session:
+                page = await threads_db.search_threads(
+                    session, query, sort_by="thread_id", descending=False, limit=500, offset=0
+                )
+            gone = 0
+            for row in page:
+                try:
+                    await self.delete_thread(row["thread_id"])
+                except NotFoundError:
+                    continue  # deleted meanwhile
+                gone += 1
+            deleted += gone
+            if len(page) < 500 or gone == 0:
+                return deleted
+
+    async def search_threads(
+        self, body: ThreadSearch, auth_filter: dict[str, Any] | None = None
+    ) -> tuple[list[dict[str, Any]], int | None]:
+        """One page of matching threads, and the offset of the next page (None on the last)."""
+        refuse_encrypted_keys(self.at_rest, metadata=body.metadata, values=body.values)
+        if self.encryption is not None:
+            self.encryption.refuse_filter("metadata filter", body.metadata)
+            self.encryption.refuse_filter("values filter", body.values)
+        extract = _validated_extract(body.extract)
+        ids = [str(thread_id) for thread_id in body.ids] if body.ids else None
+        async with self.autocommit() as session:
+            rows = await threads_db.search_threads(
+                session,
+                _query(body, ids, auth_filter),
+                sort_by=body.sort_by or "created_at",
+                descending=body.sort_order != "asc",
+                limit=body.limit + 1,
+                offset=body.offset,
+            )
+        more = len(rows) > body.limit
+        page = []
+        for row in rows[: body.limit]:
+            plain = await opened(self, "thread", row, THREAD_JSON)
+            wire = to_wire(plain)
+            selected: set[str] = set(body.select or ())
+            if "context" in selected:
+                # Not part of a thread's default shape, as on LangGraph Platform: only on request.
+                wire["context"] = plain.get("context") or {}
+            out = {k: v for k, v in wire.items() if k in selected} if selected else wire
+            if extract:
+                out["extracted"] = {
+                    alias: extract_path(wire, path) for alias, path in extract.items()
+                }
+            page.append(out)
+        return page, (body.offset + body.limit if more else None)
+
+    async def count_threads(
+        self, body: ThreadFilter, auth_filter: dict[str, Any] | None = None
+    ) -> int:
+        """How many threads match the filters (and the caller's auth filter)."""
+        refuse_encrypted_keys(self.at_rest, metadata=body.metadata, values=body.values)
+        if self.encryption is not None:
+            self.encryption.refuse_filter("metadata filter", body.metadata)
+            self.encryption.refuse_filter("values filter", body.values)
+        async with self.autocommit() as session:
+            return await threads_db.count_threads(session, _query(body, None, auth_filter))
+
+    async def copy_thread(self, thread_id: str) -> dict[str, Any]:
+        """A new thread with the same metadata, config and checkpoints (so the same state)."""
+        new_id = new_thread_id()
+        async with self.sessions() as session, session.begin():
+            source = await threads_db.get_thread(session, thread_id)
+            if source is None:
+                raise thread_not_found(thread_id)
+            failed = source["status"] == ThreadStatus.ERROR.value
+            copied = NewThread(
+                new_id,
+                metadata=source["metadata"] or {},
+                config=source["config"] or {},
+                values=source["values"],
+                interrupts=source["interrupts"] or {},
+                error=source["error"],
+                context=source["context"],
+            )
+            # A copy has no runs, so it is never busy: idle, or error as its source.
+            created = await self.lifecycle.create_thread(session, copied, failed=failed)
+            assert created is not None
+            # graph_id is never encrypted (runyard/encryption/custom.py never_encrypted).
+            graph_id = (source["metadata"] or {}).get("graph_id")
+            try:
+                await copy_thread_checkpoints(self.checkpointer, thread_id, new_id)
+                if graph_id:
+                    config = (await opened(self, "thread", source, ("config",)))["config"]
+                    graph = await self.state.bound_graph(graph_id, new_id, config)
+                    await self.state.refresh_thread_from_checkpoint(
+                        session,
+                        new_id,
+                        graph,
+                        status=ThreadStatus.ERROR if failed else None,
+                        error=source["error"],
+                    )
+                    created = await threads_db.get_thread(session, new_id)
+                    assert created is not None
+            except BaseException:
+                await self.checkpointer.adelete_thread(new_id)
+                raise
+        log.info("thread_copied thread_id=%s copy=%s", thread_id, new_id)
+        # The copy keeps the source's ciphertexts and their stored context.
+        return to_wire(await opened(self, "thread", created, THREAD_JSON))
+
+    def _require_graph(self, graph_id: Any) -> None:
+        if not graph_id:
+            raise InvalidInputError(
+                "supersteps need a graph to apply them with: pass graph_id (or metadata.graph_id)"
+            )
+        if not self.graphs.has(str(graph_id)):
+            known = ", ".join(self.graphs.ids()) or "none"
+            raise InvalidInputError(f"graph {graph_id!r} not found; known graphs: {known}")

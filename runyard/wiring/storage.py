@@ -3,9 +3,10 @@ schema, the checkpointer and the store, each closed by the runtime's exit stack.
 
 from __future__ import annotations
 
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.store.base import BaseStore
@@ -26,6 +27,7 @@ from runyard.graphs.checkpointer import open_checkpointer
 from runyard.graphs.config import ProjectConfig
 from runyard.graphs.store import StoreOptions, open_store, store_options
 from runyard.observability.metrics import Metrics
+from runyard.services.catalog import Storage as ServicesStorage
 from runyard.settings import Settings
 
 if TYPE_CHECKING:
@@ -47,6 +49,21 @@ class Databases:
     lease_sessions: Sessions
     autocommit: Sessions
     statements: StatementPool | None
+
+    @asynccontextmanager
+    async def atomic(self) -> AsyncIterator[Any]:
+        """A session for one db-layer call that must be atomic.
+
+        The calls made for this (`claim_run`, `finish_run_with_state`) are one statement
+        on PostgreSQL, which needs no BEGIN and COMMIT round trips; on SQLite they are
+        two statements, wrapped in a transaction.
+        """
+        if self.engine.dialect.name == "postgresql":
+            async with self.autocommit() as session:
+                yield session
+        else:
+            async with self.sessions() as session, session.begin():
+                yield session
 
 
 @dataclass(frozen=True)
@@ -148,3 +165,17 @@ def start_custom_encryption(
         )
     encryption.handlers.start()
     stack.callback(encryption.handlers.stop)
+
+
+def services_storage(storage: Storage) -> ServicesStorage:
+    """What the services read of the storage phase."""
+    databases = storage.databases
+    return ServicesStorage(
+        databases.engine,
+        databases.sessions,
+        databases.autocommit,
+        databases.atomic,
+        storage.checkpointer,
+        storage.store,
+        storage.store_options,
+    )

@@ -25,9 +25,6 @@ from runyard.domain.errors import NotFoundError
 from runyard.domain.status import RunStatus
 from runyard.runtime import Runtime
 from runyard.schemas.runs import RunCreate
-from runyard.services import runs as runs_service
-from runyard.services import threads as threads_service
-from runyard.services.run_waits import wait_until_done, wait_until_done_or_gone
 from runyard.settings import Settings
 from tests.support.redis_keys import postgres_and_redis
 from tests.support.server import TEST_CONFIG
@@ -105,8 +102,7 @@ async def _run_held_at_its_end(
     """A thread whose run has finished its graph and waits to write `success`."""
     held = HeldFinish(rt.worker, monkeypatch)
     thread_id = str(uuid.uuid4())
-    run = await runs_service.create_run(
-        rt.api,
+    run = await rt.api.services.runs.create_run(
         thread_id,
         RunCreate(assistant_id="slow", input={"seconds": 0.01}, if_not_exists="create"),
     )
@@ -145,8 +141,10 @@ async def test_a_strategy_landing_at_the_final_write_stops_the_run(
     rt = instances
     thread_id, first_id, held = await _run_held_at_its_end(rt, monkeypatch)
     body = RunCreate(assistant_id="slow", input={"seconds": 0.01}, multitask_strategy=strategy)
-    second = await _released_then(held, runs_service.create_run(rt.api, thread_id, body))
-    ended = await asyncio.wait_for(wait_until_done(rt.api, thread_id, second["run_id"]), 30)
+    second = await _released_then(held, rt.api.services.runs.create_run(thread_id, body))
+    ended = await asyncio.wait_for(
+        rt.api.services.waits.wait_until_done(thread_id, second["run_id"]), 30
+    )
     assert ended["status"] == RunStatus.SUCCESS.value
     first = await _stored_run(rt.api, first_id)
     if strategy == "interrupt":
@@ -165,9 +163,9 @@ async def test_a_cancel_landing_at_the_final_write_stops_the_run(
 ) -> None:
     rt = instances
     thread_id, run_id, held = await _run_held_at_its_end(rt, monkeypatch)
-    answer = await _released_then(held, runs_service.cancel_run(rt.api, thread_id, run_id, action))
+    answer = await _released_then(held, rt.api.services.runs.cancel_run(thread_id, run_id, action))
     assert answer["was"] == RunStatus.RUNNING.value
-    ended = await asyncio.wait_for(wait_until_done_or_gone(rt.api, run_id), 30)
+    ended = await asyncio.wait_for(rt.api.services.waits.wait_until_done_or_gone(run_id), 30)
     thread = await _thread(rt.api, thread_id)
     assert thread is not None and thread["status"] == "idle"
     if action == "interrupt":
@@ -185,7 +183,7 @@ async def test_a_thread_deleted_at_the_final_write_stays_deleted(
     (this one held on the code before the fix as well)."""
     rt = instances
     thread_id, run_id, held = await _run_held_at_its_end(rt, monkeypatch)
-    await _released_then(held, threads_service.delete_thread(rt.api, thread_id))
+    await _released_then(held, rt.api.services.threads.delete_thread(thread_id))
     for _ in range(200):
         if not len(rt.worker.running):
             break
@@ -194,4 +192,4 @@ async def test_a_thread_deleted_at_the_final_write_stays_deleted(
     assert await _stored_run(rt.api, run_id) is None
     assert await _thread(rt.api, thread_id) is None
     with pytest.raises(NotFoundError):
-        await threads_service.get_thread(rt.api, thread_id)
+        await rt.api.services.threads.get_thread(thread_id)

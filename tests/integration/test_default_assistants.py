@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 from typing import TypedDict
 
 import pytest
@@ -39,8 +38,7 @@ async def test_default_assistants_are_named_after_their_graph(tmp_path: Path, ki
         sessions = session_factory(engine)
         # A store written when default assistants were named after the graph id, where the
         # user renamed one of them in a later version.
-        old = SimpleNamespace(sessions=sessions, graphs=registry({"agent": None, "mine": None}))
-        await ensure_default_assistants(old)  # type: ignore[arg-type]
+        await ensure_default_assistants(sessions, registry({"agent": None, "mine": None}))
         mine = default_assistant_id("mine")
         async with sessions() as session, session.begin():
             await session.execute(
@@ -62,7 +60,7 @@ async def test_default_assistants_are_named_after_their_graph(tmp_path: Path, ki
             )
 
         new = registry({"agent": "ReAct Agent", "mine": "Memory Agent", "plain": None})
-        await ensure_default_assistants(SimpleNamespace(sessions=sessions, graphs=new))  # type: ignore[arg-type]
+        await ensure_default_assistants(sessions, new)
         async with sessions() as session:
             names = dict(
                 (await session.execute(select(assistants.c.graph_id, assistants.c.name))).all()

@@ -27,8 +27,6 @@ from typing_extensions import TypedDict
 from runyard.domain.status import TERMINAL_RUN_STATUSES
 from runyard.runtime import Runtime
 from runyard.schemas.runs import RunCreate
-from runyard.services import runs as runs_service
-from runyard.services import thread_state
 from tests.support.backends import backend_runtime
 
 STEPS = 3
@@ -78,7 +76,7 @@ async def runtime(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
 
 async def _ended(rt: Runtime, thread_id: str, run_id: str) -> dict[str, Any]:
     for _ in range(600):
-        run = await runs_service.get_run(rt, thread_id, run_id)
+        run = await rt.services.runs.get_run(thread_id, run_id)
         if run["status"] in TERMINAL_RUN_STATUSES:
             return run
         await asyncio.sleep(0.05)
@@ -89,8 +87,8 @@ async def test_a_step_stopped_before_its_edge_runs_again_on_resume(runtime: Runt
     rt = runtime
     GATE.hold, GATE.entered = True, asyncio.Event()
     thread_id = str(uuid.uuid4())
-    run = await runs_service.create_run(
-        rt, thread_id, RunCreate(assistant_id="held", input={}, if_not_exists="create")
+    run = await rt.services.runs.create_run(
+        thread_id, RunCreate(assistant_id="held", input={}, if_not_exists="create")
     )
     await asyncio.wait_for(GATE.entered.wait(), 30)
     # The first step's node has returned; its edge is being decided. A draining instance
@@ -100,5 +98,5 @@ async def test_a_step_stopped_before_its_edge_runs_again_on_resume(runtime: Runt
     ended = await _ended(rt, thread_id, run["run_id"])
     assert ended["status"] == "success"
     assert ended["attempt"] == 2
-    state = await thread_state.get_state(rt, thread_id)
+    state = await rt.services.thread_state.get_state(thread_id)
     assert state["values"]["steps"] == list(range(STEPS))

@@ -24,8 +24,6 @@ from runyard.domain.status import RunStatus
 from runyard.graphs.checkpointer import fenced
 from runyard.runtime import Runtime
 from runyard.schemas.runs import RunCreate
-from runyard.services import runs as runs_service
-from runyard.services.threads import delete_thread
 from runyard.worker.finalize import Outcome, RunFinalizer, ThreadSnapshot
 from tests.support.backends import backend_runtime
 from tests.support.rows import run_row, thread_row
@@ -67,13 +65,12 @@ async def test_interrupt_stops_a_run_claimed_while_the_strategy_was_applied(
     it must be told to stop, not reported `interrupted` while it runs on."""
     rt = runtime
     thread_id = str(uuid.uuid4())
-    await runs_service.create_run(
-        rt,
+    await rt.services.runs.create_run(
         thread_id,
         RunCreate(assistant_id="slow", input={"seconds": 30}, if_not_exists="create"),
     )
-    queued = await runs_service.create_run(
-        rt, thread_id, RunCreate(assistant_id="slow", multitask_strategy="enqueue")
+    queued = await rt.services.runs.create_run(
+        thread_id, RunCreate(assistant_id="slow", multitask_strategy="enqueue")
     )
     read_active = runs_db.active_runs
 
@@ -89,8 +86,8 @@ async def test_interrupt_stops_a_run_claimed_while_the_strategy_was_applied(
         return active
 
     monkeypatch.setattr(runs_db, "active_runs", claimed_after_the_read)
-    await runs_service.create_run(
-        rt, thread_id, RunCreate(assistant_id="slow", multitask_strategy="interrupt")
+    await rt.services.runs.create_run(
+        thread_id, RunCreate(assistant_id="slow", multitask_strategy="interrupt")
     )
     monkeypatch.undo()
     async with rt.autocommit() as session:
@@ -159,7 +156,7 @@ async def test_a_step_ending_while_its_thread_is_deleted_leaves_no_checkpoint(
             steps_ended.append(False)
 
     monkeypatch.setattr(rt.checkpointer, "adelete_thread", then_a_step_ends)
-    await delete_thread(rt, thread_id)
+    await rt.services.threads.delete_thread(thread_id)
     monkeypatch.undo()
     assert await rt.checkpointer.aget_tuple(config) is None
 
@@ -182,7 +179,7 @@ async def test_a_create_that_may_make_its_thread_makes_it_again_when_it_was_just
 
     monkeypatch.setattr(runs_db, "lock_thread_for_new_run", deleted_just_before)
     body = RunCreate(assistant_id="slow", input={"seconds": 0}, if_not_exists="create")
-    run = await runs_service.create_run(rt, thread_id, body)
+    run = await rt.services.runs.create_run(thread_id, body)
     monkeypatch.undo()
     assert run["thread_id"] == thread_id
     async with rt.autocommit() as session:
@@ -228,7 +225,7 @@ async def test_a_create_that_may_make_its_thread_outlasts_deletes_and_re_creates
     monkeypatch.setattr(runs_db, "lock_thread_for_new_run", deleted_just_before)
     monkeypatch.setattr(threads_db, "insert_thread", created_just_before)
     body = RunCreate(assistant_id="slow", input={"seconds": 0}, if_not_exists="create")
-    run = await runs_service.create_run(rt, thread_id, body)
+    run = await rt.services.runs.create_run(thread_id, body)
     monkeypatch.undo()
     assert run["thread_id"] == thread_id
     assert rounds == {"deletes": 0, "creates": 0}

@@ -23,7 +23,6 @@ from runyard.db import webhooks as webhooks_db
 from runyard.run_endings import RunEndings
 from runyard.runtime import Runtime
 from runyard.schemas.runs import RunCreate
-from runyard.services import runs as runs_service
 from runyard.worker.webhooks import WebhookSender
 from tests.support.backends import backend_runtime
 
@@ -83,7 +82,7 @@ async def _pending_run_with_a_webhook(rt: Runtime) -> tuple[str, str]:
         after_seconds=600,
         if_not_exists="create",
     )
-    run = await runs_service.create_run(rt, thread_id, body)
+    run = await rt.services.runs.create_run(thread_id, body)
     run_id = str(run["run_id"])
     assert await _owed(rt, run_id) is None  # pending: nothing owed yet
     return thread_id, run_id
@@ -92,7 +91,7 @@ async def _pending_run_with_a_webhook(rt: Runtime) -> tuple[str, str]:
 async def test_a_finished_runs_webhook_is_owed_when_its_end_commits(runtime: Runtime) -> None:
     rt = runtime
     body = RunCreate(assistant_id="slow", input={"seconds": 0}, webhook=HOOK)
-    run = await runs_service.create_run(rt, None, body)
+    run = await rt.services.runs.create_run(None, body)
     run_id = str(run["run_id"])
     delivery = await _until_owed(rt, run_id)
     assert delivery["url"] == HOOK and delivery["status"] == "pending"
@@ -105,7 +104,7 @@ async def test_a_cancelled_pending_runs_webhook_is_owed_when_its_end_commits(
 ) -> None:
     rt = runtime
     thread_id, run_id = await _pending_run_with_a_webhook(rt)
-    await runs_service.cancel_run(rt, thread_id, run_id, action="interrupt")
+    await rt.services.runs.cancel_run(thread_id, run_id, action="interrupt")
     assert await _status(rt, run_id) == "interrupted"
     delivery = await _until_owed(rt, run_id)
     assert delivery["payload"]["status"] == "interrupted"
@@ -115,7 +114,7 @@ async def test_a_pending_run_a_strategy_interrupts_owes_its_webhook(runtime: Run
     rt = runtime
     thread_id, run_id = await _pending_run_with_a_webhook(rt)
     second = RunCreate(assistant_id="slow", input={"seconds": 0}, multitask_strategy="interrupt")
-    await runs_service.create_run(rt, thread_id, second)
+    await rt.services.runs.create_run(thread_id, second)
     assert await _status(rt, run_id) == "interrupted"
     delivery = await _until_owed(rt, run_id)
     assert delivery["payload"]["status"] == "interrupted"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import functools
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -17,9 +16,6 @@ from runyard.db import runs as runs_db
 from runyard.runtime import Runtime
 from runyard.schemas.crons import ThreadCronCreate
 from runyard.schemas.threads import ThreadCreate
-from runyard.services import crons as crons_service
-from runyard.services import threads as threads_service
-from runyard.services.runs import create_run
 from runyard.settings import Settings
 from tests.support.databases import create_database, drop_database, postgres_available
 from tests.support.server import TEST_CONFIG
@@ -65,17 +61,17 @@ async def runtime(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
 def new_scheduler(rt: Runtime) -> CronScheduler:
     """A scheduler of this instance's, as the runtime builds one."""
     return CronScheduler(
-        rt.sessions, rt.autocommit, functools.partial(create_run, rt), rt.instance_id, 60
+        rt.sessions, rt.autocommit, rt.services.runs.create_run, rt.instance_id, 60
     )
 
 
 async def overdue_cron(rt: Runtime, since: datetime) -> dict[str, Any]:
     """A yearly cron on a new thread whose next run date is `since`, as a scheduler reads it."""
-    thread = await threads_service.create_thread(rt, ThreadCreate())
+    thread = await rt.services.threads.create_thread(ThreadCreate())
     body = ThreadCronCreate(
         assistant_id="memory", schedule=YEARLY, input={"namespace": ["x"], "key": "k"}
     )
-    cron = await crons_service.create_cron(rt, thread["thread_id"], body)
+    cron = await rt.services.crons.create_cron(thread["thread_id"], body)
     async with rt.sessions() as session, session.begin():
         row = await crons_db.update_cron(session, cron["cron_id"], {"next_run_date": since})
     assert row is not None

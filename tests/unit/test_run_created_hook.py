@@ -6,7 +6,6 @@ from pathlib import Path
 
 from runyard.runtime import Runtime
 from runyard.schemas.runs import RunCreate
-from runyard.services import runs
 from runyard.settings import Settings
 from tests.support.server import TEST_CONFIG
 
@@ -19,15 +18,19 @@ async def test_on_created_sees_the_run_committed_and_not_yet_dispatched(tmp_path
 
         async def on_created(run_id: str) -> None:
             # Committed (readable), still pending, and not on the queue yet.
-            stored = await runs.get_run(rt, None, run_id)
+            stored = await rt.services.runs.get_run(None, run_id)
             seen.append((run_id, stored["status"], await rt.queue.depth()))
 
         body = RunCreate(assistant_id="pipeline", input={"text": "a b"})
-        run = await runs.create_run(rt, None, body, idempotency_key="k1", on_created=on_created)
+        run = await rt.services.runs.create_run(
+            None, body, idempotency_key="k1", on_created=on_created
+        )
         assert seen == [(run["run_id"], "pending", 0)]
 
         # The same Idempotency-Key answers with the existing run: nothing new is created.
-        again = await runs.create_run(rt, None, body, idempotency_key="k1", on_created=on_created)
+        again = await rt.services.runs.create_run(
+            None, body, idempotency_key="k1", on_created=on_created
+        )
         assert again["run_id"] == run["run_id"]
         assert len(seen) == 1
     finally:
