@@ -4,7 +4,7 @@ checkpoint; the lifecycle (runyard/lifecycle.py) writes it and ends the run."""
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from langgraph.pregel import Pregel
@@ -15,6 +15,7 @@ from runyard.domain.results import with_interrupts
 from runyard.domain.status import RunStatus, ThreadStatus
 from runyard.graphs.checkpointer import delete_run_checkpoints
 from runyard.graphs.serialize import to_jsonable
+from runyard.services.encrypted_json import sealed, sealed_state
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -26,8 +27,6 @@ if TYPE_CHECKING:
     from runyard.lifecycle import RunLifecycle
 
 log = logging.getLogger("runyard.worker")
-# What a thread row caches of its state in JSON the custom encryption seals.
-THREAD_STATE_FIELDS = ("values", "interrupts", "error")
 
 
 @dataclass
@@ -73,7 +72,7 @@ class RunFinalizer:
         self._graphs = graphs
         self._checkpointer = checkpointer
         self._store = store
-        self._encryption = encryption
+        self.encryption = encryption
 
     async def read_snapshot(
         self, graph_id: str, thread_id: str, graph: Pregel | None = None
@@ -103,11 +102,11 @@ class RunFinalizer:
         )
         output = _result(snapshot) if outcome.status == RunStatus.SUCCESS else None
         if isinstance(output, dict):
-            output = await self._sealed("output", output)
-        state = await self._sealed_state(_thread_state(thread_id, outcome, snapshot))
+            output = await sealed(self, "run", "output", output)
+        state = await sealed_state(self, _thread_state(thread_id, outcome, snapshot))
         error = outcome.error
         if isinstance(error, dict):
-            error = await self._sealed("error", error)
+            error = await sealed(self, "run", "error", error)
         finished = await self._lifecycle.finish(
             run, attempt, outcome.status, output, outcome.error, state, stored_error=error
         )
@@ -123,7 +122,7 @@ class RunFinalizer:
         snapshot = await self._rolled_back_snapshot(run, attempt, outcome)
         if snapshot is None:
             return False
-        state = await self._sealed_state(_thread_state(run["thread_id"], outcome, snapshot))
+        state = await sealed_state(self, _thread_state(run["thread_id"], outcome, snapshot))
         ended = await self._lifecycle.finish_rolled_back(
             run, attempt, outcome.status, state, outcome.error
         )
@@ -151,21 +150,6 @@ class RunFinalizer:
             return None
         await delete_run_checkpoints(self._checkpointer, thread_id, run_id)
         return await self.read_snapshot(run["kwargs"]["graph_id"], thread_id, outcome.graph)
-
-    async def _sealed(self, field: str, data: dict[str, Any]) -> Any:
-        """A run's output or error as the run row stores it."""
-        if self._encryption is None:
-            return data
-        return await self._encryption.encrypt_json("run", field, data)
-
-    async def _sealed_state(self, state: ThreadState) -> ThreadState:
-        """The thread's state as its row stores it: values, interrupts and error through the
-        JSON handlers (those that are objects; a graph's state may be a list, left as is)."""
-        if self._encryption is None:
-            return state
-        fields = [f for f in THREAD_STATE_FIELDS if isinstance(getattr(state, f), dict)]
-        sealed = await self._encryption.encrypt_fields("thread", vars(state), fields)
-        return replace(state, **{field: sealed[field] for field in fields})
 
 
 def cancelled(action: str, graph: Pregel | None, snapshot: ThreadSnapshot | None = None) -> Outcome:

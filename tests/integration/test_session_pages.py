@@ -17,7 +17,6 @@ import pytest
 from runyard.db import runs as runs_db
 from runyard.db import threads as threads_db
 from runyard.runtime import Runtime
-from runyard.services import thread_session
 from tests.support.backends import backend_runtime
 from tests.support.rows import run_row, thread_row
 
@@ -56,7 +55,7 @@ async def test_a_waiting_session_holds_no_page_of_its_threads_runs(
         return page
 
     monkeypatch.setattr(runs_db, "runs_created_after", watched)
-    events = thread_session.thread_events(runtime, thread_id, None)
+    events = runtime.services.session.thread_events(thread_id, None)
     reader = asyncio.create_task(anext(events))
     # Both pages read (50 rows, then 20), then the session waits for the thread's next run.
     await asyncio.wait_for(both_read.wait(), 30)
