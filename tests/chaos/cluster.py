@@ -108,6 +108,8 @@ class Cluster:
     prefix: str
     env: dict[str, str]
     config: Path = CHAOS_CONFIG
+    # The database is at the newest schema already (a copy of the migrated template).
+    migrated: bool = False
     instances: list[Instance] = field(default_factory=list)
     _count: int = 0
 
@@ -147,14 +149,24 @@ class Cluster:
         return Instance(name, server, client, http)
 
     def start(self, count: int) -> list[Instance]:
-        """Start instances: the first migrates alone, the others start in parallel."""
+        """Start instances in parallel; on a database not yet migrated, the first migrates
+        alone before the others start (they refuse a schema that is not current)."""
         started: list[Instance] = []
+        servers: list[ServerProcess] = []
         if not self.instances and count > 0:
-            started.append(self.add(migrate=True))
+            if self.migrated:
+                servers.append(self._server(migrate=True))
+            else:
+                started.append(self.add(migrate=True))
             count -= 1
-        servers = [self._server(migrate=False) for _ in range(count)]
-        with ThreadPoolExecutor(max_workers=max(count, 1)) as pool:
-            list(pool.map(lambda s: s.start(), servers))
+        servers += [self._server(migrate=False) for _ in range(count)]
+        try:
+            with ThreadPoolExecutor(max_workers=max(len(servers), 1)) as pool:
+                list(pool.map(lambda s: s.start(), servers))
+        except BaseException:
+            for server in servers:  # those that did start are no instance yet: close() misses them
+                server.stop()
+            raise
         for server in servers:
             instance = self._wrap(server)
             self.instances.append(instance)

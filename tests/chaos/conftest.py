@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.chaos.cluster import CHAOS_CONFIG, CHAOS_ENV, SHARED_REDIS, Cluster, ClusterFactory
-from tests.support.databases import create_database, drop_database, postgres_available
+from tests.support.databases import create_migrated_database, drop_database, postgres_available
 from tests.support.redis_keys import delete_keys
 from tests.support.server import free_port
 from tests.support.throwaway import ThrowawayPostgres, ThrowawayRedis, postgres_tools
@@ -33,7 +33,7 @@ async def cluster_factory(tmp_path: Path) -> AsyncIterator[ClusterFactory]:
     ) -> Cluster:
         """`postgres`: a private server to use instead of a database on the shared one."""
         prefix = f"chaos-{uuid.uuid4().hex[:12]}:"
-        url = postgres.url if postgres is not None else create_database("runyard_chaos")
+        url = postgres.url if postgres is not None else create_migrated_database("runyard_chaos")
         env = {
             **CHAOS_ENV,
             **overrides,
@@ -41,7 +41,8 @@ async def cluster_factory(tmp_path: Path) -> AsyncIterator[ClusterFactory]:
             "REDIS_URL": redis_url,
             "RUNYARD_REDIS_PREFIX": prefix,
         }
-        cluster = Cluster(tmp_path / f"cluster-{len(made)}", url, redis_url, prefix, env, config)
+        workdir = tmp_path / f"cluster-{len(made)}"
+        cluster = Cluster(workdir, url, redis_url, prefix, env, config, migrated=postgres is None)
         made.append(cluster)
         if postgres is not None:
             private.add(url)

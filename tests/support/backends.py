@@ -12,9 +12,8 @@ import pytest
 from runyard.runtime import Runtime
 from runyard.settings import Settings
 from tests.support.databases import (
-    create_database,
+    create_migrated_database,
     drop_database,
-    fresh_database,
     postgres_available,
 )
 from tests.support.server import TEST_CONFIG, ServerProcess
@@ -25,7 +24,10 @@ def backend_server(
     backend: str, workdir: Path, config: Path = TEST_CONFIG, env: dict[str, str] | None = None
 ) -> Iterator[ServerProcess]:
     """A started server: `runyard dev` for "sqlite", `runyard serve` on a fresh PostgreSQL
-    database (no Redis) for "postgres"; stopped, and its database dropped, on exit."""
+    database (no Redis) for "postgres"; stopped, and its database dropped, on exit.
+
+    The PostgreSQL database is a copy of the migrated template: the migrations' own tests
+    (tests/integration/test_migrations.py, test_cli.py) start servers on empty ones."""
     if backend == "sqlite":
         proc = ServerProcess("dev", workdir, config=config, env=dict(env or {})).start()
         try:
@@ -35,7 +37,7 @@ def backend_server(
         return
     if not postgres_available():
         pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (see README)")
-    url = create_database()
+    url = create_migrated_database()
     proc = ServerProcess(
         "serve", workdir, config=config, env={**(env or {}), "DATABASE_URL": url, "REDIS_URL": ""}
     )
@@ -53,7 +55,8 @@ async def backend_runtime(
 ) -> AsyncIterator[Runtime]:
     """A started in-process instance: the embedded SQLite store for "sqlite", a fresh
     PostgreSQL database (no Redis) for "postgres"; stopped, and its database dropped, on
-    exit. `env`: more settings, by their variable names."""
+    exit (the database a copy of the migrated template). `env`: more settings, by their
+    variable names."""
     settings: dict[str, Any] = {
         "RUNYARD_CONFIG": config,
         "RUNYARD_DATA_DIR": workdir / "data",
@@ -68,10 +71,15 @@ async def backend_runtime(
         finally:
             await rt.stop()
         return
-    with fresh_database("runyard_runtime") as url:
+    if not postgres_available():
+        pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (see README)")
+    url = create_migrated_database("runyard_runtime")
+    try:
         rt = Runtime(Settings(**settings, DATABASE_URL=url))
         await rt.start()
         try:
             yield rt
         finally:
             await rt.stop()
+    finally:
+        drop_database(url)

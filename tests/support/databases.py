@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -37,6 +40,75 @@ def create_database(prefix: str = "runyard_test") -> str:
     name = f"{prefix}_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
+    base = ADMIN_URL.rsplit("/", 1)[0]
+    return f"{base}/{name}"
+
+
+def schema_fingerprint() -> str:
+    """A digest of everything a migrated database holds: Runyard's migrations and the
+    checkpointer library's. A template database is named by it, so a changed migration
+    (in this checkout or another one on the same server) never clones a stale schema."""
+    from runyard.graphs.pg_library import library_migrations
+
+    root = Path(__file__).resolve().parents[2] / "runyard" / "migrations"
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode())
+        digest.update(path.read_bytes())
+    for statement in library_migrations():
+        digest.update(statement.encode())
+    return digest.hexdigest()[:16]
+
+
+_TEMPLATES: dict[str, str] = {}  # fingerprint -> name of the template database, per process
+
+
+def migrated_template() -> str:
+    """The name of a database migrated to the newest schema, with the checkpointer's tables,
+    built once per schema on the test server and kept there as a template to clone.
+
+    It is built under a name of its own and renamed into place, so processes that build it
+    at once (several test runs share the server) never clone a half-migrated one; the loser
+    of the rename drops its copy. Nobody connects to it afterwards (ALLOW_CONNECTIONS
+    false): CREATE DATABASE ... TEMPLATE refuses a source that has connections.
+    """
+    fingerprint = schema_fingerprint()
+    if fingerprint in _TEMPLATES:
+        return _TEMPLATES[fingerprint]
+    name = f"runyard_template_{fingerprint}"
+    with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
+        found = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+    if found is None:
+        url = create_database("runyard_template_build")
+        building = url.rsplit("/", 1)[1]
+        try:
+            # On a thread of its own: the caller may be inside a running event loop.
+            with ThreadPoolExecutor(1) as pool:
+                pool.submit(asyncio.run, _migrate_template(url)).result()
+            with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
+                conn.execute(f'ALTER DATABASE "{building}" WITH ALLOW_CONNECTIONS false')
+                conn.execute(f'ALTER DATABASE "{building}" RENAME TO "{name}"')
+        except psycopg.errors.DuplicateDatabase:
+            pass  # another test run renamed its copy into place first
+        finally:
+            drop_database(url)
+    _TEMPLATES[fingerprint] = name
+    return name
+
+
+async def _migrate_template(url: str) -> None:
+    async with migrated_postgres_engine(url, pool_size=1):
+        pass
+    await create_checkpoint_tables(url, Path(tempfile.gettempdir()))
+
+
+def create_migrated_database(prefix: str = "runyard_test") -> str:
+    """Create a database at the newest schema, with the checkpointer's tables, and return
+    its URL: a copy of the migrated template, far cheaper than migrating a new one."""
+    template = migrated_template()
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
     base = ADMIN_URL.rsplit("/", 1)[0]
     return f"{base}/{name}"
 
@@ -112,7 +184,8 @@ async def create_checkpoint_tables(url: str, data_dir: Path) -> None:
 @asynccontextmanager
 async def migrated_engine(kind: str, data_dir: Path) -> AsyncIterator[AsyncEngine]:
     """An engine on a migrated database for the block: a SQLite file in `data_dir`, or a
-    fresh PostgreSQL database (dropped afterwards) with the checkpointer's tables too."""
+    fresh PostgreSQL database (a copy of the migrated template, dropped afterwards) with
+    the checkpointer's tables too."""
     import pytest  # here, not above: bench/ uses this module without the test extras
 
     from runyard.db.engine import create_engine, migrate
@@ -123,12 +196,11 @@ async def migrated_engine(kind: str, data_dir: Path) -> AsyncIterator[AsyncEngin
     else:
         if not postgres_available():
             pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (see README)")
-        url = create_database()
+        url = create_migrated_database()
         engine = create_engine("postgresql+asyncpg://" + url.split("://", 1)[1])
     try:
-        await migrate(engine)
-        if url is not None:
-            await create_checkpoint_tables(url, data_dir)
+        if url is None:
+            await migrate(engine)
         yield engine
     finally:
         await engine.dispose()
