@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.databases import create_database, drop_database, postgres_available
+from tests.support.databases import create_migrated_database, drop_database, postgres_available
 from tests.support.server import ServerProcess
 
 schemathesis = pytest.importorskip("schemathesis")
@@ -38,11 +38,12 @@ REQUEST_TIMEOUT = 10.0
 MODES = (schemathesis.GenerationMode.POSITIVE, schemathesis.GenerationMode.NEGATIVE)
 
 
-@pytest.fixture(params=["dev", "serve"])
+@pytest.fixture(scope="module", params=["dev", "serve"])
 def fuzz_server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ServerProcess]:
-    """A server of its own per backend: SQLite (dev) or a fresh PostgreSQL database (serve)."""
+    """A server of this module's own per backend: SQLite (dev) or a fresh PostgreSQL database
+    (serve). Both tests use it: neither asserts on what the other left behind."""
     mode = request.param
     workdir = tmp_path_factory.mktemp(f"fuzz-{mode}")
     url = None
@@ -50,7 +51,7 @@ def fuzz_server(
     if mode == "serve":
         if not postgres_available():
             pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (see README)")
-        url = create_database("runyard_fuzz")
+        url = create_migrated_database("runyard_fuzz")
         env.update(DATABASE_URL=url, REDIS_URL="")
     proc = ServerProcess(mode, workdir, env=env)
     try:

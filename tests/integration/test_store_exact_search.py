@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,21 +38,31 @@ QUERIES: list[dict[str, Any]] = [
 ]
 
 
-@pytest.fixture
-async def dev_client(tmp_path: Path) -> AsyncIterator[LangGraphClient]:
-    """`runyard dev` with store.index configured, on this machine's Python."""
-    config = tmp_path / "langgraph.json"
+@pytest.fixture(scope="module")
+def exact_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """`runyard dev` with store.index configured, on this machine's Python; the tests share
+    it, each in a namespace of its own."""
+    workdir = tmp_path_factory.mktemp("exact-search")
+    config = workdir / "langgraph.json"
     index = {"embed": f"{EMBED}:embed", "dims": DIMS, "fields": FIELDS}
     config.write_text(
         json.dumps({"graphs": {"memory": f"{MEMORY_GRAPH}:graph"}, "store": {"index": index}})
     )
-    server = ServerProcess("dev", tmp_path / "server", config=config).start()
-    client = get_client(url=server.url, api_key=None)
+    server = ServerProcess("dev", workdir / "server", config=config).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+async def dev_client(exact_server: ServerProcess) -> AsyncIterator[LangGraphClient]:
+    """An SDK client of that server."""
+    client = get_client(url=exact_server.url, api_key=None)
     try:
         yield client
     finally:
         await client.http.client.aclose()
-        server.stop()
 
 
 def reference(namespace: tuple[str, ...]) -> InMemoryStore:
