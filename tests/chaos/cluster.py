@@ -8,7 +8,6 @@ import signal
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.schema import StreamMode
 
-from tests.support.server import ServerProcess
+from tests.support.server import ServerProcess, start_together
 
 CHAOS_CONFIG = Path(__file__).resolve().parent / "graphs" / "langgraph.json"
 SHARED_REDIS = "redis://127.0.0.1:6379/0"
@@ -160,13 +159,7 @@ class Cluster:
                 started.append(self.add(migrate=True))
             count -= 1
         servers += [self._server(migrate=False) for _ in range(count)]
-        try:
-            with ThreadPoolExecutor(max_workers=max(len(servers), 1)) as pool:
-                list(pool.map(lambda s: s.start(), servers))
-        except BaseException:
-            for server in servers:  # those that did start are no instance yet: close() misses them
-                server.stop()
-            raise
+        start_together(servers)
         for server in servers:
             instance = self._wrap(server)
             self.instances.append(instance)

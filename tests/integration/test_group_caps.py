@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 from tests.support.redis_keys import postgres_and_redis
-from tests.support.server import ROOT, ServerProcess
+from tests.support.server import ROOT, ServerProcess, start_together
 
 PRIORITY_CONFIG = ROOT / "tests" / "graphs" / "langgraph_priority.json"
 LIMITS = {"capped": {"max_running": 3}, "rated": {"max_starts_per_minute": 2}}
@@ -52,9 +52,8 @@ def two_instances(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[st
     with postgres_and_redis("runyard_caps") as deployment:
         env = {**deployment, **CAPS_ENV}
         procs = [ServerProcess("serve", workdir, config=PRIORITY_CONFIG, env=env) for _ in "ab"]
+        start_together(procs)
         try:
-            for proc in procs:
-                proc.start()
             yield deployment["DATABASE_URL"], [proc.url for proc in procs]
         finally:
             for proc in procs:

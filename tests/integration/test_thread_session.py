@@ -20,7 +20,7 @@ from runyard.services.thread_session import NEXT_RUN_POLL_SECONDS
 from runyard.streaming.session_events import SUPPORTED_CHANNELS
 from tests.support.databases import fresh_database
 from tests.support.redis_keys import delete_keys
-from tests.support.server import TEST_CONFIG, ServerProcess
+from tests.support.server import TEST_CONFIG, ServerProcess, start_together
 
 pytestmark = pytest.mark.timeout(120)
 TIMEOUT = 30.0
@@ -55,10 +55,10 @@ def deployment(
     env = {"REDIS_URL": REDIS_URL, "RUNYARD_REDIS_PREFIX": prefix}
     with fresh_database() as url:
         env["DATABASE_URL"] = url
-        front = ServerProcess("serve", workdir / "a", env={**env, "WORKER_COUNT": "0"}).start()
+        front = ServerProcess("serve", workdir / "a", env={**env, "WORKER_COUNT": "0"})
         back = ServerProcess("serve", workdir / "b", env=env)
+        start_together([front, back])  # both migrate the fresh database: one waits its turn
         try:
-            back.start()
             yield Deployment(front.url, back.url)
         finally:
             front.stop()

@@ -8,6 +8,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -98,3 +100,22 @@ class ServerProcess:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait(timeout=10)
+
+
+def start_together(servers: Sequence[ServerProcess], timeout: float = 60.0) -> None:
+    """Start several servers at once, at most one per core, and wait until each answers.
+
+    A start is mostly the interpreter importing Runyard, on one core: on the 2-core test
+    machines two start in about the time of one. Each may take as long as the servers would
+    have taken one after another (`timeout` each), so a busy machine is no reason to fail.
+    When one fails to start, those that did start are stopped too (no caller holds them
+    yet), and the first error is raised.
+    """
+    workers = max(1, min(len(servers), os.cpu_count() or 1))
+    try:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            list(pool.map(lambda server: server.start(timeout * len(servers)), servers))
+    except BaseException:
+        for server in servers:
+            server.stop()
+        raise
