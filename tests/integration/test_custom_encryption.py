@@ -22,7 +22,7 @@ import psycopg
 import pytest
 from langgraph_sdk import get_client
 
-from tests.support.databases import create_database, drop_database, postgres_available
+from tests.support.databases import create_migrated_database, drop_database, postgres_available
 from tests.support.server import ROOT, ServerProcess
 
 pytestmark = pytest.mark.timeout(240)
@@ -121,7 +121,7 @@ def deployment(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Deplo
         return
     if not postgres_available():
         pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (see README)")
-    url = create_database("runyard_cenc")
+    url = create_migrated_database("runyard_cenc")
     try:
         yield Deployment("postgres", tmp_path, url)
     finally:

@@ -17,7 +17,7 @@ import pytest
 
 from tests.support.auth import AUTH_CONFIG
 from tests.support.backends import backend_server
-from tests.support.databases import create_database, drop_database
+from tests.support.databases import create_migrated_database, drop_database
 from tests.support.server import ServerProcess, free_port
 
 TOKEN = {"Authorization": "Bearer user-a"}
@@ -89,7 +89,7 @@ async def test_more_than_one_authorization_header_is_refused(auth_server: Server
 
 def test_the_redis_password_is_in_no_log_line_and_no_answer(tmp_path: Path) -> None:
     secret = "s3cret-redis-pw"
-    url = create_database()
+    url = create_migrated_database()
     redis_url = f"redis://:{secret}@127.0.0.1:{free_port()}/10"  # nothing listens there
     proc = ServerProcess("serve", tmp_path, env={"DATABASE_URL": url, "REDIS_URL": redis_url})
     try:

@@ -16,7 +16,7 @@ from langgraph_sdk import get_client
 
 from runyard.graphs.registry import default_assistant_id
 from tests.integration.test_crons import EVERY_SECOND, eventually
-from tests.support.databases import create_database, drop_database, postgres_available
+from tests.support.databases import create_migrated_database, drop_database, postgres_available
 from tests.support.runs import new_tag, status_error
 from tests.support.server import ROOT, ServerProcess
 
@@ -38,7 +38,7 @@ def start_server(
     if request.param == "postgres":
         if not postgres_available():
             pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (see README)")
-        url = create_database()
+        url = create_migrated_database()
         env = {"DATABASE_URL": url, "REDIS_URL": ""}
     mode = "dev" if request.param == "sqlite" else "serve"
     proc = ServerProcess(mode, workdir, config=config, env=env)

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.databases import create_database, drop_database
+from tests.support.databases import create_migrated_database, drop_database
 from tests.support.runs import (
     id_key,
     names,
@@ -32,7 +32,7 @@ def quick_keepalive_server(
     env = {"RUNYARD_KEEPALIVE_SECONDS": "0.3"}
     database = None
     if server.mode == "serve":
-        database = create_database()
+        database = create_migrated_database()
         env.update(DATABASE_URL=database, REDIS_URL="")
     proc = ServerProcess(server.mode, tmp_path_factory.mktemp("keepalive"), env=env)
     try:

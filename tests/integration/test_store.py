@@ -21,7 +21,7 @@ from runyard.domain.errors import ConfigError
 from runyard.graphs.config import load_config
 from runyard.graphs.store import store_options
 from tests.graphs.memory import toy_embed
-from tests.support.databases import create_database, drop_database
+from tests.support.databases import create_migrated_database, drop_database
 from tests.support.runs import status_error
 from tests.support.server import ServerProcess
 
@@ -375,7 +375,7 @@ def semantic_server(
     url = None
     env = {"REDIS_URL": ""}
     if request.param == "postgres":
-        url = create_database()
+        url = create_migrated_database()
         env["DATABASE_URL"] = url
     mode = "dev" if request.param == "sqlite" else "serve"
     server = ServerProcess(mode, tmp_path / "server", env=env, config=config)

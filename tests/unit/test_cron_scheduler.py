@@ -17,7 +17,7 @@ from runyard.runtime import Runtime
 from runyard.schemas.crons import ThreadCronCreate
 from runyard.schemas.threads import ThreadCreate
 from runyard.settings import Settings
-from tests.support.databases import create_database, drop_database, postgres_available
+from tests.support.databases import create_migrated_database, drop_database, postgres_available
 from tests.support.server import TEST_CONFIG
 
 YEARLY = "0 0 1 1 *"
@@ -46,7 +46,7 @@ async def runtime(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
     if request.param == "postgres":
         if not postgres_available():
             pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (see README)")
-        url = create_database("runyard_cron")
+        url = create_migrated_database("runyard_cron")
         env["DATABASE_URL"] = url
     rt = Runtime(Settings(**env))
     try:
