@@ -59,7 +59,7 @@ def deployment(
             dev.stop()
         return
     prefix = f"idle-{uuid.uuid4().hex[:8]}:"
-    with fresh_database() as url:
+    with fresh_database(migrated=True) as url:
         env = {"DATABASE_URL": url, "REDIS_URL": REDIS_URL, "RUNYARD_REDIS_PREFIX": prefix}
         serve = ServerProcess("serve", workdir, env=env)
         try:

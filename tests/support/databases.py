@@ -121,8 +121,9 @@ def drop_database(url: str) -> None:
 
 
 @contextmanager
-def fresh_database(prefix: str = "runyard_test") -> Iterator[str]:
-    """A new, empty database for the duration of the block, dropped afterwards.
+def fresh_database(prefix: str = "runyard_test", migrated: bool = False) -> Iterator[str]:
+    """A new database for the duration of the block, dropped afterwards: empty, or with
+    `migrated` a copy of the migrated template.
 
     Fails the calling test with what to do when the PostgreSQL server does not answer.
     """
@@ -130,7 +131,7 @@ def fresh_database(prefix: str = "runyard_test") -> Iterator[str]:
 
     if not postgres_available():
         pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (see README)")
-    url = create_database(prefix)
+    url = create_migrated_database(prefix) if migrated else create_database(prefix)
     try:
         yield url
     finally:

@@ -26,9 +26,10 @@ def delete_keys(url: str, prefix: str) -> None:
 
 @contextmanager
 def postgres_and_redis(name: str, redis_url: str = REDIS_URL) -> Iterator[dict[str, str]]:
-    """The settings of a deployment on a fresh PostgreSQL database and a Redis key prefix of
-    its own (`DATABASE_URL`, `REDIS_URL`, `RUNYARD_REDIS_PREFIX`); both removed on exit."""
-    with fresh_database(name) as url:
+    """The settings of a deployment on a fresh PostgreSQL database (a copy of the migrated
+    template) and a Redis key prefix of its own (`DATABASE_URL`, `REDIS_URL`,
+    `RUNYARD_REDIS_PREFIX`); both removed on exit."""
+    with fresh_database(name, migrated=True) as url:
         prefix = f"runyard-test-{uuid.uuid4().hex[:8]}:"
         try:
             yield {"DATABASE_URL": url, "REDIS_URL": redis_url, "RUNYARD_REDIS_PREFIX": prefix}
