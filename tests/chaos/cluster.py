@@ -111,6 +111,9 @@ class Cluster:
     migrated: bool = False
     instances: list[Instance] = field(default_factory=list)
     _count: int = 0
+    # Instance names by port, given when each server is made: servers made together (or
+    # replaced concurrently) are wrapped later, when the count has moved on.
+    _names: dict[int, str] = field(default_factory=dict)
 
     @property
     def graph_log(self) -> Path:
@@ -139,10 +142,12 @@ class Cluster:
             "RUNYARD_MIGRATE_ON_START": "true" if migrate else "false",
             "RUNYARD_DATA_DIR": str(self.workdir / f"data-{self._count}"),
         }
-        return ServerProcess("serve", self.workdir, env=env, config=self.config)
+        server = ServerProcess("serve", self.workdir, env=env, config=self.config)
+        self._names[server.port] = f"i{self._count}"
+        return server
 
     def _wrap(self, server: ServerProcess) -> Instance:
-        name = f"i{self._count}"
+        name = self._names[server.port]
         client = get_client(url=server.url, api_key=None, timeout=30)
         http = httpx.AsyncClient(base_url=server.url, timeout=30)
         return Instance(name, server, client, http)
