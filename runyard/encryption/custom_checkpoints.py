@@ -9,15 +9,12 @@ import asyncio
 import json
 import threading
 from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from langgraph.checkpoint.serde.base import CipherProtocol
 
 from runyard.domain.encryption_context import CONTEXT_KEY, current_context
 from runyard.domain.errors import DecryptionError
-
-if TYPE_CHECKING:
-    from runyard.encryption.custom import CustomEncryption
 
 T = TypeVar("T")
 
@@ -64,12 +61,33 @@ class HandlerThread:
         return asyncio.run_coroutine_threadsafe(call, self._loop).result()
 
 
+class CheckpointHandlers(Protocol):
+    """What the checkpoint side reads of the custom encryption (`CustomEncryption`): its
+    handler loop, the JSON handlers and the blob handlers."""
+
+    handlers: HandlerThread
+
+    async def encrypt_json(
+        self,
+        model: str,
+        field: str,
+        data: dict[str, Any] | None,
+        context: dict[str, Any] | None = None,
+    ) -> Any: ...
+
+    async def decrypt_json(self, model: str, field: str, data: Any) -> Any: ...
+
+    def seal_blob(self, plaintext: bytes) -> bytes: ...
+
+    def open_blob(self, blob: bytes) -> bytes: ...
+
+
 class CheckpointMetadataCodec:
     """Checkpoint metadata through the JSON handlers (`model="checkpoint"`,
     `field="metadata"`), for the savers, which are synchronous where they encode it: the
     handlers run on the handler loop, the caller's context captured before."""
 
-    def __init__(self, encryption: CustomEncryption) -> None:
+    def __init__(self, encryption: CheckpointHandlers) -> None:
         self.encryption = encryption
 
     def encrypt(self, metadata: Any) -> Any:
@@ -96,7 +114,7 @@ class CheckpointMetadataCodec:
 class BlobHandlerCipher(CipherProtocol):
     """LangGraph's cipher protocol over the blob handlers, for EncryptedSerializer."""
 
-    def __init__(self, encryption: CustomEncryption) -> None:
+    def __init__(self, encryption: CheckpointHandlers) -> None:
         self.encryption = encryption
 
     def encrypt(self, plaintext: bytes) -> tuple[str, bytes]:

@@ -88,6 +88,62 @@ def test_imports_point_down_the_layers() -> None:
     assert imports_against_the_direction() == []
 
 
+def module_imports() -> dict[str, set[str]]:
+    """Each module of the package and the package's modules it imports, type-only included."""
+    paths = {}
+    for path in PACKAGE.rglob("*.py"):
+        name = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        paths[name.removesuffix(".__init__")] = path
+    graph: dict[str, set[str]] = {name: set() for name in paths}
+    for name, path in paths.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+            elif isinstance(node, ast.Import):
+                found = [alias.name for alias in node.names]
+            else:
+                continue
+            graph[name].update(target for target in found if target in paths and target != name)
+    return graph
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The groups of modules that import one another, directly or through others."""
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles = []
+
+    def visit(module: str) -> None:
+        order[module] = low[module] = len(order)
+        stack.append(module)
+        for target in sorted(graph[module]):
+            if target not in order:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in stack:
+                low[module] = min(low[module], order[target])
+        if low[module] == order[module]:
+            group = stack[stack.index(module) :]
+            del stack[stack.index(module) :]
+            if len(group) > 1:
+                circles.append(sorted(group))
+
+    for module in sorted(graph):
+        if module not in order:
+            visit(module)
+    return circles
+
+
+def test_no_import_circle() -> None:
+    assert import_circles(module_imports()) == []
+
+
+def test_the_check_finds_a_circle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert import_circles(graph) == [["a", "b", "c"]]
+
+
 def test_every_part_has_a_layer() -> None:
     parts = {p.stem for p in PACKAGE.iterdir() if p.suffix == ".py" and p.stem != "__init__"}
     parts |= {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
