@@ -42,6 +42,7 @@ from runyard.api.runs import authorize_new_run
 from runyard.auth.guards import require_assistant, require_thread
 from runyard.auth.handlers import Caller
 from runyard.domain.errors import NotFoundError, RunyardError
+from runyard.domain.status import RunStatus, ThreadStatus
 from runyard.schemas import a2a as wire
 from runyard.schemas.runs import CommandBody, RunCreate
 from runyard.services import run_waits
@@ -276,7 +277,7 @@ class AssistantTasks(UnofferedOperations):
                 "start a new task (the same contextId continues the conversation)"
             )
         thread = await self.services.threads.get_thread(run["thread_id"])
-        if run["status"] != "success" or thread["status"] != "interrupted":
+        if run["status"] != RunStatus.SUCCESS or thread["status"] != ThreadStatus.INTERRUPTED:
             raise UnsupportedOperationError(
                 message=f"task {message.task_id} does not wait for input (its run is "
                 f"{run['status']}); send the message without taskId to start a new task"
@@ -320,7 +321,7 @@ class AssistantTasks(UnofferedOperations):
         if not isinstance(messages, list):
             messages = await self._thread_messages(run)
         task_id = task_id_of(run)
-        if run["status"] == "interrupted":
+        if run["status"] == RunStatus.INTERRUPTED:
             task = Task(id=task_id, context_id=run["thread_id"])
             task.status.CopyFrom(wire.status(TaskState.TASK_STATE_CANCELED))
             task.history.extend(wire.history(messages, run["thread_id"], task_id, length))

@@ -165,7 +165,7 @@ async def finish_run_with_state(
 
     Nothing is written unless `attempt` still holds the run. On PostgreSQL one statement,
     which also reads the thread's next run (see `_finish_with_state_statement`); on SQLite
-    two, in the transaction of `Runtime.atomic`.
+    two, in the transaction of `Databases.atomic`.
     """
     dialect = dialect_name(session)
     if dialect != "postgresql":

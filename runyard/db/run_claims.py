@@ -161,7 +161,7 @@ async def claim_run(
 
     Only the thread's oldest pending run can be claimed, and only while no other run of
     the thread is running, so a thread's runs execute one at a time in order. One
-    statement on PostgreSQL, two on SQLite: run it in `Runtime.atomic`. On PostgreSQL the
+    statement on PostgreSQL, two on SQLite: run it in `Databases.atomic`. On PostgreSQL the
     row also carries THREAD_HAS_CHECKPOINT.
     """
     dialect = dialect_name(session)

@@ -76,7 +76,7 @@ async def insert_run_on_new_thread(
     the thread already exists.
 
     One statement on PostgreSQL (the thread insert is a data-modifying CTE that the run
-    insert selects from), two on SQLite: run it in `Runtime.atomic`.
+    insert selects from), two on SQLite: run it in `Databases.atomic`.
     """
     dialect = dialect_name(session)
     if dialect != "postgresql":

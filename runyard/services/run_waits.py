@@ -13,7 +13,7 @@ from runyard.db import threads as threads_db
 from runyard.db.engine import Sessions
 from runyard.domain.errors import NotFoundError
 from runyard.domain.results import with_interrupts
-from runyard.domain.status import TERMINAL_RUN_STATUSES, RunStatus
+from runyard.domain.status import TERMINAL_RUN_STATUSES, RunStatus, ThreadStatus
 from runyard.domain.stream_modes import event_in_modes
 from runyard.schemas.runs import RunCreate
 from runyard.services.encrypted_json import opened
@@ -221,7 +221,7 @@ class RunWaits:
             return {}
         thread = await opened(self, "thread", thread, ("values", "interrupts"))
         values = dict(thread["values"]) if thread["values"] else {}
-        if thread["status"] == "interrupted" and thread["interrupts"]:
+        if thread["status"] == ThreadStatus.INTERRUPTED and thread["interrupts"]:
             flat = [i for items in thread["interrupts"].values() for i in items]
             return dict(with_interrupts(values, flat))
         return values

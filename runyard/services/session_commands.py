@@ -19,7 +19,7 @@ from runyard.db import runs as runs_db
 from runyard.db import threads as threads_db
 from runyard.db.engine import Sessions
 from runyard.domain.errors import ConflictError, InvalidInputError, NotFoundError
-from runyard.domain.status import TERMINAL_RUN_STATUSES, RunStatus
+from runyard.domain.status import TERMINAL_RUN_STATUSES, RunStatus, ThreadStatus
 from runyard.graphs.streaming import PROTOCOL_MODE
 from runyard.schemas.runs import RunCreate
 from runyard.services.encrypted_json import opened
@@ -165,7 +165,7 @@ class SessionCommands:
             if isinstance(item, dict)
         }
         for entry in entries:
-            if thread["status"] != "interrupted" or entry.interrupt_id not in pending:
+            if thread["status"] != ThreadStatus.INTERRUPTED or entry.interrupt_id not in pending:
                 raise CommandError(
                     "no_such_interrupt",
                     f"Unknown or already-consumed interrupt: {entry.interrupt_id} "
@@ -200,7 +200,10 @@ class SessionCommands:
                 latest = await runs_db.latest_run(session, thread_id) if thread else None
             if latest is None or thread is None:
                 return thread, latest
-            if RunStatus(latest["status"]) in TERMINAL_RUN_STATUSES and thread["status"] != "busy":
+            if (
+                RunStatus(latest["status"]) in TERMINAL_RUN_STATUSES
+                and thread["status"] != ThreadStatus.BUSY
+            ):
                 return thread, latest
             with suppress(TimeoutError, NotFoundError):
                 await asyncio.wait_for(

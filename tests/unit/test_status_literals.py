@@ -38,11 +38,7 @@ WORDS = frozenset({*RunStatus, *ThreadStatus})
 STATUS_NAME = re.compile(r"(^|_)status$")
 
 # Modules still holding status literals, each with the reason.
-TO_CONVERT: dict[str, str] = {
-    "runyard/api/a2a_tasks.py": "to be converted",
-    "runyard/services/run_waits.py": "to be converted",
-    "runyard/services/session_commands.py": "to be converted",
-}
+TO_CONVERT: dict[str, str] = {}
 
 
 def is_word(node: ast.AST) -> bool:
