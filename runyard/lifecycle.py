@@ -54,7 +54,6 @@ is written by the transaction that ends the run, so it is owed from that commit.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -69,6 +68,7 @@ from runyard.db import threads as threads_db
 from runyard.db.engine import Sessions
 from runyard.domain.group_caps import GroupCaps, HeldBack, held_back_reason
 from runyard.domain.new_run import NewRun, NewThread
+from runyard.domain.run import ClaimedRun, EndedRun, Recovered, RunRecord, UnreadRun
 from runyard.domain.status import RunStatus, ThreadStatus
 from runyard.graphs.checkpointer import delete_run_checkpoints
 from runyard.observability.metrics import Metrics
@@ -83,7 +83,6 @@ from runyard.transactions import Transactions
 log = logging.getLogger("runyard.lifecycle")
 
 # What the reaper ends a run as (cancelled while its worker was lost; out of retries).
-_ENDED_BY_REAPER = {RunStatus.INTERRUPTED.value, RunStatus.ERROR.value}
 # What a thread's status can be when none of its runs is active.
 _RESTING_THREAD = {status.value for status in ThreadStatus if status is not ThreadStatus.BUSY}
 
@@ -135,7 +134,7 @@ class RunLifecycle:
 
     async def claim(
         self, run_id: str, owner: str, lease_seconds: float
-    ) -> dict[str, Any] | HeldBack | None:
+    ) -> ClaimedRun | HeldBack | None:
         """Take a pending run for `owner` (see `claims_db.claim_run`); None when it is not
         claimable now, HeldBack when its fairness group is at a cap (the run says why)."""
         if not self._caps.any:
@@ -148,7 +147,7 @@ class RunLifecycle:
 
     async def _claim_within_caps(
         self, session: AsyncConnection, run_id: str, owner: str, lease_seconds: float
-    ) -> dict[str, Any] | HeldBack | None:
+    ) -> ClaimedRun | HeldBack | None:
         """The claim, after its group's caps are checked under the group's lock: the claims
         of a capped group are serialized (an advisory lock on PostgreSQL, the process lock
         on SQLite), so two instances never both take the last place under a cap."""
@@ -176,7 +175,7 @@ class RunLifecycle:
             return
         error = {"error": "DecryptionError", "message": message}
 
-        async def work(session: AsyncConnection) -> dict[str, Any] | None:
+        async def work(session: AsyncConnection) -> UnreadRun | None:
             row = await runs_db.fail_unclaimed_run(session, run_id, owner, error)
             if row is not None:
                 await threads_db.settle_status(session, thread_id, "error")
@@ -188,7 +187,7 @@ class RunLifecycle:
 
     async def finish(
         self,
-        run: Mapping[str, Any],
+        run: RunRecord,
         attempt: int,
         status: RunStatus,
         output: Any,
@@ -210,7 +209,7 @@ class RunLifecycle:
         A retry of a final write whose commit went through but whose reply was lost finds
         its own end recorded: that is done, and the run is ended (its events published).
         """
-        run_id = str(run["run_id"])
+        run_id = run.run_id
         recorded = error if stored_error is None else stored_error
 
         async def work(session: AsyncConnection) -> attempts_db.Finished:
@@ -223,9 +222,7 @@ class RunLifecycle:
 
         # With a webhook, its delivery is written in the same transaction as the end.
         finished: attempts_db.Finished | None = await (
-            self._transactions.transaction(work)
-            if run.get("webhook")
-            else self._transactions.atomic(work)
+            self._transactions.transaction(work) if run.webhook else self._transactions.atomic(work)
         )
         assert finished is not None
         if not finished.held:
@@ -259,14 +256,14 @@ class RunLifecycle:
 
     async def finish_rolled_back(
         self,
-        run: Mapping[str, Any],
+        run: RunRecord,
         attempt: int,
         status: RunStatus,
         state: threads_db.ThreadState,
         error: Any = None,
     ) -> bool:
         """Record a rolled-back run's end: the row goes, the thread gets `state`."""
-        run_id = str(run["run_id"])
+        run_id = run.run_id
 
         async def work(session: AsyncConnection) -> bool:
             if not await attempts_db.finish_run(session, run_id, attempt, status, None, None):
@@ -278,7 +275,7 @@ class RunLifecycle:
             await self._endings.owe_webhook(session, run, status, error, state.values)
             return True
 
-        return await self._transactions.transaction(work, str(run["thread_id"]))
+        return await self._transactions.transaction(work, run.thread_id)
 
     async def release(self, run_id: str, attempt: int, counted: bool = False) -> bool | str:
         """Hand a running run back to pending, if `attempt` still holds it and no cancel was
@@ -291,7 +288,7 @@ class RunLifecycle:
 
         return await self._transactions.atomic(work)
 
-    async def cancel(self, run: Mapping[str, Any], action: str) -> tuple[bool, bool]:
+    async def cancel(self, run: RunRecord, action: str) -> tuple[bool, bool]:
         """Cancel an active run: one not started ends at once, a running one is flagged and
         told. Returns (ended before it started, delivered to an executor)."""
         return await self._stops.cancel(run, action)
@@ -300,52 +297,47 @@ class RunLifecycle:
         """Delete a run; one still executing is stopped and records nothing more."""
         await self._stops.delete_run(thread_id, run_id)
 
-    async def delete_thread(self, thread_id: str) -> list[dict[str, Any]] | None:
+    async def delete_thread(self, thread_id: str) -> list[RunRecord] | None:
         """Delete a thread, its runs and its checkpoints; returns its active runs (stopped
         here), or None when there is no such thread."""
         return await self._stops.delete_thread(thread_id)
 
     async def requeue_expired(
         self, max_attempts: int, every_lease: bool = False, push: bool = True
-    ) -> list[dict[str, Any]]:
+    ) -> Recovered:
         """Runs whose lease expired go back to pending (pushed when `push`), or end
         (cancelled, or out of retries); returns them (see `recovery_db.requeue_expired`)."""
 
-        async def work(session: AsyncConnection) -> list[dict[str, Any]]:
-            rows = [
-                dict(row)
-                for row in await recovery_db.requeue_expired(session, max_attempts, every_lease)
-            ]
-            for row in rows:
-                if row["status"] in _ENDED_BY_REAPER:
-                    error = row["error"] if row["status"] == RunStatus.ERROR else None
-                    status = RunStatus(row["status"])
-                    await self._endings.owe_webhook(session, row, status, error)
-            return rows
+        async def work(session: AsyncConnection) -> Recovered:
+            recovered = await recovery_db.requeue_expired(session, max_attempts, every_lease)
+            for run in recovered.ended:
+                error = run.error if run.status == RunStatus.ERROR else None
+                await self._endings.owe_webhook(session, run, run.status, error)
+            return recovered
 
         recovered = await self._transactions.transaction(work)
-        for row in recovered:
-            log.warning("run_lease_expired run_id=%s now=%s", row["run_id"], row["status"])
-            self._metrics.runs_reaped.labels(row["status"]).inc()
-            if row["status"] == RunStatus.PENDING:
-                if push:
-                    await self._queue.push(
-                        row["run_id"], 0.0, row["priority"], row["fairness_group"]
-                    )
-            elif row["status"] == RunStatus.INTERRUPTED:
-                await self._end_cancelled(row)
-            elif row["status"] == RunStatus.ERROR:
+        for place in recovered.requeued:
+            log.warning("run_lease_expired run_id=%s now=pending", place.run_id)
+            self._metrics.runs_reaped.labels(RunStatus.PENDING.value).inc()
+            if push:
+                await self._queue.push(place.run_id, 0.0, place.priority, place.fairness_group)
+        for run in recovered.ended:
+            log.warning("run_lease_expired run_id=%s now=%s", run.run_id, run.status.value)
+            self._metrics.runs_reaped.labels(run.status.value).inc()
+            if run.status == RunStatus.INTERRUPTED:
+                await self._end_cancelled(run)
+            else:
                 # The same reason the run row records, so streams and /join agree.
-                await self.end(row, RunStatus.ERROR, error=row["error"])
+                await self.end(run, RunStatus.ERROR, error=run.error)
         return recovered
 
-    async def _end_cancelled(self, row: dict[str, Any]) -> None:
-        if row["cancel_action"] == "rollback":
-            await delete_run_checkpoints(self._checkpointer, row["thread_id"], row["run_id"])
+    async def _end_cancelled(self, run: RunRecord) -> None:
+        if run.cancel_action == "rollback":
+            await delete_run_checkpoints(self._checkpointer, run.thread_id, run.run_id)
             await self._transactions.transaction(
-                lambda s: runs_db.delete_run(s, row["run_id"]), str(row["thread_id"])
+                lambda s: runs_db.delete_run(s, run.run_id), run.thread_id
             )
-        await self.end(row, RunStatus.INTERRUPTED)
+        await self.end(run, RunStatus.INTERRUPTED)
 
     # --- threads without a run ------------------------------------------------------------
 
@@ -369,7 +361,7 @@ class RunLifecycle:
 
     # --- ending a run (after its end is committed: runyard/run_endings.py) --------------
 
-    async def end(self, run: Mapping[str, Any], status: RunStatus, **how: Any) -> None:
+    async def end(self, run: EndedRun, status: RunStatus, **how: Any) -> None:
         """Everything that follows the committed end of `run` (`RunEndings.end`)."""
         await self._endings.end(run, status, **how)
 

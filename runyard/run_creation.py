@@ -22,6 +22,7 @@ from runyard.db.dialect import database_now
 from runyard.db.engine import Sessions
 from runyard.domain.errors import ConflictError, NotFoundError
 from runyard.domain.new_run import NewRun, NewThread
+from runyard.domain.run import RunRecord
 from runyard.domain.status import RunStatus, ThreadStatus
 from runyard.graphs.checkpointer import delete_run_checkpoints
 from runyard.transactions import Transactions
@@ -37,14 +38,14 @@ class StrategyEffects:
 
     cancel_running: list[tuple[str, str]] = field(default_factory=list)
     # Pending runs the strategy ended (interrupted, or deleted by a rollback).
-    ended: list[dict[str, Any]] = field(default_factory=list)
+    ended: list[RunRecord] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
 class Created:
     """The run a create answers with, and whether this create made it (not a replay)."""
 
-    row: Any
+    run: RunRecord
     effects: StrategyEffects
     created: bool
 
@@ -97,24 +98,24 @@ class RunCreation:
         if creating and not new_run.idempotency_key and not new_run.after_seconds:
             # The common case (every stateless run) in one statement on PostgreSQL.
             first_row = await self._run_row(new_run, new_thread, None)
-            row = await self._transactions.atomic(
+            first = await self._transactions.atomic(
                 lambda session: runs_db.insert_run_on_new_thread(session, new_thread, first_row)
             )
-            if row is not None:
-                return Created(row, effects, True)
+            if first is not None:
+                return Created(first, effects, True)
             creating = False  # the thread exists: read and lock it below
         if not creating:
             await self._roll_back_checkpoints(new_run.thread.thread_id, new_run.strategy)
 
-        async def work(session: AsyncConnection) -> tuple[Any, bool]:
+        async def work(session: AsyncConnection) -> tuple[RunRecord, bool]:
             # Run again from the start when it lost to a concurrent transaction.
             effects.ended.clear()
             effects.cancel_running.clear()
             return await self._insert(session, new_run, new_thread, creating, effects)
 
         # The creating transaction locks the thread row first (lock_thread_for_new_run).
-        row, inserted = await self._transactions.transaction(work)
-        return Created(row, effects, inserted)
+        run, inserted = await self._transactions.transaction(work)
+        return Created(run, effects, inserted)
 
     async def _insert(
         self,
@@ -123,14 +124,14 @@ class RunCreation:
         new_thread: dict[str, Any],
         creating: bool,
         effects: StrategyEffects,
-    ) -> tuple[Any, bool]:
+    ) -> tuple[RunRecord, bool]:
         thread_id = new_run.thread.thread_id
         created, thread = await self._thread_of(session, new_run, new_thread, creating)
         if new_run.idempotency_key:
             # Checked again in the transaction: a concurrent retry committed meanwhile.
             existing = await runs_db.get_run_by_idempotency_key(session, new_run.idempotency_key)
             if existing is not None:
-                if existing["request_hash"] != new_run.request_hash:
+                if existing.request_hash != new_run.request_hash:
                     raise ConflictError(
                         "this Idempotency-Key was already used with a different request; "
                         "use a new key for a new run"
@@ -144,7 +145,7 @@ class RunCreation:
                 session, thread_id, assigned.priority, assigned.fairness_group
             )
         scheduled_at = await _scheduled_at(session, new_run.after_seconds)
-        row = await runs_db.insert_run(session, await self._run_row(new_run, thread, scheduled_at))
+        run = await runs_db.insert_run(session, await self._run_row(new_run, thread, scheduled_at))
         if created is None:
             await threads_db.mark_busy(
                 session,
@@ -152,7 +153,7 @@ class RunCreation:
                 {**(thread["metadata"] or {}), **new_run.graph_metadata},
                 new_thread["context"],
             )
-        return row, True
+        return run, True
 
     async def _thread_of(
         self,
@@ -191,7 +192,9 @@ class RunCreation:
         return created, thread
 
     @staticmethod
-    async def _run_row(new_run: NewRun, thread: dict[str, Any], scheduled_at: Any) -> Any:
+    async def _run_row(
+        new_run: NewRun, thread: dict[str, Any], scheduled_at: Any
+    ) -> dict[str, Any]:
         return {**await new_run.rows.row(thread, scheduled_at), "status": RunStatus.PENDING.value}
 
     async def _roll_back_checkpoints(self, thread_id: str, strategy: str) -> None:
@@ -209,8 +212,8 @@ class RunCreation:
         async with self._autocommit() as session:
             active = await runs_db.active_runs(session, thread_id)
         for run in active:
-            if run["status"] == RunStatus.PENDING.value and run["attempt"] >= 1:
-                await delete_run_checkpoints(self._checkpointer, thread_id, run["run_id"])
+            if run.status == RunStatus.PENDING and run.attempt >= 1:
+                await delete_run_checkpoints(self._checkpointer, thread_id, run.run_id)
 
 
 async def _scheduled_at(session: AsyncConnection, after_seconds: float | None) -> Any:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -28,6 +28,7 @@ from runyard.db import threads as threads_db
 from runyard.db.dialect import database_now
 from runyard.db.engine import Sessions
 from runyard.domain.encryption_context import CONTEXT_KEY
+from runyard.domain.run import EndedRun, RunRecord
 from runyard.domain.status import RunStatus
 from runyard.graphs.serialize import dumps, to_jsonable
 from runyard.observability.metrics import Metrics
@@ -76,7 +77,7 @@ class RunEndings:
 
     async def end(
         self,
-        run: Mapping[str, Any],
+        run: EndedRun,
         status: RunStatus,
         *,
         error: dict[str, Any] | None = None,
@@ -89,7 +90,7 @@ class RunEndings:
         `finished`, when the finish statement already read the thread's next run. The
         webhook was recorded by the ending transaction (`owe_webhook`).
         """
-        run_id, thread_id = str(run["run_id"]), str(run["thread_id"])
+        run_id, thread_id = run.run_id, run.thread_id
         log.info("run_finished run_id=%s attempt=%s status=%s", run_id, attempt, status)
         self._metrics.runs_finished.labels(status.value).inc()
         last_events = [("error", dumps(error))] if error is not None else []
@@ -100,16 +101,14 @@ class RunEndings:
         except Exception:
             log.warning("run_final_events_failed run_id=%s", run_id, exc_info=True)
             await self.quietly(self._broker.signal_done(run_id), "run_done_signal_failed", run_id)
-        group = run.get("fairness_group")
-        if group is not None:
-            # A place under its group's cap may have freed: the group's next run goes now.
-            await self.quietly(self._queue.lift(str(group)), "queue_lift_failed", run_id)
-        deleting = bool(run.get("temporary")) and (run.get("on_completion") or "delete") == "delete"
+        # A place under its group's cap may have freed: the group's next run goes now.
+        await self.quietly(self._queue.lift(run.fairness_group), "queue_lift_failed", run_id)
+        deleting = run.deletes_thread
         if not deleting:
             # A thread about to be deleted takes its runs with it: nothing to dispatch there.
             dispatch = self.dispatch_next(thread_id, finished)
             await self.quietly(dispatch, "run_dispatch_failed", run_id)
-        if run.get("webhook"):
+        if run.webhook:
             # Recorded with the end itself (`owe_webhook`): its first attempt starts here.
             self._webhooks.start(run_id)
         if deleting:
@@ -157,30 +156,30 @@ class RunEndings:
                 upcoming = await attempts_db.next_pending_run(session, thread_id)
                 now = await database_now(session) if upcoming is not None else None
         if upcoming is not None:
-            delay = _delay(upcoming["scheduled_at"], now)
+            delay = _delay(upcoming.scheduled_at, now)
             await self._queue.push(
-                upcoming["run_id"], delay, upcoming["priority"], upcoming["fairness_group"]
+                upcoming.run_id, delay, upcoming.priority, upcoming.fairness_group
             )
 
     async def owe_webhook(
         self,
         session: AsyncConnection,
-        run: Mapping[str, Any],
+        run: EndedRun,
         status: RunStatus,
         error: Any = None,
         values: Any = UNREAD,
     ) -> None:
         """In the transaction that ends `run`: its webhook's delivery is owed from that
         commit (`values`, the thread's state, read from its row when not given)."""
-        if not run.get("webhook"):
+        if not run.webhook:
             return
         if values is UNREAD:
-            thread = await threads_db.get_thread(session, str(run["thread_id"]))
+            thread = await threads_db.get_thread(session, run.thread_id)
             values = thread["values"] if thread is not None else None
         payload = {**_public(run), "status": status.value, "values": values}
         if error is not None:
             payload["error"] = error
-        await self._webhooks.record(session, str(run["webhook"]), payload)
+        await self._webhooks.record(session, run.webhook, payload)
 
     async def quietly(self, step: Awaitable[Any], event: str, run_id: str) -> None:
         """A step after the commit: its failure is logged, never raised."""
@@ -196,13 +195,20 @@ def _delay(scheduled_at: datetime | None, now: datetime | None) -> float:
     return max(0.0, (scheduled_at - now).total_seconds())
 
 
-def _public(run: Mapping[str, Any]) -> dict[str, Any]:
-    keys = ("run_id", "thread_id", "assistant_id", "metadata", "kwargs", "multitask_strategy")
-    out = {k: to_jsonable(run.get(k)) for k in keys}
-    if isinstance(out["kwargs"], dict):
+def _public(run: EndedRun) -> dict[str, Any]:
+    """The run as its webhook's payload shows it (JSON columns a run ended unread left
+    unread are null)."""
+    kwargs = to_jsonable(run.kwargs) if isinstance(run, RunRecord) else None
+    if isinstance(kwargs, dict):
         # The creator's encryption context stays with the run (encryption.path).
-        out["kwargs"].pop(CONTEXT_KEY, None)
-    for stamp in ("created_at", "updated_at"):
-        value = run.get(stamp)
-        out[stamp] = value.isoformat() if value is not None else None
-    return out
+        kwargs.pop(CONTEXT_KEY, None)
+    return {
+        "run_id": run.run_id,
+        "thread_id": run.thread_id,
+        "assistant_id": run.assistant_id,
+        "metadata": to_jsonable(run.metadata) if isinstance(run, RunRecord) else None,
+        "kwargs": kwargs,
+        "multitask_strategy": run.multitask_strategy,
+        "created_at": run.created_at.isoformat(),
+        "updated_at": run.updated_at.isoformat(),
+    }

@@ -42,6 +42,7 @@ from runyard.api.runs import authorize_new_run
 from runyard.auth.guards import require_assistant, require_thread
 from runyard.auth.handlers import Caller
 from runyard.domain.errors import NotFoundError, RunyardError
+from runyard.domain.run import RunRecord
 from runyard.domain.status import RunStatus, ThreadStatus
 from runyard.schemas import a2a as wire
 from runyard.schemas.runs import CommandBody, RunCreate
@@ -112,7 +113,7 @@ class AssistantTasks(UnofferedOperations):
                 new_thread_metadata=turn.owner,
                 configurable=self.configurable,
             )
-            task_id, context_id = task_id_of(run), run["thread_id"]
+            task_id, context_id = task_id_of(run), run.thread_id
             task = Task(id=task_id, context_id=context_id)
             task.status.CopyFrom(wire.status(TaskState.TASK_STATE_SUBMITTED))
             task.history.append(_stamped(params.message, context_id, task_id))
@@ -139,7 +140,7 @@ class AssistantTasks(UnofferedOperations):
                 new_thread_metadata=turn.owner,
                 configurable=self.configurable,
             )
-        task_id, context_id = task_id_of(run), run["thread_id"]
+        task_id, context_id = task_id_of(run), run.thread_id
         first = Task(id=task_id, context_id=context_id)
         first.status.CopyFrom(wire.status(TaskState.TASK_STATE_SUBMITTED))
         first.history.append(_stamped(params.message, context_id, task_id))
@@ -152,7 +153,7 @@ class AssistantTasks(UnofferedOperations):
                 yield event
 
     async def _followed(
-        self, run: dict[str, Any], task_id: str, context_id: str
+        self, run: RunRecord, task_id: str, context_id: str
     ) -> AsyncGenerator[Event]:
         """The run's reply as it grows, then its answer and its final status."""
         result = run_waits.RunResult()
@@ -166,7 +167,7 @@ class AssistantTasks(UnofferedOperations):
                     context_id=context_id,
                     status=wire.status(TaskState.TASK_STATE_WORKING, message),
                 )
-        ended_run = await self._run(run["run_id"])
+        ended_run = await self._run(run.run_id)
         output = result.body()
         if output is None:
             output = await self.services.waits.result_body(ended_run)
@@ -187,13 +188,13 @@ class AssistantTasks(UnofferedOperations):
         if run is None:
             return None
         length = params.history_length if params.HasField("history_length") else None
-        if wire.STATE_OF_RUN.get(run["status"]) in wire.TERMINAL_STATES:
+        if wire.STATE_OF_RUN.get(run.status) in wire.TERMINAL_STATES:
             return await self._ended_task(run, await self.services.waits.result_body(run), length)
         task_id = task_id_of(run)
-        task = Task(id=task_id, context_id=run["thread_id"])
-        task.status.CopyFrom(wire.status(wire.STATE_OF_RUN[run["status"]]))
+        task = Task(id=task_id, context_id=run.thread_id)
+        task.status.CopyFrom(wire.status(wire.STATE_OF_RUN[run.status]))
         task.history.extend(
-            wire.history(await self._thread_messages(run), run["thread_id"], task_id, length)
+            wire.history(await self._thread_messages(run), run.thread_id, task_id, length)
         )
         return task
 
@@ -208,15 +209,15 @@ class AssistantTasks(UnofferedOperations):
         run = await self._task_run(params.id, "update")
         if run is None:
             return None
-        state = wire.STATE_OF_RUN.get(run["status"])
+        state = wire.STATE_OF_RUN.get(run.status)
         if state in wire.TERMINAL_STATES:
             raise TaskNotCancelableError(
-                message=f"task {params.id} has already ended ({run['status']}); nothing to cancel"
+                message=f"task {params.id} has already ended ({run.status}); nothing to cancel"
             )
-        await self.services.runs.cancel_run(run["thread_id"], run["run_id"], "interrupt")
-        await self.services.waits.wait_until_done_or_gone(run["run_id"])
-        task = Task(id=params.id, context_id=run["thread_id"])
-        message = wire.agent_message("Task was canceled", run["thread_id"], params.id)
+        await self.services.runs.cancel_run(run.thread_id, run.run_id, "interrupt")
+        await self.services.waits.wait_until_done_or_gone(run.run_id)
+        task = Task(id=params.id, context_id=run.thread_id)
+        message = wire.agent_message("Task was canceled", run.thread_id, params.id)
         task.status.CopyFrom(wire.status(TaskState.TASK_STATE_CANCELED, message))
         return task
 
@@ -271,20 +272,20 @@ class AssistantTasks(UnofferedOperations):
     async def _resume_command(self, message: Message, thread_id: str) -> CommandBody:
         """A message naming a task answers that task's pending interrupt."""
         run = await self._task_run(message.task_id, "update")
-        if run is None or (message.context_id and run["thread_id"] != thread_id):
+        if run is None or (message.context_id and run.thread_id != thread_id):
             raise InvalidParamsError(
                 message=f"task {message.task_id} not found in this context; omit taskId to "
                 "start a new task (the same contextId continues the conversation)"
             )
-        thread = await self.services.threads.get_thread(run["thread_id"])
-        if run["status"] != RunStatus.SUCCESS or thread["status"] != ThreadStatus.INTERRUPTED:
+        thread = await self.services.threads.get_thread(run.thread_id)
+        if run.status != RunStatus.SUCCESS or thread["status"] != ThreadStatus.INTERRUPTED:
             raise UnsupportedOperationError(
                 message=f"task {message.task_id} does not wait for input (its run is "
-                f"{run['status']}); send the message without taskId to start a new task"
+                f"{run.status}); send the message without taskId to start a new task"
             )
         return CommandBody(resume=wire.resume_value(message))
 
-    async def _task_run(self, task_id: str, action: str) -> dict[str, Any] | None:
+    async def _task_run(self, task_id: str, action: str) -> RunRecord | None:
         """The latest run of a task of this assistant that the caller may `action`, or None.
 
         A task starts as the run its id names; each answer to its interrupts is a later run
@@ -294,48 +295,48 @@ class AssistantTasks(UnofferedOperations):
         try:
             run = await self.services.runs.get_run(None, str(uuid.UUID(task_id)))
             # A task on a thread the caller may not see does not exist for them.
-            await require_thread(self.services.threads, self.caller, run["thread_id"], action)
+            await require_thread(self.services.threads, self.caller, run.thread_id, action)
         except (ValueError, NotFoundError):
             return None
-        if run["assistant_id"] != assistant["assistant_id"] or task_id_of(run) != task_id:
+        if run.assistant_id != assistant["assistant_id"] or task_id_of(run) != task_id:
             return None
-        newest = await self.services.runs.list_runs(run["thread_id"], 100, 0, None)
+        newest = await self.services.runs.list_runs(run.thread_id, 100, 0, None)
         later = [r for r in newest if task_id_of(r) == task_id]
-        return await self._run(later[0]["run_id"]) if later else run
+        return await self._run(later[0].run_id) if later else run
 
-    async def _run(self, run_id: str) -> dict[str, Any]:
+    async def _run(self, run_id: str) -> RunRecord:
         return await self.services.runs.get_run(None, run_id)
 
-    async def _thread_messages(self, run: dict[str, Any]) -> list[Any]:
+    async def _thread_messages(self, run: RunRecord) -> list[Any]:
         try:
-            thread = await self.services.threads.get_thread(run["thread_id"])
+            thread = await self.services.threads.get_thread(run.thread_id)
         except NotFoundError:
             return []
         values = thread.get("values") or {}
         messages = values.get("messages") if isinstance(values, dict) else None
         return messages if isinstance(messages, list) else []
 
-    async def _ended_task(self, run: dict[str, Any], output: Any, length: int | None) -> Task:
+    async def _ended_task(self, run: RunRecord, output: Any, length: int | None) -> Task:
         """The task of a run that has ended; a graph's interrupt makes it input-required."""
         messages = output.get("messages") if isinstance(output, dict) else None
         if not isinstance(messages, list):
             messages = await self._thread_messages(run)
         task_id = task_id_of(run)
-        if run["status"] == RunStatus.INTERRUPTED:
-            task = Task(id=task_id, context_id=run["thread_id"])
+        if run.status == RunStatus.INTERRUPTED:
+            task = Task(id=task_id, context_id=run.thread_id)
             task.status.CopyFrom(wire.status(TaskState.TASK_STATE_CANCELED))
-            task.history.extend(wire.history(messages, run["thread_id"], task_id, length))
+            task.history.extend(wire.history(messages, run.thread_id, task_id, length))
             return task
         return wire.finished_task(
-            task_id, run["thread_id"], run["assistant_id"], output, messages, length
+            task_id, run.thread_id, run.assistant_id, output, messages, length
         )
 
 
-def task_id_of(run: dict[str, Any]) -> str:
+def task_id_of(run: RunRecord) -> str:
     """The task a run belongs to: the one its metadata names (an answer), else its own."""
-    a2a = (run.get("metadata") or {}).get("a2a")
+    a2a = (run.metadata or {}).get("a2a")
     named = a2a.get("task_id") if isinstance(a2a, dict) else None
-    return str(named or run["run_id"])
+    return str(named or run.run_id)
 
 
 def _history_length(params: SendMessageRequest) -> int | None:

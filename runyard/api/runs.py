@@ -21,11 +21,13 @@ from runyard.api.sse import EventStream, sse_response
 from runyard.auth.guards import require_assistant, require_thread
 from runyard.auth.handlers import Caller, rewritten, sent_copy
 from runyard.domain.errors import ForbiddenError, InvalidInputError
+from runyard.domain.run import RunRecord
 from runyard.domain.stream_modes import STREAM_MODES
 from runyard.schemas.common import MAX_OFFSET
 from runyard.schemas.runs import CancelMany, Run, RunCreate, RunField
 from runyard.services.assistants import AssistantService
 from runyard.services.run_waits import LIVE_ONLY
+from runyard.services.runs import to_wire
 from runyard.services.threads import ThreadService
 from runyard.streaming.broker import StreamEvent
 
@@ -38,11 +40,11 @@ RUN_EDITABLE = ("input", "command", "config", "context")
 IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", max_length=255)]
 
 
-def _run_path(run: dict[str, Any]) -> str:
-    return f"/threads/{run['thread_id']}/runs/{run['run_id']}"
+def _run_path(run: RunRecord) -> str:
+    return f"/threads/{run.thread_id}/runs/{run.run_id}"
 
 
-def _sse(svc: RunServices, events: AsyncIterator[StreamEvent], run: dict[str, Any]) -> EventStream:
+def _sse(svc: RunServices, events: AsyncIterator[StreamEvent], run: RunRecord) -> EventStream:
     return sse_response(
         svc.waits.keepalive_seconds,
         events,
@@ -140,12 +142,12 @@ async def _wait_new_run(
     return _json_stream(svc.waits.wait_body(run, cancel, watch), run)
 
 
-def _json_stream(body: AsyncIterator[bytes], run: dict[str, Any]) -> StreamingResponse:
+def _json_stream(body: AsyncIterator[bytes], run: RunRecord) -> StreamingResponse:
     """A JSON answer preceded by newline keep-alives, pointing at the run's join URL."""
     return StreamingResponse(body, media_type="application/json", headers=_join_headers(run))
 
 
-def _join_headers(run: dict[str, Any]) -> dict[str, str]:
+def _join_headers(run: RunRecord) -> dict[str, str]:
     return {"Location": _run_path(run) + "/join", "Content-Location": _run_path(run)}
 
 
@@ -169,7 +171,7 @@ async def create_run(
         configurable=configurable,
     )
     response.headers["Content-Location"] = _run_path(run)
-    return run
+    return to_wire(run)
 
 
 @router.post("/threads/{thread_id}/runs/stream", response_class=EventStream)
@@ -210,8 +212,8 @@ async def create_stateless_run(
     """Create a background run on a temporary thread."""
     await authorize_new_run(svc.threads, svc.assistants, caller, None, body)
     run = await svc.runs.create_run(None, body, idempotency_key=key, configurable=configurable)
-    response.headers["Content-Location"] = f"/runs/{run['run_id']}"
-    return run
+    response.headers["Content-Location"] = f"/runs/{run.run_id}"
+    return to_wire(run)
 
 
 @router.post("/runs/batch", response_model=list[Run])
@@ -224,7 +226,7 @@ async def create_stateless_run_batch(
     """Create one background run on a temporary thread per payload, all in one request."""
     for payload in body:
         await authorize_new_run(svc.threads, svc.assistants, caller, None, payload)
-    return await svc.runs.create_batch(body, configurable)
+    return [to_wire(run) for run in await svc.runs.create_batch(body, configurable)]
 
 
 @router.post("/runs/stream", response_class=EventStream)
@@ -289,7 +291,7 @@ async def list_runs(
 ) -> list[dict[str, Any]]:
     """A thread's runs, newest first (only the selected fields when `select` is given)."""
     await require_thread(svc.threads, caller, str(thread_id), "search")
-    page = await svc.runs.list_runs(str(thread_id), limit, offset, status)
+    page = [to_wire(run) for run in await svc.runs.list_runs(str(thread_id), limit, offset, status)]
     if not select:
         return page
     return [{key: run[key] for key in dict.fromkeys(select)} for run in page]

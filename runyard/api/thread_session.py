@@ -201,7 +201,7 @@ async def _run(
         body = commands.run_body(params)
         owner = await _authorize_run(svc, caller, thread_id, body)
         run = await svc.commands.start_run(thread_id, body, configurable, owner)
-        return {"run_id": run["run_id"]}
+        return {"run_id": run.run_id}
     if method == "input.respond":
         body = await svc.commands.resume_body(thread_id, params)
         await _authorize_run(svc, caller, thread_id, body)

@@ -18,6 +18,7 @@ from runyard.db.engine import Sessions
 from runyard.domain.cron_schedule import parse_timezone, plan_firing
 from runyard.domain.encryption_context import CONTEXT_KEY, use_context
 from runyard.domain.errors import RunyardError
+from runyard.domain.run import RunRecord
 from runyard.schemas.runs import RunCreate
 from runyard.services.crons import owner_configurable
 
@@ -45,7 +46,7 @@ class CreateRun(Protocol):
         *,
         idempotency_key: str,
         configurable: dict[str, Any],
-    ) -> Awaitable[dict[str, Any]]: ...
+    ) -> Awaitable[RunRecord]: ...
 
 
 def occurrence_key(cron_id: str, scheduled_for: datetime) -> str:
@@ -166,7 +167,7 @@ class CronScheduler:
                 idempotency_key=key,
                 configurable=owner_configurable(cron["payload"] or {}),
             )
-            run_id = run["run_id"]
+            run_id = run.run_id
         except (RunyardError, ValidationError) as exc:
             error = exc.message if isinstance(exc, RunyardError) else str(exc)
         async with self._sessions() as session, session.begin():
@@ -174,7 +175,7 @@ class CronScheduler:
                 # A retried occurrence whose cron changed since: its run may exist already.
                 existing = await runs_db.get_run_by_idempotency_key(session, key)
                 if existing is not None:
-                    run_id, error = existing["run_id"], None
+                    run_id, error = existing.run_id, None
             await crons_db.finish_firing(session, cron_id, scheduled_for, run_id, error)
         if run_id is None:
             log.warning(

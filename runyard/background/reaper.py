@@ -6,10 +6,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from runyard.db import run_recovery as recovery_db
 from runyard.db.engine import Sessions
+from runyard.domain.run import Recovered
 
 if TYPE_CHECKING:
     from runyard.lifecycle import RunLifecycle
@@ -61,8 +62,8 @@ class Reaper:
             async with self._autocommit() as session:
                 stale_after = self._settings.stuck_pending_seconds
                 pending = await recovery_db.stranded_pending_runs(session, stale_after, limit=1000)
-            ids = [row["run_id"] for row in pending]
-            placing = {row["run_id"]: (row["priority"], row["fairness_group"]) for row in pending}
+            ids = [place.run_id for place in pending]
+            placing = {place.run_id: (place.priority, place.fairness_group) for place in pending}
             queued = await self._queue.queued(ids)
             missing = [run_id for run_id in ids if run_id not in queued]
             if missing:
@@ -76,7 +77,7 @@ class Reaper:
         except Exception:
             log.exception("reaper_round_failed")
 
-    async def recover_lost_attempts(self) -> list[dict[str, Any]]:
+    async def recover_lost_attempts(self) -> Recovered:
         """Start of a single-process instance: every running run lost its attempt (its
         process is gone). Each goes back to pending or fails, as the reaper decides.
         Returns the recovered runs; none is queued here (the caller queues every pending

@@ -36,6 +36,7 @@ from runyard.db.dialect import (
 )
 from runyard.db.driver import fetch_one
 from runyard.db.tables import runs, threads
+from runyard.domain.run import RunPlace, RunRecord
 from runyard.domain.status import RunStatus
 
 
@@ -106,7 +107,7 @@ class Finished:
     held: bool
     thread_written: bool = False
     upcoming_known: bool = False
-    upcoming: dict[str, Any] | None = None
+    upcoming: RunPlace | None = None
     now: Any = None
 
 
@@ -182,14 +183,7 @@ async def finish_run_with_state(
         return Finished(held=False)
     if not row["thread_written"]:
         return Finished(held=True)
-    upcoming = None
-    if row["run_id"] is not None:
-        upcoming = {
-            "run_id": row["run_id"],
-            "scheduled_at": row["scheduled_at"],
-            "priority": row["priority"],
-            "fairness_group": row["fairness_group"],
-        }
+    upcoming = RunPlace.from_row(row) if row["run_id"] is not None else None
     return Finished(True, True, True, upcoming, row["now"])
 
 
@@ -262,19 +256,20 @@ _NEXT_PENDING = (
 )
 
 
-async def next_pending_run(session: AsyncConnection, thread_id: str) -> dict[str, Any] | None:
-    """The thread's oldest pending run."""
-    return await fetch_one(session, _NEXT_PENDING, {"p_thread_id": thread_id})
+async def next_pending_run(session: AsyncConnection, thread_id: str) -> RunPlace | None:
+    """The place of the thread's oldest pending run."""
+    row = await fetch_one(session, _NEXT_PENDING, {"p_thread_id": thread_id})
+    return None if row is None else RunPlace.from_row(row)
 
 
 async def ended_by(
     session: AsyncConnection, run_id: str, attempt: int, status: RunStatus
-) -> dict[str, Any] | None:
+) -> RunRecord | None:
     """The run, if `attempt` itself ended it with `status` (its own final write committed)."""
-    row = await runs_db.get_run(session, run_id)
-    if row is None or row["attempt"] != attempt or row["status"] != status.value:
+    run = await runs_db.get_run(session, run_id)
+    if run is None or run.attempt != attempt or run.status != status:
         return None
-    return row if row["owner"] is None and row["ended_at"] is not None else None
+    return run if run.owner is None and run.ended_at is not None else None
 
 
 async def extend_leases(

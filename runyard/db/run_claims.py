@@ -33,6 +33,7 @@ from runyard.db.dialect import (
 )
 from runyard.db.driver import fetch_one
 from runyard.db.tables import runs, threads
+from runyard.domain.run import ClaimedRun, RunRecord
 from runyard.domain.status import RunStatus, ThreadStatus
 
 
@@ -156,13 +157,13 @@ async def claimable_run_placing(session: AsyncConnection, run_id: str) -> tuple[
 
 async def claim_run(
     session: AsyncConnection, run_id: str, owner: str, lease_seconds: float
-) -> dict[str, Any] | None:
+) -> ClaimedRun | None:
     """Atomically take a pending run: owner, lease from the database clock, next attempt.
 
     Only the thread's oldest pending run can be claimed, and only while no other run of
     the thread is running, so a thread's runs execute one at a time in order. One
     statement on PostgreSQL, two on SQLite: run it in `Databases.atomic`. On PostgreSQL the
-    row also carries THREAD_HAS_CHECKPOINT.
+    claim also says whether the thread has a checkpoint yet.
     """
     dialect = dialect_name(session)
     claim, busy = _claim_statements(dialect)
@@ -172,9 +173,11 @@ async def claim_run(
         "p_lease": seconds_param(dialect, lease_seconds),
     }
     row = await fetch_one(session, claim, params)
-    if row is not None and busy is not None:
+    if row is None:
+        return None
+    if busy is not None:
         await session.execute(busy, {"p_thread_id": row["thread_id"]})
-    return row
+    return ClaimedRun(RunRecord.from_row(row), row.get(THREAD_HAS_CHECKPOINT))
 
 
 async def find_claimable_run(

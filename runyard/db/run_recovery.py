@@ -4,7 +4,6 @@ lease expired and settles their threads, and its reads of pending runs that wait
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import (
@@ -15,7 +14,6 @@ from sqlalchemy import (
     true,
     update,
 )
-from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from runyard.db import run_claims
@@ -26,6 +24,7 @@ from runyard.db.dialect import (
     seconds_param,
 )
 from runyard.db.tables import runs, threads
+from runyard.domain.run import Recovered, RunPlace, RunRecord
 from runyard.domain.status import ACTIVE_RUN_STATUSES, RunStatus, ThreadStatus
 
 _ACTIVE = [s.value for s in ACTIVE_RUN_STATUSES]
@@ -33,7 +32,7 @@ _ACTIVE = [s.value for s in ACTIVE_RUN_STATUSES]
 
 async def requeue_expired(
     session: AsyncConnection, max_attempts: int, every_lease: bool = False
-) -> Sequence[RowMapping]:
+) -> Recovered:
     """Runs whose lease expired go back to pending (or fail after too many lost attempts).
 
     An attempt is lost when it neither finished nor was handed back (`handovers`). With
@@ -42,7 +41,7 @@ async def requeue_expired(
 
     A run that was being cancelled ends `interrupted` instead of running again. The runs
     that ended are returned whole (their ending needs webhook, temporary…); the requeued
-    ones as run id, thread id and status.
+    ones as their places in the queue.
     """
     now = db_now(session)
     expired = and_(
@@ -54,7 +53,7 @@ async def requeue_expired(
     failed = await _fail_exhausted(session, expired, now, max_attempts)
     requeued = await _requeue(session, expired, now)
     await _settle_threads(session, cancelled, failed, now)
-    return [*cancelled, *failed, *requeued]
+    return Recovered([*cancelled, *failed], requeued)
 
 
 async def _lock_threads_of(session: AsyncConnection, expired: Any) -> None:
@@ -67,9 +66,7 @@ async def _lock_threads_of(session: AsyncConnection, expired: Any) -> None:
     )
 
 
-async def _interrupt_cancelled(
-    session: AsyncConnection, expired: Any, now: Any
-) -> Sequence[RowMapping]:
+async def _interrupt_cancelled(session: AsyncConnection, expired: Any, now: Any) -> list[RunRecord]:
     """A cancelled run whose worker died is not run again: the cancel was acknowledged."""
     result = await session.execute(
         update(runs)
@@ -83,12 +80,12 @@ async def _interrupt_cancelled(
         )
         .returning(*runs.c)
     )
-    return result.mappings().all()
+    return [RunRecord.from_row(row) for row in result.mappings().all()]
 
 
 async def _fail_exhausted(
     session: AsyncConnection, expired: Any, now: Any, max_attempts: int
-) -> Sequence[RowMapping]:
+) -> list[RunRecord]:
     """The runs that lost `max_attempts` attempts end in error."""
     result = await session.execute(
         update(runs)
@@ -108,30 +105,24 @@ async def _fail_exhausted(
         )
         .returning(*runs.c)
     )
-    return result.mappings().all()
+    return [RunRecord.from_row(row) for row in result.mappings().all()]
 
 
-async def _requeue(session: AsyncConnection, expired: Any, now: Any) -> Sequence[RowMapping]:
+async def _requeue(session: AsyncConnection, expired: Any, now: Any) -> list[RunPlace]:
     """The other expired runs go back to pending."""
     result = await session.execute(
         update(runs)
         .where(expired)
         .values(status=RunStatus.PENDING, owner=None, lease_expires_at=None, updated_at=now)
-        .returning(
-            runs.c.run_id,
-            runs.c.thread_id,
-            runs.c.status,
-            runs.c.priority,
-            runs.c.fairness_group,
-        )
+        .returning(runs.c.run_id, runs.c.priority, runs.c.fairness_group)
     )
-    return result.mappings().all()
+    return [RunPlace.from_row(row) for row in result.mappings().all()]
 
 
 async def _settle_threads(
     session: AsyncConnection,
-    cancelled: Sequence[RowMapping],
-    failed: Sequence[RowMapping],
+    cancelled: list[RunRecord],
+    failed: list[RunRecord],
     now: Any,
 ) -> None:
     """The thread-status rule of runyard/lifecycle.py: busy while a run is pending or
@@ -141,7 +132,7 @@ async def _settle_threads(
     if cancelled:
         await session.execute(
             update(threads)
-            .where(threads.c.thread_id.in_({row["thread_id"] for row in cancelled}))
+            .where(threads.c.thread_id.in_({run.thread_id for run in cancelled}))
             .values(
                 status=case(
                     (waiting, ThreadStatus.BUSY.value), else_=ThreadStatus.INTERRUPTED.value
@@ -154,31 +145,31 @@ async def _settle_threads(
         # does; otherwise the thread would stay busy forever.
         await session.execute(
             update(threads)
-            .where(threads.c.thread_id.in_({row["thread_id"] for row in failed}))
+            .where(threads.c.thread_id.in_({run.thread_id for run in failed}))
             .values(
                 status=case((waiting, ThreadStatus.BUSY.value), else_=ThreadStatus.ERROR.value),
-                error=failed[0]["error"],
+                error=failed[0].error,
                 updated_at=now,
             )
         )
 
 
-async def pending_run_ids(session: AsyncConnection, limit: int) -> Sequence[RowMapping]:
-    """Pending runs, oldest first, with their start time, priority and fairness group."""
+async def pending_run_ids(session: AsyncConnection, limit: int) -> list[RunPlace]:
+    """The places of pending runs, oldest first."""
     stmt = (
         select(runs.c.run_id, runs.c.scheduled_at, runs.c.priority, runs.c.fairness_group)
         .where(runs.c.status == RunStatus.PENDING)
         .order_by(runs.c.created_at)
         .limit(limit)
     )
-    return (await session.execute(stmt)).mappings().all()
+    return [RunPlace.from_row(row) for row in (await session.execute(stmt)).mappings().all()]
 
 
 async def stranded_pending_runs(
     session: AsyncConnection, older_than_seconds: float, limit: int
-) -> Sequence[RowMapping]:
-    """Pending runs due to start, waiting longer than the threshold, first of their thread
-    (with their priority and fairness group)."""
+) -> list[RunPlace]:
+    """The places of pending runs due to start, waiting longer than the threshold, first
+    of their thread."""
     dialect = dialect_name(session)
     stmt = (
         select(runs.c.run_id, runs.c.priority, runs.c.fairness_group)
@@ -190,7 +181,8 @@ async def stranded_pending_runs(
         .limit(limit)
     )
     params = {"p_age": seconds_param(dialect, -older_than_seconds)}
-    return (await session.execute(stmt, params)).mappings().all()
+    rows = (await session.execute(stmt, params)).mappings().all()
+    return [RunPlace.from_row(row) for row in rows]
 
 
 async def pending_among(session: AsyncConnection, run_ids: list[str]) -> set[str]:

@@ -5,7 +5,7 @@ its release, its lease) in `run_attempts`, and the reaper's recovery in `run_rec
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import Any
 
@@ -23,7 +23,6 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects import postgresql
-from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from runyard.db import threads as threads_db
@@ -33,8 +32,9 @@ from runyard.db.dialect import (
     dialect_name,
     rowcount,
 )
-from runyard.db.driver import Row, fetch_all, fetch_one
+from runyard.db.driver import fetch_all, fetch_one
 from runyard.db.tables import runs, threads
+from runyard.domain.run import UNREAD_COLUMNS, RunRecord, UnreadRun, run_or_none
 from runyard.domain.status import ACTIVE_RUN_STATUSES, RunStatus
 
 _ACTIVE = [s.value for s in ACTIVE_RUN_STATUSES]
@@ -61,17 +61,17 @@ def _get_run_statement(dialect: str, in_thread: bool) -> Select[Any]:
     return stmt
 
 
-async def insert_run(session: AsyncConnection, row: dict[str, Any]) -> dict[str, Any]:
+async def insert_run(session: AsyncConnection, row: dict[str, Any]) -> RunRecord:
     """Insert a pending run and return it as stored."""
     params = {**row, "p_starts_at": row.get("scheduled_at")}
     stored = await fetch_one(session, _insert_run_statement(dialect_name(session)), params)
     assert stored is not None  # an INSERT … RETURNING without conflict handling
-    return stored
+    return RunRecord.from_row(stored)
 
 
 async def insert_run_on_new_thread(
     session: AsyncConnection, thread: dict[str, Any], run: dict[str, Any]
-) -> dict[str, Any] | None:
+) -> RunRecord | None:
     """Insert a thread (busy) and its first pending run; None, with nothing written, when
     the thread already exists.
 
@@ -86,7 +86,7 @@ async def insert_run_on_new_thread(
     statement = _insert_on_new_thread_statement(tuple(thread), tuple(run))
     params = {f"t_{key}": value for key, value in thread.items()}
     params.update({f"r_{key}": value for key, value in run.items() if key != "thread_id"})
-    return await fetch_one(session, statement, params)
+    return run_or_none(await fetch_one(session, statement, params))
 
 
 @cache
@@ -119,30 +119,30 @@ def _insert_on_new_thread_statement(thread_keys: tuple[str, ...], run_keys: tupl
 
 async def get_run(
     session: AsyncConnection, run_id: str, thread_id: str | None = None
-) -> dict[str, Any] | None:
+) -> RunRecord | None:
     """A run by id (within a thread when given)."""
     stmt = _get_run_statement(dialect_name(session), thread_id is not None)
     params = {"p_run_id": run_id}
     if thread_id is not None:
         params["p_thread_id"] = thread_id
-    return await fetch_one(session, stmt, params)
+    return run_or_none(await fetch_one(session, stmt, params))
 
 
-async def get_run_by_idempotency_key(session: AsyncConnection, key: str) -> RowMapping | None:
+async def get_run_by_idempotency_key(session: AsyncConnection, key: str) -> RunRecord | None:
     """The run created under an Idempotency-Key."""
     stmt = select(runs).where(runs.c.idempotency_key == key)
-    return (await session.execute(stmt)).mappings().one_or_none()
+    return run_or_none((await session.execute(stmt)).mappings().one_or_none())
 
 
 async def list_runs(
     session: AsyncConnection, thread_id: str, limit: int, offset: int, status: str | None
-) -> Sequence[RowMapping]:
+) -> list[RunRecord]:
     """A thread's runs, newest first."""
     stmt = select(runs).where(runs.c.thread_id == thread_id)
     if status is not None:
         stmt = stmt.where(runs.c.status == status)
     stmt = stmt.order_by(runs.c.created_at.desc(), runs.c.run_id.desc()).limit(limit).offset(offset)
-    return (await session.execute(stmt)).mappings().all()
+    return _records((await session.execute(stmt)).mappings().all())
 
 
 @cache
@@ -193,17 +193,19 @@ def _runs_after_statement(after: bool, limit: int) -> Any:
 
 async def runs_created_after(
     session: AsyncConnection, thread_id: str, after: tuple[Any, str] | None, limit: int
-) -> list[Row]:
+) -> list[RunRecord]:
     """The thread's runs created after (created_at, run_id), oldest first (from the first
     when None), at most `limit`. Built once per page size: thread streams and sessions poll
     it, so on PostgreSQL it takes the statement pool (`fetch_all`)."""
     params: dict[str, Any] = {"p_thread_id": thread_id}
     if after is not None:
         params["p_created_at"], params["p_run_id"] = after
-    return await fetch_all(session, _runs_after_statement(after is not None, limit), params)
+    return _records(
+        await fetch_all(session, _runs_after_statement(after is not None, limit), params)
+    )
 
 
-async def latest_run(session: AsyncConnection, thread_id: str) -> RowMapping | None:
+async def latest_run(session: AsyncConnection, thread_id: str) -> RunRecord | None:
     """The thread's newest run."""
     stmt = (
         select(runs)
@@ -211,17 +213,17 @@ async def latest_run(session: AsyncConnection, thread_id: str) -> RowMapping | N
         .order_by(runs.c.created_at.desc(), runs.c.run_id.desc())
         .limit(1)
     )
-    return (await session.execute(stmt)).mappings().first()
+    return run_or_none((await session.execute(stmt)).mappings().first())
 
 
-async def active_runs(session: AsyncConnection, thread_id: str) -> Sequence[RowMapping]:
+async def active_runs(session: AsyncConnection, thread_id: str) -> list[RunRecord]:
     """The thread's pending and running runs, oldest first."""
     stmt = (
         select(runs)
         .where(runs.c.thread_id == thread_id, runs.c.status.in_(_ACTIVE))
         .order_by(runs.c.created_at, runs.c.run_id)
     )
-    return (await session.execute(stmt)).mappings().all()
+    return _records((await session.execute(stmt)).mappings().all())
 
 
 async def thread_of_run(session: AsyncConnection, run_id: str) -> str | None:
@@ -236,8 +238,8 @@ async def find_active_runs(
     thread_id: str | None,
     run_ids: list[str] | None,
     status: str | None,
-) -> Sequence[RowMapping]:
-    """Active runs chosen by thread, ids and/or status."""
+) -> list[tuple[str, str]]:
+    """Active runs chosen by thread, ids and/or status, as (thread id, run id)."""
     stmt = select(runs.c.run_id, runs.c.thread_id).where(runs.c.status.in_(_ACTIVE))
     if thread_id is not None:
         stmt = stmt.where(runs.c.thread_id == thread_id)
@@ -245,7 +247,7 @@ async def find_active_runs(
         stmt = stmt.where(runs.c.run_id.in_(run_ids))
     if status in ACTIVE_RUN_STATUSES:
         stmt = stmt.where(runs.c.status == status)
-    return (await session.execute(stmt)).mappings().all()
+    return [(str(thread), str(run)) for run, thread in (await session.execute(stmt)).all()]
 
 
 async def interrupt_pending_run(session: AsyncConnection, run_id: str) -> bool:
@@ -263,10 +265,10 @@ async def interrupt_pending_run(session: AsyncConnection, run_id: str) -> bool:
 
 async def fail_unclaimed_run(
     session: AsyncConnection, run_id: str, owner: str, error: dict[str, Any]
-) -> dict[str, Any] | None:
+) -> UnreadRun | None:
     """End as `error` a run nobody executes: pending, or running for `owner` whose claim
-    committed but could not be read back. The columns its end needs (run id, thread,
-    temporary, on_completion, webhook), none of them JSON; None when neither holds."""
+    committed but could not be read back. The columns its end needs, none of them JSON
+    (what could not be read); None when neither holds."""
     now = db_now(session)
     result = await session.execute(
         update(runs)
@@ -285,16 +287,10 @@ async def fail_unclaimed_run(
             ended_at=now,
             updated_at=now,
         )
-        .returning(
-            runs.c.run_id,
-            runs.c.thread_id,
-            runs.c.temporary,
-            runs.c.on_completion,
-            runs.c.webhook,
-        )
+        .returning(*(runs.c[name] for name in UNREAD_COLUMNS))
     )
-    row = result.first()
-    return None if row is None else dict(row._mapping)
+    row = result.mappings().first()
+    return None if row is None else UnreadRun.from_row(row)
 
 
 async def request_cancel(session: AsyncConnection, run_id: str, action: str) -> bool:
@@ -319,3 +315,7 @@ async def delete_pending_run(session: AsyncConnection, run_id: str) -> bool:
         delete(runs).where(runs.c.run_id == run_id, runs.c.status == RunStatus.PENDING)
     )
     return rowcount(result) > 0
+
+
+def _records(rows: Sequence[Mapping[Any, Any]]) -> list[RunRecord]:
+    return [RunRecord.from_row(row) for row in rows]

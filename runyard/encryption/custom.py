@@ -34,6 +34,7 @@ from runyard.domain.encrypted_fields import (
 )
 from runyard.domain.encryption_context import CONTEXT_KEY, current_context
 from runyard.domain.errors import DecryptionError, InvalidInputError, RunyardError
+from runyard.domain.run import RunRecord
 from runyard.encryption.custom_checkpoints import (
     BlobHandlerCipher,
     CheckpointMetadataCodec,
@@ -272,6 +273,10 @@ class CustomEncryption:
         """A copy of a stored run with its JSON decrypted, the caller's data in its kwargs
         too."""
         return await self._decrypt_with_inner(row, "run", RUN_FIELDS, "kwargs", RUN_KWARGS_FIELDS)
+
+    async def open_run(self, run: RunRecord) -> RunRecord:
+        """The stored run with its JSON decrypted (`decrypt_run`)."""
+        return run.with_json(await self.decrypt_run(run.json_columns()))
 
     async def decrypt_cron(self, row: dict[str, Any]) -> dict[str, Any]:
         """A copy of a stored cron with its metadata and the caller's data in its payload

@@ -15,6 +15,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
 
+from runyard.domain.run import RunRecord
 from runyard.settings import Settings
 
 if TYPE_CHECKING:
@@ -97,26 +98,26 @@ class Tracing:
         TraceContextTextMapPropagator().inject(carrier)
         return {TRACE_CONTEXT_KEY: carrier} if carrier else {}
 
-    def run_span(self, run: Mapping[str, Any]) -> Any:
+    def run_span(self, run: RunRecord) -> Any:
         """A context manager spanning a claimed run's execution, child of its creator's span."""
         if self._tracer is None:
             return nullcontext()
         return self._run_span(run)
 
     @contextmanager
-    def _run_span(self, run: Mapping[str, Any]) -> Iterator[Any]:
+    def _run_span(self, run: RunRecord) -> Iterator[Any]:
         from opentelemetry.trace import SpanKind
         from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
         assert self._tracer is not None
-        kwargs = run.get("kwargs") or {}
+        kwargs = run.kwargs or {}
         carrier = kwargs.get(TRACE_CONTEXT_KEY) if isinstance(kwargs, Mapping) else None
         parent = TraceContextTextMapPropagator().extract(carrier) if carrier else None
         graph_id = str(kwargs.get("graph_id", ""))
         attributes: dict[str, str | int] = {
-            "runyard.run_id": str(run["run_id"]),
-            "runyard.thread_id": str(run["thread_id"]),
-            "runyard.attempt": int(run["attempt"]),
+            "runyard.run_id": run.run_id,
+            "runyard.thread_id": run.thread_id,
+            "runyard.attempt": run.attempt,
             "runyard.graph_id": graph_id,
         }
         with self._tracer.start_as_current_span(

@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from runyard.db.threads import ThreadState
+from runyard.domain.run import RunRecord
 
 if TYPE_CHECKING:
     from runyard.encryption.custom import CustomEncryption
@@ -57,13 +58,13 @@ async def sealed_state(holder: EncryptionHolder, state: ThreadState) -> ThreadSt
     return replace(state, **{field: sealed[field] for field in fields})
 
 
-async def opened_run(holder: EncryptionHolder, row: Any) -> Any:
-    """A copy of a stored run with its metadata, output, error and the caller's data in its
-    kwargs (input, config, context, command) decrypted (the row itself without custom
+async def opened_run(holder: EncryptionHolder, run: RunRecord) -> RunRecord:
+    """The stored run with its metadata, output, error and the caller's data in its kwargs
+    (input, config, context, command) decrypted (the run itself without custom
     encryption)."""
-    if holder.encryption is None or row is None:
-        return row
-    return await holder.encryption.decrypt_run(dict(row))
+    if holder.encryption is None:
+        return run
+    return await holder.encryption.open_run(run)
 
 
 async def opened_cron(holder: EncryptionHolder, row: Any) -> Any:

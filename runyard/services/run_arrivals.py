@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from runyard.db import runs as runs_db
 from runyard.db import threads as threads_db
+from runyard.domain.run import RunRecord
 
 log = logging.getLogger("runyard.threads")
 
@@ -36,9 +37,9 @@ Anchor = tuple[Any, str]
 Sessions = Callable[[], AbstractAsyncContextManager[AsyncConnection]]
 
 
-def anchor_of(row: Any) -> Anchor:
-    """The (created_at, run_id) position of a run row: runs after it are newer."""
-    return (row["created_at"], row["run_id"])
+def anchor_of(run: RunRecord) -> Anchor:
+    """The (created_at, run_id) position of a run: runs after it are newer."""
+    return (run.created_at, run.run_id)
 
 
 class ThreadWatch:
@@ -53,7 +54,7 @@ class ThreadWatch:
         # Found runs lie after `base`; None until a member has said where it waits.
         self._base: Anchor | None = None
         self._based = False
-        self._rows: list[Any] = []
+        self._rows: list[RunRecord] = []
         self._index: dict[Anchor, int] = {}
         self._changed = asyncio.Event()
 
@@ -63,7 +64,7 @@ class ThreadWatch:
             return True, anchor_of(self._rows[-1])
         return self._based, self._base
 
-    def cached_after(self, anchor: Anchor | None, limit: int) -> list[Any] | None:
+    def cached_after(self, anchor: Anchor | None, limit: int) -> list[RunRecord] | None:
         """Found runs after `anchor`; None when the watch cannot tell (ask the database)."""
         if not self._based:
             return None
@@ -79,7 +80,7 @@ class ThreadWatch:
         if not self._based:
             self._based, self._base = True, anchor
 
-    def found(self, rows: Sequence[Any]) -> None:
+    def found(self, rows: Sequence[RunRecord]) -> None:
         """Runs the poller found after the newest one: keep them, wake the members."""
         for row in rows:
             self._index[anchor_of(row)] = len(self._rows)
@@ -183,7 +184,7 @@ class Follower:
         self._sessions = sessions
         self._watch = watch
 
-    async def after(self, anchor: Anchor | None, limit: int) -> list[Any] | None:
+    async def after(self, anchor: Anchor | None, limit: int) -> list[RunRecord] | None:
         """The thread's runs created after `anchor` (oldest first, at most `limit`),
         waiting until there is one; None once the thread is gone."""
         watch = self._watch

@@ -13,6 +13,7 @@ from runyard.db import threads as threads_db
 from runyard.db.engine import Sessions
 from runyard.domain.errors import NotFoundError
 from runyard.domain.results import with_interrupts
+from runyard.domain.run import RunRecord
 from runyard.domain.status import TERMINAL_RUN_STATUSES, RunStatus, ThreadStatus
 from runyard.domain.stream_modes import event_in_modes
 from runyard.schemas.runs import RunCreate
@@ -119,17 +120,17 @@ class RunWaits:
         """A registration for a run's completion, to make before its status can change."""
         return CompletionWatch(self.broker)
 
-    async def wait_until_done(self, thread_id: str | None, run_id: str) -> dict[str, Any]:
+    async def wait_until_done(self, thread_id: str | None, run_id: str) -> RunRecord:
         """Block until the run reaches a terminal status, woken by its completion signal."""
         while True:
             async with self.broker.done_waiter(run_id) as waiter:
                 run = await self.runs.get_run(thread_id, run_id)
-                if RunStatus(run["status"]) in TERMINAL_RUN_STATUSES:
+                if run.status in TERMINAL_RUN_STATUSES:
                     return run
                 # The signal wakes us at once; the timeout only guards against a lost signal.
                 await waiter.wait(timeout=SAFETY_RECHECK_SECONDS)
 
-    async def wait_until_done_or_gone(self, run_id: str) -> dict[str, Any] | None:
+    async def wait_until_done_or_gone(self, run_id: str) -> RunRecord | None:
         """Like wait_until_done, but a run deleted meanwhile (rollback) counts as done: None."""
         try:
             return await self.wait_until_done(None, run_id)
@@ -138,7 +139,7 @@ class RunWaits:
 
     async def open_join(
         self, thread_id: str, run_id: str, grace: float = 0.0
-    ) -> tuple[dict[str, Any], AsyncIterator[bytes] | None]:
+    ) -> tuple[RunRecord, AsyncIterator[bytes] | None]:
         """The run, and unless it has finished, the streamed /join body that waits for it.
 
         The completion signal is registered for before the run is read, so one read is enough
@@ -151,7 +152,7 @@ class RunWaits:
         try:
             waiter = await watch.register(run_id)
             run = await self.runs.get_run(thread_id, run_id)
-            ended = RunStatus(run["status"]) in TERMINAL_RUN_STATUSES
+            ended = run.status in TERMINAL_RUN_STATUSES
             if not ended and grace > 0 and await waiter.wait(timeout=grace):
                 # Deleted meanwhile (rolled back): the streamed body answers that at once.
                 with suppress(NotFoundError):
@@ -159,14 +160,14 @@ class RunWaits:
         except BaseException:
             await watch.close()
             raise
-        if RunStatus(run["status"]) in TERMINAL_RUN_STATUSES:
+        if run.status in TERMINAL_RUN_STATUSES:
             await watch.close()
             return run, None
         return run, self._join_body(run, watch, waiter, waited=grace > 0)
 
     async def _finished(
         self, run_id: str, watch: CompletionWatch, waiter: CompletionWaiter
-    ) -> dict[str, Any] | None:
+    ) -> RunRecord | None:
         """The run once ended (None if deleted meanwhile), woken by its completion signal."""
         try:
             # The timeout only guards against a lost signal: the full wait re-checks then.
@@ -177,7 +178,7 @@ class RunWaits:
 
     async def _join_body(
         self,
-        run: dict[str, Any],
+        run: RunRecord,
         watch: CompletionWatch,
         waiter: CompletionWaiter,
         waited: bool,
@@ -187,7 +188,7 @@ class RunWaits:
         `waited`: the request already waited a keep-alive interval, so a newline goes first.
         """
         task = asyncio.create_task(
-            self._finished(run["run_id"], watch, waiter), name=f"join:{run['run_id']}"
+            self._finished(run.run_id, watch, waiter), name=f"join:{run.run_id}"
         )
         try:
             if waited:
@@ -202,21 +203,21 @@ class RunWaits:
                 task.cancel()
             await watch.close()  # already closed unless the task was cut short
 
-    async def result_body(self, run: dict[str, Any]) -> dict[str, Any]:
+    async def result_body(self, run: RunRecord) -> dict[str, Any]:
         """What /join and /wait return: the error, the pending interrupts, or the final values.
 
         A successful run stored that answer when it finished; other runs (interrupted by a
         cancel) answer with the thread's state.
         """
-        ended = {"output": run.get("output"), "error": run["error"]}
+        ended = {"output": run.output, "error": run.error}
         stored = await opened(self, "run", ended, ("output", "error"))
-        if run["status"] in (RunStatus.ERROR.value, RunStatus.TIMEOUT.value):
-            return {"__error__": stored["error"] or {"error": "Error", "message": run["status"]}}
+        if run.status in (RunStatus.ERROR, RunStatus.TIMEOUT):
+            return {"__error__": stored["error"] or {"error": "Error", "message": run.status.value}}
         output = stored["output"]
         if output is not None:
             return dict(output) if isinstance(output, dict) else {"values": output}
         async with self.autocommit() as session:
-            thread = await threads_db.get_thread(session, run["thread_id"])
+            thread = await threads_db.get_thread(session, run.thread_id)
         if thread is None:
             return {}
         thread = await opened(self, "thread", thread, ("values", "interrupts"))
@@ -226,7 +227,7 @@ class RunWaits:
             return dict(with_interrupts(values, flat))
         return values
 
-    async def final_result(self, run: dict[str, Any], watch: CompletionWatch | None = None) -> Any:
+    async def final_result(self, run: RunRecord, watch: CompletionWatch | None = None) -> Any:
         """The /wait result of a run once it has ended: its error, its interrupts or its values.
 
         With a `watch` registered as the run was created, the events are read once the run has
@@ -244,17 +245,17 @@ class RunWaits:
             # It has ended: what is stored is all there is (read once, nothing to follow).
             follow = False
         try:
-            events = self.broker.subscribe(run["run_id"], follow=follow, ended=ended)
+            events = self.broker.subscribe(run.run_id, follow=follow, ended=ended)
             async for event in events:
                 result.absorb(event)
             body = result.body()
         except EventsUnavailableError as exc:
             # The run has ended but its events cannot be read: the database has its result.
-            log.warning("run_result_from_database run_id=%s reason=%s", run["run_id"], exc)
+            log.warning("run_result_from_database run_id=%s reason=%s", run.run_id, exc)
             body = None
         if body is None:
             try:
-                finished = await self.runs.get_run(None, run["run_id"])
+                finished = await self.runs.get_run(None, run.run_id)
             except Exception:
                 return {}
             body = await self.result_body(finished)
@@ -268,7 +269,7 @@ class RunWaits:
         stream_modes: list[str] | None = None,
         new_thread_metadata: dict[str, Any] | None = None,
         configurable: dict[str, Any] | None = None,
-    ) -> tuple[dict[str, Any], Any]:
+    ) -> tuple[RunRecord, Any]:
         """Create a run, wait for it to end, and return it with its /wait result.
 
         The completion signal is registered for between the commit and the dispatch, as /wait
@@ -290,12 +291,12 @@ class RunWaits:
 
     async def wait_body(
         self,
-        run: dict[str, Any],
+        run: RunRecord,
         cancel_on_disconnect: bool,
         watch: CompletionWatch | None = None,
     ) -> AsyncIterator[bytes]:
         """The streamed /wait response: newlines while the run executes, then its JSON result."""
-        task = asyncio.create_task(self.final_result(run, watch), name=f"wait:{run['run_id']}")
+        task = asyncio.create_task(self.final_result(run, watch), name=f"wait:{run.run_id}")
         finished = False
         try:
             async for newline in _keepalive(task, self.keepalive_seconds):
@@ -309,39 +310,33 @@ class RunWaits:
             if watch is not None:
                 await watch.close()
             if not finished and cancel_on_disconnect:
-                self.spawn(
-                    self._cancel_quietly(run["run_id"]), f"cancel-on-disconnect:{run['run_id']}"
-                )
+                self.spawn(self._cancel_quietly(run.run_id), f"cancel-on-disconnect:{run.run_id}")
 
     async def run_events(
         self,
-        run: dict[str, Any],
+        run: RunRecord,
         after: str | None,
         modes: list[str] | None,
         cancel_on_disconnect: bool,
     ) -> AsyncIterator[StreamEvent]:
         """A run's events for SSE: replay after `after` (or live only), filtered by mode."""
-        follow = RunStatus(run["status"]) not in TERMINAL_RUN_STATUSES
+        follow = run.status not in TERMINAL_RUN_STATUSES
         finished = False
         try:
             try:
                 async for event in self.broker.subscribe(
-                    run["run_id"], after, follow=follow, ended=self._ended(run)
+                    run.run_id, after, follow=follow, ended=self._ended(run)
                 ):
                     if modes is None or event_in_modes(event.event, modes):
                         yield event
             except EventsUnavailableError as exc:
-                log.warning(
-                    "run_stream_ended_from_database run_id=%s reason=%s", run["run_id"], exc
-                )
-                async for event in self.stored_ending(run["run_id"], modes):
+                log.warning("run_stream_ended_from_database run_id=%s reason=%s", run.run_id, exc)
+                async for event in self.stored_ending(run.run_id, modes):
                     yield event
             finished = True
         finally:
             if not finished and cancel_on_disconnect:
-                self.spawn(
-                    self._cancel_quietly(run["run_id"]), f"cancel-on-disconnect:{run['run_id']}"
-                )
+                self.spawn(self._cancel_quietly(run.run_id), f"cancel-on-disconnect:{run.run_id}")
 
     async def stored_ending(
         self, run_id: str, modes: list[str] | None
@@ -360,15 +355,15 @@ class RunWaits:
             yield StreamEvent("", "values", json.dumps(body, ensure_ascii=False, default=str))
         yield StreamEvent("", "end", "null")
 
-    def _ended(self, run: dict[str, Any]) -> Callable[[], Awaitable[bool]]:
+    def _ended(self, run: RunRecord) -> Callable[[], Awaitable[bool]]:
         """Whether the run has ended (or is gone), for a subscription that heard nothing."""
 
         async def ended() -> bool:
             try:
-                current = await self.runs.get_run(None, run["run_id"])
+                current = await self.runs.get_run(None, run.run_id)
             except NotFoundError:
                 return True
-            return RunStatus(current["status"]) in TERMINAL_RUN_STATUSES
+            return current.status in TERMINAL_RUN_STATUSES
 
         return ended
 

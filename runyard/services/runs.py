@@ -15,7 +15,8 @@ from runyard.db import threads as threads_db
 from runyard.db.engine import Sessions
 from runyard.domain.encryption_context import CONTEXT_KEY
 from runyard.domain.errors import ConflictError, InvalidInputError, NotFoundError
-from runyard.domain.status import TERMINAL_RUN_STATUSES, RunStatus
+from runyard.domain.run import RunRecord
+from runyard.domain.status import TERMINAL_RUN_STATUSES
 from runyard.lifecycle import Created, RunLifecycle
 from runyard.outbound.guard import WebhookGuard
 from runyard.queue.run_queue import RunQueue
@@ -45,20 +46,20 @@ def _request_hash(thread_id: str | None, body: RunCreate) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def to_wire(row: Any) -> dict[str, Any]:
-    """The Agent Protocol view of a run row."""
+def to_wire(run: RunRecord) -> dict[str, Any]:
+    """The Agent Protocol view of a run (its JSON as given: `RunService.opened` first)."""
     return {
-        "run_id": row["run_id"],
-        "thread_id": row["thread_id"],
-        "assistant_id": row["assistant_id"],
-        "created_at": row["created_at"].isoformat(),
-        "updated_at": row["updated_at"].isoformat(),
-        "status": row["status"],
-        "metadata": row["metadata"] or {},
-        "kwargs": {k: v for k, v in (row["kwargs"] or {}).items() if k != CONTEXT_KEY},
-        "multitask_strategy": row["multitask_strategy"],
-        "langsmith_session_name": row["langsmith_session_name"],
-        "held_back": row.get("held_back"),
+        "run_id": run.run_id,
+        "thread_id": run.thread_id,
+        "assistant_id": run.assistant_id,
+        "created_at": run.created_at.isoformat(),
+        "updated_at": run.updated_at.isoformat(),
+        "status": run.status.value,
+        "metadata": run.metadata or {},
+        "kwargs": {k: v for k, v in (run.kwargs or {}).items() if k != CONTEXT_KEY},
+        "multitask_strategy": run.multitask_strategy,
+        "langsmith_session_name": run.langsmith_session_name,
+        "held_back": run.held_back,
     }
 
 
@@ -97,15 +98,15 @@ class RunService:
         new_thread_metadata: dict[str, Any] | None = None,
         on_created: Callable[[str], Awaitable[object]] | None = None,
         configurable: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
-        """Validate, apply the thread's multitask strategy, commit a pending run, then dispatch it.
+    ) -> RunRecord:
+        """Validate, apply the thread's multitask strategy, commit a pending run, dispatch it.
 
         `new_thread_metadata` goes on a thread the run creates (`if_not_exists="create"`).
         `configurable` is what the server adds to the run's `configurable` (the authenticated
         user, chosen request headers); a client cannot set those keys itself.
         `on_created(run_id)` is awaited between the commit and the dispatch of a new run (not
-        for an existing run answered instead): nothing can have executed it yet.
-        """
+        for an existing run answered instead): nothing can have executed it yet. The run
+        returned has its JSON decrypted (encryption.path)."""
         assistant = await self.assistants.get_assistant(body.assistant_id)
         stateless = thread_id is None
         if stateless:
@@ -146,7 +147,7 @@ class RunService:
             return replay
         if created.created:
             await self._dispatch(created, body.after_seconds, on_created)
-        return await self.run_wire(created.row)
+        return await self.opened(created.run)
 
     async def _dispatch(
         self,
@@ -156,18 +157,16 @@ class RunService:
     ) -> None:
         """A new run is committed: what must precede its dispatch, the strategy's effects on
         the thread's other runs, then the push."""
-        row = created.row
+        run = created.run
         if on_created is not None:
-            await on_created(row["run_id"])
+            await on_created(run.run_id)
         await self.lifecycle.after_strategy(created.effects)
-        await self.queue.push(
-            row["run_id"], after_seconds or 0.0, row["priority"], row["fairness_group"]
-        )
-        log.info("run_created run_id=%s thread_id=%s", row["run_id"], row["thread_id"])
+        await self.queue.push(run.run_id, after_seconds or 0.0, run.priority, run.fairness_group)
+        log.info("run_created run_id=%s thread_id=%s", run.run_id, run.thread_id)
 
     async def create_batch(
         self, bodies: list[RunCreate], configurable: dict[str, Any] | None = None
-    ) -> list[dict[str, Any]]:
+    ) -> list[RunRecord]:
         """Create one stateless background run per body, in order (each given `configurable`,
         as `create_run`).
 
@@ -188,43 +187,47 @@ class RunService:
 
     async def _idempotent_replay(
         self, key: str | None, request_hash: str | None
-    ) -> dict[str, Any] | None:
+    ) -> RunRecord | None:
         if not key:
             return None
         async with self.autocommit() as session:
             existing = await runs_db.get_run_by_idempotency_key(session, key)
         if existing is None:
             return None
-        if existing["request_hash"] != request_hash:
+        if existing.request_hash != request_hash:
             raise ConflictError(
                 "this Idempotency-Key was already used with a different request; "
                 "use a new key for a new run"
             )
-        return await self.run_wire(existing)
+        return await self.opened(existing)
 
-    async def run_wire(self, row: Any) -> dict[str, Any]:
+    async def opened(self, run: RunRecord) -> RunRecord:
+        """A stored run with its JSON decrypted (encryption.path)."""
+        return await opened_run(self, run)
+
+    async def run_wire(self, run: RunRecord) -> dict[str, Any]:
         """`to_wire` of a stored run, its JSON decrypted (encryption.path)."""
-        return to_wire(await opened_run(self, row))
+        return to_wire(await opened_run(self, run))
 
-    async def get_run(self, thread_id: str | None, run_id: str) -> dict[str, Any]:
-        """A run by id, or NotFoundError."""
+    async def get_run(self, thread_id: str | None, run_id: str) -> RunRecord:
+        """A run by id as stored, or NotFoundError."""
         async with self.autocommit() as session:
             row = await runs_db.get_run(session, run_id, thread_id)
         if row is None:
             raise NotFoundError(
                 f"run {run_id} not found" + (f" in thread {thread_id}" if thread_id else "")
             )
-        return dict(row)
+        return row
 
     async def list_runs(
         self, thread_id: str, limit: int, offset: int, status: str | None
-    ) -> list[dict[str, Any]]:
-        """A thread's runs, newest first."""
+    ) -> list[RunRecord]:
+        """A thread's runs, newest first, their JSON decrypted (encryption.path)."""
         async with self.autocommit() as session:
             if await threads_db.get_thread(session, thread_id) is None:
                 raise NotFoundError(f"thread {thread_id} not found")
-            rows = await runs_db.list_runs(session, thread_id, limit, offset, status)
-        return [await self.run_wire(r) for r in rows]
+            runs = await runs_db.list_runs(session, thread_id, limit, offset, status)
+        return [await self.opened(run) for run in runs]
 
     async def delete_run(self, thread_id: str, run_id: str) -> None:
         """Delete a run; one still executing is stopped first and records nothing more."""
@@ -237,7 +240,7 @@ class RunService:
         at once; the recorded flag then stops the run at its next lease renewal.
         """
         run = await self.get_run(thread_id, run_id)
-        status = RunStatus(run["status"])
+        status = run.status
         if status in TERMINAL_RUN_STATUSES:
             raise ConflictError(
                 f"run {run_id} already finished with status '{status.value}'; nothing to cancel"
@@ -247,7 +250,7 @@ class RunService:
         heartbeat = self.heartbeat_interval_seconds
         return {
             "run_id": run_id,
-            "thread_id": run["thread_id"],
+            "thread_id": run.thread_id,
             "action": action,
             "was": status.value,
             "delivered": delivered,
@@ -271,9 +274,9 @@ class RunService:
         async with self.autocommit() as session:
             rows = await runs_db.find_active_runs(session, thread_id, run_ids, status)
         cancelled = 0
-        for row in rows:
+        for active_thread, run_id in rows:
             try:
-                await self.cancel_run(row["thread_id"], row["run_id"], action)
+                await self.cancel_run(active_thread, run_id, action)
                 cancelled += 1
             except (ConflictError, NotFoundError):
                 continue  # finished meanwhile

@@ -19,7 +19,8 @@ from runyard.db import runs as runs_db
 from runyard.db import threads as threads_db
 from runyard.db.engine import Sessions
 from runyard.domain.errors import ConflictError, InvalidInputError, NotFoundError
-from runyard.domain.status import TERMINAL_RUN_STATUSES, RunStatus, ThreadStatus
+from runyard.domain.run import RunRecord
+from runyard.domain.status import TERMINAL_RUN_STATUSES, ThreadStatus
 from runyard.graphs.streaming import PROTOCOL_MODE
 from runyard.schemas.runs import RunCreate
 from runyard.services.encrypted_json import opened
@@ -132,7 +133,7 @@ class SessionCommands:
         body: RunCreate,
         configurable: dict[str, Any],
         new_thread_metadata: dict[str, Any] | None,
-    ) -> dict[str, Any]:
+    ) -> RunRecord:
         """Create the session run; refusals (unknown assistant, busy thread) as CommandError."""
         try:
             return await self.runs.create_run(
@@ -171,7 +172,7 @@ class SessionCommands:
                     f"Unknown or already-consumed interrupt: {entry.interrupt_id} "
                     f"(the thread is {thread['status']})",
                 )
-        raised = await self._interrupt_namespaces(dict(latest))
+        raised = await self._interrupt_namespaces(latest)
         for entry in entries:
             if entry.interrupt_id in raised and raised[entry.interrupt_id] != entry.namespace:
                 raise CommandError(
@@ -182,7 +183,7 @@ class SessionCommands:
             if params.get(key) is not None:
                 command[key] = params[key]
         fields = {
-            "assistant_id": latest["assistant_id"],
+            "assistant_id": latest.assistant_id,
             "command": command,
             "config": params.get("config"),
             "metadata": params.get("metadata"),
@@ -190,7 +191,9 @@ class SessionCommands:
         }
         return _validated(fields)
 
-    async def _settled_thread(self, thread_id: str) -> tuple[Any, Any]:
+    async def _settled_thread(
+        self, thread_id: str
+    ) -> tuple[dict[str, Any] | None, RunRecord | None]:
         """The thread and its latest run, once that run has ended and the thread is no longer
         busy with it: a client answers an interrupt as soon as it streams, a moment before the
         run has finished stopping (bounded by SETTLE_SECONDS)."""
@@ -200,23 +203,20 @@ class SessionCommands:
                 latest = await runs_db.latest_run(session, thread_id) if thread else None
             if latest is None or thread is None:
                 return thread, latest
-            if (
-                RunStatus(latest["status"]) in TERMINAL_RUN_STATUSES
-                and thread["status"] != ThreadStatus.BUSY
-            ):
+            if latest.status in TERMINAL_RUN_STATUSES and thread["status"] != ThreadStatus.BUSY:
                 return thread, latest
             with suppress(TimeoutError, NotFoundError):
                 await asyncio.wait_for(
-                    self.waits.wait_until_done(thread_id, latest["run_id"]),
+                    self.waits.wait_until_done(thread_id, latest.run_id),
                     SETTLE_POLL_SECONDS,
                 )
         return thread, latest
 
-    async def _interrupt_namespaces(self, run: dict[str, Any]) -> dict[str, list[str]]:
+    async def _interrupt_namespaces(self, run: RunRecord) -> dict[str, list[str]]:
         """Where each interrupt of a session run was raised, as its events said."""
         if not is_session_run(run):
             return {}
-        translator = RunTranslator(run["run_id"], graph_name(run))
+        translator = RunTranslator(run.run_id, graph_name(run))
         async for _ in self.session.run_protocol_events(run, follow=False, translator=translator):
             pass
         return translator.interrupts
@@ -227,8 +227,8 @@ class SessionCommands:
             latest = await runs_db.latest_run(session, thread_id)
         if latest is None or not is_session_run(latest):
             raise CommandError("no_such_run", "No active run is bound to this thread.")
-        run = dict(latest)
-        translator = RunTranslator(run["run_id"], graph_name(run))
+        run = latest
+        translator = RunTranslator(run.run_id, graph_name(run))
         async for _ in self.session.run_protocol_events(run, follow=False, translator=translator):
             pass
         return translator.tree()

@@ -20,6 +20,7 @@ from runyard.db import runs as runs_db
 from runyard.db import threads as threads_db
 from runyard.db.engine import Sessions
 from runyard.domain.errors import NotFoundError
+from runyard.domain.run import RunRecord
 from runyard.domain.status import TERMINAL_RUN_STATUSES, RunStatus
 from runyard.graphs.streaming import PROTOCOL_MODE
 from runyard.services.encrypted_json import opened
@@ -52,16 +53,16 @@ class ResumeGap(Exception):
         self.min_available_seq = min_available_seq
 
 
-def is_session_run(run: Any) -> bool:
+def is_session_run(run: RunRecord) -> bool:
     """Whether the run was started by the session (its log holds protocol events)."""
-    kwargs = run["kwargs"] or {}
+    kwargs = run.kwargs or {}
     return PROTOCOL_MODE in (kwargs.get("stream_mode") or [])
 
 
-def graph_name(run: Any) -> str:
+def graph_name(run: RunRecord) -> str:
     """The root graph's name, as the root lifecycle events give it."""
-    kwargs = run["kwargs"] or {}
-    return str(kwargs.get("graph_id") or run["assistant_id"])
+    kwargs = run.kwargs or {}
+    return str(kwargs.get("graph_id") or run.assistant_id)
 
 
 def _ms(value: Any) -> int:
@@ -153,7 +154,7 @@ class ThreadSession:
 
         Rows are let go as they are read (`first` is emptied at once): a stream that waits, or
         whose client does not read, holds no page of runs (a few kilobytes a row)."""
-        pending: deque[Any] = deque(first)
+        pending: deque[RunRecord] = deque(first)
         first.clear()
         full = len(pending) == _PAGE
         anchor: tuple[Any, str] | None = None
@@ -162,7 +163,7 @@ class ThreadSession:
                 while pending:
                     row = pending.popleft()
                     anchor = anchor_of(row)
-                    run = dict(row) if is_session_run(row) else None
+                    run = row if is_session_run(row) else None
                     del row
                     if run is not None:
                         async for event in self.run_protocol_events(run, boundary=boundary):
@@ -186,7 +187,7 @@ class ThreadSession:
                 full = len(upcoming) == _PAGE
                 del upcoming
 
-    async def first_runs(self, thread_id: str, wait: float) -> list[Any]:
+    async def first_runs(self, thread_id: str, wait: float) -> list[RunRecord]:
         """The thread's first page of runs, once the thread exists (waited for up to `wait`
         seconds: a client opens its stream as it sends the `run.start` that creates the
         thread); NotFoundError if it never appears."""
@@ -201,7 +202,7 @@ class ThreadSession:
 
     async def run_protocol_events(
         self,
-        run: dict[str, Any],
+        run: RunRecord,
         follow: bool = True,
         translator: RunTranslator | None = None,
         boundary: bool = False,
@@ -209,11 +210,11 @@ class ThreadSession:
         """One run's protocol events (without seq): the root's running lifecycle, its log
         translated, then its closing lifecycle once it has ended. Without `follow`, only what
         is stored; with `boundary`, None marks where the stored events of a running run end."""
-        translator = translator or RunTranslator(run["run_id"], graph_name(run))
-        for event in translator.start(_ms(run["created_at"])):
+        translator = translator or RunTranslator(run.run_id, graph_name(run))
+        for event in translator.start(_ms(run.created_at)):
             yield event
-        run_id = run["run_id"]
-        running = RunStatus(run["status"]) not in TERMINAL_RUN_STATUSES
+        run_id = run.run_id
+        running = run.status not in TERMINAL_RUN_STATUSES
         live = running and follow
         last: str | None = None
         try:
@@ -238,7 +239,8 @@ class ThreadSession:
             async for event in self._stored_ending(run_id, translator):
                 yield event
             return
-        status, error = run["status"], await self._stored_error(run)
+        status: str | None = run.status.value
+        error = await self._stored_error(run)
         if live:
             told = translator.ended_as()
             if told is not None:
@@ -263,7 +265,7 @@ class ThreadSession:
         if "__error__" not in body:
             params = {"namespace": [], "timestamp": translator.last_timestamp, "data": body}
             yield protocol_event(f"{run_id}:stored:values", "values", params)
-        for event in translator.finish(str(run["status"]), await self._stored_error(run)):
+        for event in translator.finish(run.status.value, await self._stored_error(run)):
             yield event
 
     def _ended(self, run_id: str) -> Callable[[], Awaitable[bool]]:
@@ -279,9 +281,9 @@ class ThreadSession:
             run = await self.runs.get_run(None, run_id)
         except NotFoundError:
             return None, None
-        return str(run["status"]), await self._stored_error(run)
+        return run.status.value, await self._stored_error(run)
 
-    async def _stored_error(self, run: Any) -> str | None:
+    async def _stored_error(self, run: RunRecord) -> str | None:
         """The message of a stored run's error (decrypted, encryption.path)."""
-        stored = await opened(self, "run", {"error": run.get("error")}, ("error",))
+        stored = await opened(self, "run", {"error": run.error}, ("error",))
         return _error_message(stored["error"])

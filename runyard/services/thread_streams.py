@@ -22,6 +22,7 @@ from runyard.db import runs as runs_db
 from runyard.db import threads as threads_db
 from runyard.db.engine import Sessions
 from runyard.domain.errors import InvalidInputError
+from runyard.domain.run import RunRecord
 from runyard.domain.status import RunStatus
 from runyard.domain.stream_modes import STREAM_MODES, event_in_modes
 from runyard.services.run_arrivals import RunArrivals
@@ -145,7 +146,7 @@ def _shared(run_id: str, event_id: str, event: str, data: str) -> SharedItem:
 
 # Where a stream starts: the (created_at, run_id) after which runs are new (None: every run),
 # and a run to stream first with the event to resume after, when joining in one's middle.
-_Start = tuple[tuple[Any, str] | None, tuple[dict[str, Any], str | None] | None]
+_Start = tuple[tuple[Any, str] | None, tuple[RunRecord, str | None] | None]
 
 
 class ThreadStreams:
@@ -250,7 +251,7 @@ class ThreadStreams:
         its runs from it; once it falls behind or the follower ends, it goes on alone from
         where it is."""
         anchor, first = start
-        mark = (anchor, first[0]["run_id"], first[1]) if first is not None else (anchor, None, None)
+        mark = (anchor, first[0].run_id, first[1]) if first is not None else (anchor, None, None)
         joined = self.fanouts.join(
             thread_id, mark, lambda fanout: self._shared_runs(thread_id, start, fanout)
         )
@@ -294,18 +295,18 @@ class ThreadStreams:
                 fanout.position = BUSY
                 if upcoming is None:
                     return  # the thread was deleted: each stream finds out alone
-                anchor = await self._share_run(dict(upcoming[0]), None, fanout)
+                anchor = await self._share_run(upcoming[0], None, fanout)
 
     async def _share_run(
-        self, run: dict[str, Any], after: str | None, fanout: Fanout[SharedItem]
+        self, run: RunRecord, after: str | None, fanout: Fanout[SharedItem]
     ) -> tuple[Any, str]:
         """Hand out one run's events after `after`, then its run_done; returns its anchor."""
-        run_id = run["run_id"]
+        run_id = run.run_id
         async for event in self.waits.run_events(run, after, None, cancel_on_disconnect=False):
             fanout.publish([_shared(run_id, event.id, event.event, event.data)])
         done = json.dumps({"status": "run_done", "run_id": run_id})
         fanout.publish([_shared(run_id, _DONE, "metadata", done)])
-        return run["created_at"], run_id
+        return run.created_at, run_id
 
     async def _follow_runs_alone(
         self,
@@ -327,7 +328,7 @@ class ThreadStreams:
                     await queue.put(None)  # the thread was deleted
                     return
                 # A run created after the join has published nothing that was seen: all of it.
-                anchor = await self._stream_run(dict(upcoming[0]), None, position, queue, modes)
+                anchor = await self._stream_run(upcoming[0], None, position, queue, modes)
 
     async def _starting_point(self, thread_id: str, cursor: Cursor | None) -> _Start:
         """Where to start: the anchor after which runs are new, and a run to stream first (with
@@ -336,31 +337,31 @@ class ThreadStreams:
             if cursor is not None and cursor.run_id is not None:
                 resumed = await runs_db.get_run(session, cursor.run_id, thread_id)
                 if resumed is not None:
-                    anchor = (resumed["created_at"], resumed["run_id"])
+                    anchor = (resumed.created_at, resumed.run_id)
                     if cursor.event_id == _DONE:
                         return anchor, None
-                    return anchor, (dict(resumed), cursor.event_id)
+                    return anchor, (resumed, cursor.event_id)
             elif cursor is not None:
                 return None, None  # resumed before any run: every run of the thread
             # Joining live (or resuming a run since deleted): the runs still to come.
             active = await runs_db.active_runs(session, thread_id)
             if active:
-                run = dict(active[0])
-                live = LIVE_ONLY if run["status"] == RunStatus.RUNNING.value else None
+                run = active[0]
+                live = LIVE_ONLY if run.status == RunStatus.RUNNING else None
                 return None, (run, live)
             latest = await runs_db.latest_run(session, thread_id)
-        return ((latest["created_at"], latest["run_id"]) if latest else None), None
+        return ((latest.created_at, latest.run_id) if latest else None), None
 
     async def _stream_run(
         self,
-        run: dict[str, Any],
+        run: RunRecord,
         after: str | None,
         position: Cursor,
         queue: asyncio.Queue[_Queued],
         modes: ThreadStreamModes,
     ) -> tuple[Any, str]:
         """Deliver one run's events after `after`, then its run_done; returns its anchor."""
-        run_id = run["run_id"]
+        run_id = run.run_id
         position.run_id, position.event_id = run_id, after if after != LIVE_ONLY else None
         async for event in self.waits.run_events(run, after, None, cancel_on_disconnect=False):
             position.event_id = event.id
@@ -370,4 +371,4 @@ class ThreadStreams:
         position.event_id = _DONE
         done = json.dumps({"status": "run_done", "run_id": run_id})
         await queue.put(StreamEvent(position.encode(), "metadata", done))
-        return run["created_at"], run_id
+        return run.created_at, run_id

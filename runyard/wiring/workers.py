@@ -93,7 +93,7 @@ async def recover_after_restart(reaper: Reaper, autocommit: Sessions, queue: Run
     recovered = len(await reaper.recover_lost_attempts())
     async with autocommit() as session:
         pending = await recovery_db.pending_run_ids(session, limit=10_000)
-    for row in pending:
-        await queue.push(row["run_id"], 0.0, row["priority"], row["fairness_group"])
+    for place in pending:
+        await queue.push(place.run_id, 0.0, place.priority, place.fairness_group)
     if recovered or pending:
         log.info("runs_recovered running=%s pending=%s", recovered, len(pending))

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from langgraph.pregel import Pregel
 
 from runyard.db.faults import retry_while_store_unavailable, store_fault, store_unavailable
 from runyard.domain.errors import DecryptionError
+from runyard.domain.run import RunRecord
 from runyard.domain.status import RunStatus
 from runyard.lifecycle import RunLifecycle
 from runyard.queue.run_queue import RunQueue
@@ -35,7 +36,7 @@ class AttemptEndings:
 
     async def failed(
         self,
-        run: dict[str, Any],
+        run: RunRecord,
         entry: RunningRun,
         exc: Exception,
         graph: Pregel | None,
@@ -43,7 +44,7 @@ class AttemptEndings:
     ) -> Outcome | None:
         """The outcome of an attempt whose graph raised `exc` (`timed_out`: the job timeout
         stopped it): a store outage or fault hands the run back, anything else ends it."""
-        run_id = run["run_id"]
+        run_id = run.run_id
         if timed_out:
             job_limit = self._settings.bg_job_timeout_secs
             return Outcome(
@@ -73,7 +74,7 @@ class AttemptEndings:
         )
 
     async def stopped(
-        self, run: dict[str, Any], entry: RunningRun, reason: str, graph: Pregel | None
+        self, run: RunRecord, entry: RunningRun, reason: str, graph: Pregel | None
     ) -> Outcome | None:
         """The outcome of an attempt stopped for `reason`: a cancel ends the run, a drain
         hands it back, any other stop stands the attempt down (None)."""
@@ -84,22 +85,22 @@ class AttemptEndings:
         else:
             log.warning(
                 "run_stood_down run_id=%s attempt=%s reason=%s",
-                run["run_id"],
+                run.run_id,
                 entry.attempt,
                 reason,
             )
         return None
 
     async def refused_by_store(
-        self, run: dict[str, Any], entry: RunningRun, fault: str, graph: Pregel | None
+        self, run: RunRecord, entry: RunningRun, fault: str, graph: Pregel | None
     ) -> Outcome | None:
         """The database refused a statement of this attempt (a timeout, exhausted resources:
         runyard/db/faults.py): the attempt counts, and the last one allowed fails the run."""
         limit = self._settings.bg_job_max_retries
-        counted = int(run["attempt"]) - int(run.get("handovers") or 0)
+        counted = run.attempt - run.handovers
         log.warning(
             "run_attempt_store_fault run_id=%s attempt=%s counted=%s limit=%s error=%s",
-            run["run_id"],
+            run.run_id,
             entry.attempt,
             counted,
             limit,
@@ -117,7 +118,7 @@ class AttemptEndings:
 
     async def hand_back(
         self,
-        run: dict[str, Any],
+        run: RunRecord,
         entry: RunningRun,
         reason: str,
         graph: Pregel | None,
@@ -129,7 +130,7 @@ class AttemptEndings:
         run with a cancel requested is not handed back: the attempt ends it, the outcome
         returned, as any cancel does.
         """
-        run_id = run["run_id"]
+        run_id = run.run_id
 
         async def release() -> bool | str:
             return await self._lifecycle.release(run_id, entry.attempt, counted)
@@ -167,7 +168,7 @@ class AttemptEndings:
         )
         if released:
             try:
-                push = self._queue.push(run_id, 0.0, run["priority"], run["fairness_group"])
+                push = self._queue.push(run_id, 0.0, run.priority, run.fairness_group)
                 await carry_through_stops(entry, push)
             except Exception:
                 # The sweeper finds a pending run nobody queued.

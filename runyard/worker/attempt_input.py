@@ -12,24 +12,25 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Command, Send
 
 from runyard.domain.configurable import AUTH_USER_KEY
+from runyard.domain.run import RunRecord
 from runyard.domain.user import user_from_config
 
 log = logging.getLogger("runyard.worker")
 
 
-def attempt_config(run: Mapping[str, Any]) -> dict[str, Any]:
+def attempt_config(run: RunRecord) -> dict[str, Any]:
     """The graph config of the run's attempt: the run's own config, the caller's identity,
     the ids LangGraph and the graph read, the checkpoint asked for, and run metadata."""
-    kwargs = run["kwargs"]
+    kwargs = run.kwargs
     config: dict[str, Any] = copy.deepcopy(kwargs.get("config") or {})
     configurable = config.setdefault("configurable", {})
     user = user_from_config(configurable)
     if user is not None:
         configurable[AUTH_USER_KEY] = user
     configurable.update(
-        thread_id=run["thread_id"],
-        run_id=run["run_id"],
-        assistant_id=run["assistant_id"],
+        thread_id=run.thread_id,
+        run_id=run.run_id,
+        assistant_id=run.assistant_id,
         graph_id=kwargs["graph_id"],
     )
     checkpoint = kwargs.get("checkpoint") or {}
@@ -40,30 +41,30 @@ def attempt_config(run: Mapping[str, Any]) -> dict[str, Any]:
         configurable["checkpoint_ns"] = checkpoint["checkpoint_ns"]
     config["metadata"] = {
         **(config.get("metadata") or {}),
-        **(run["metadata"] or {}),
-        "run_id": run["run_id"],
-        "thread_id": run["thread_id"],
-        "assistant_id": run["assistant_id"],
+        **(run.metadata or {}),
+        "run_id": run.run_id,
+        "thread_id": run.thread_id,
+        "assistant_id": run.assistant_id,
         "graph_id": kwargs["graph_id"],
-        "run_attempt": run["attempt"],
+        "run_attempt": run.attempt,
     }
-    if run["attempt"] == 1:
-        config["run_id"] = uuid.UUID(run["run_id"])
+    if run.attempt == 1:
+        config["run_id"] = uuid.UUID(run.run_id)
     return config
 
 
 async def attempt_input(
-    checkpointer: BaseCheckpointSaver, run: Mapping[str, Any], config: dict[str, Any]
+    checkpointer: BaseCheckpointSaver, run: RunRecord, config: dict[str, Any]
 ) -> Any:
     """The graph input; a retried run resumes from its own last checkpoint instead."""
-    kwargs = run["kwargs"]
-    if run["attempt"] > 1:
+    kwargs = run.kwargs
+    if run.attempt > 1:
         latest = await checkpointer.aget_tuple(
-            {"configurable": {"thread_id": run["thread_id"], "checkpoint_ns": ""}}
+            {"configurable": {"thread_id": run.thread_id, "checkpoint_ns": ""}}
         )
-        if latest is not None and (latest.metadata or {}).get("run_id") == run["run_id"]:
+        if latest is not None and (latest.metadata or {}).get("run_id") == run.run_id:
             config["configurable"].pop("checkpoint_id", None)
-            log.info("run_resumed run_id=%s attempt=%s", run["run_id"], run["attempt"])
+            log.info("run_resumed run_id=%s attempt=%s", run.run_id, run.attempt)
             return None
     command = kwargs.get("command")
     if command:

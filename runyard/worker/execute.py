@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph.pregel import Pregel
 
-from runyard.db import run_claims as claims_db
 from runyard.db.faults import store_unavailable
 from runyard.domain.configurable import AUTH_USER_KEY
 from runyard.domain.encryption_context import CONTEXT_KEY, use_context
 from runyard.domain.errors import DecryptionError, StaleAttemptError
 from runyard.domain.group_caps import HeldBack
+from runyard.domain.run import ClaimedRun, RunRecord
 from runyard.domain.status import RunStatus
 from runyard.graphs.checkpointer import (
     fenced,
@@ -81,21 +81,19 @@ class RunExecutor:
     async def execute(self, run_id: str) -> None:
         """Claim the run and, if this instance won it, execute and finalize it."""
         parts = self._parts
-        run = await self._claim(run_id)
-        if run is None:
+        claimed = await self._claim(run_id)
+        if claimed is None:
             return
-        attempt = int(run["attempt"])
-        claimed = dict(run)
-        # A first attempt on a thread without checkpoints has nothing to read back.
-        thread_empty = claimed.pop(claims_db.THREAD_HAS_CHECKPOINT, None) is False and attempt == 1
+        run = claimed.run
         # Every log line of this run carries its identity; its span joins the creator's trace.
         with (
-            run_log_context(run_id, run["thread_id"], attempt, parts.instance_id),
-            parts.tracing.run_span(claimed),
+            run_log_context(run_id, run.thread_id, run.attempt, parts.instance_id),
+            parts.tracing.run_span(run),
         ):
-            await self._execute_and_finalize(claimed, attempt, thread_empty)
+            # A first attempt on a thread without checkpoints has nothing to read back.
+            await self._execute_and_finalize(run, run.attempt, claimed.thread_empty)
 
-    async def _claim(self, run_id: str) -> dict[str, Any] | None:
+    async def _claim(self, run_id: str) -> ClaimedRun | None:
         """The claim; once it is decided, the queue is told (a capped group's next run may be
         popped), or, when a cap refused it, the run goes back to its group, held a while."""
         parts = self._parts
@@ -131,24 +129,22 @@ class RunExecutor:
             # Only a hint: a probe's hold expires by itself.
             log.exception("queue_settle_failed run_id=%s", run_id)
 
-    async def _execute_and_finalize(
-        self, run: dict[str, Any], attempt: int, thread_empty: bool
-    ) -> None:
+    async def _execute_and_finalize(self, run: RunRecord, attempt: int, thread_empty: bool) -> None:
         """The one owner of the attempt, from its claim to its end.
 
         The attempt stays registered (so its lease is renewed) until its end is written
         or it was handed back; BG_JOB_TIMEOUT_SECS bounds all of it, the final write too.
         """
         parts = self._parts
-        run_id = run["run_id"]
+        run_id = run.run_id
         task = asyncio.current_task()
         assert task is not None
         entry = parts.running.add(run_id, attempt, task, thread_empty=thread_empty)
-        log.info("run_claimed run_id=%s thread_id=%s attempt=%s", run_id, run["thread_id"], attempt)
+        log.info("run_claimed run_id=%s thread_id=%s attempt=%s", run_id, run.thread_id, attempt)
         deadline = asyncio.get_running_loop().time() + parts.settings.bg_job_timeout_secs
         try:
             with parts.metrics.run_seconds.time():
-                outcome = await self._execute_claimed(dict(run), entry, deadline)
+                outcome = await self._execute_claimed(run, entry, deadline)
             if outcome is not None:
                 # From here a stop no longer cancels the task: the outcome is known.
                 entry.finalizing = True
@@ -158,7 +154,7 @@ class RunExecutor:
             parts.running.remove(run_id, attempt)
 
     async def _finalize(
-        self, run: dict[str, Any], attempt: int, outcome: Outcome, deadline: float
+        self, run: RunRecord, attempt: int, outcome: Outcome, deadline: float
     ) -> None:
         """Write the known outcome, retrying while the store is unreachable (within a lease).
 
@@ -168,7 +164,7 @@ class RunExecutor:
         it running.
         """
         parts = self._parts
-        run_id = run["run_id"]
+        run_id = run.run_id
         lease = parts.settings.lease_duration_seconds
         limit = asyncio.timeout_at(max(deadline, asyncio.get_running_loop().time() + lease))
         try:
@@ -212,14 +208,14 @@ class RunExecutor:
                 "run_finalize_abandoned run_id=%s attempt=%s", run_id, attempt, exc_info=True
             )
 
-    async def _write_end(self, run: dict[str, Any], attempt: int, outcome: Outcome) -> None:
+    async def _write_end(self, run: RunRecord, attempt: int, outcome: Outcome) -> None:
         """Write the outcome, again while the store is unreachable, for at most one lease."""
         parts = self._parts
         await until_store_answers(
             parts.settings,
             "finalize",
-            run["run_id"],
-            lambda: parts.finalizer.finalize(dict(run), attempt, outcome),
+            run.run_id,
+            lambda: parts.finalizer.finalize(run, attempt, outcome),
         )
 
     async def _begin_attempt(self, run_id: str, attempt: int) -> None:
@@ -232,9 +228,9 @@ class RunExecutor:
             log.warning("begin_attempt_failed run_id=%s attempt=%s", run_id, attempt, exc_info=True)
 
     async def _execute_claimed(
-        self, run: dict[str, Any], entry: RunningRun, deadline: float
+        self, run: RunRecord, entry: RunningRun, deadline: float
     ) -> Outcome | None:
-        events = EventPublisher(self._parts.broker, run["run_id"], entry.attempt)
+        events = EventPublisher(self._parts.broker, run.run_id, entry.attempt)
         outcome = await self._run_graph(run, entry, events, deadline)
         while True:
             try:
@@ -244,9 +240,7 @@ class RunExecutor:
                 return outcome
             except StaleAttemptError:
                 log.warning(
-                    "run_stood_down run_id=%s attempt=%s reason=stale",
-                    run["run_id"],
-                    entry.attempt,
+                    "run_stood_down run_id=%s attempt=%s reason=stale", run.run_id, entry.attempt
                 )
                 return None
             except asyncio.CancelledError:
@@ -257,7 +251,7 @@ class RunExecutor:
                     raise
                 log.info(
                     "run_stopped_while_flushing run_id=%s attempt=%s reason=%s",
-                    run["run_id"],
+                    run.run_id,
                     entry.attempt,
                     reason,
                 )
@@ -267,11 +261,11 @@ class RunExecutor:
                     outcome = await self._endings.stopped(run, entry, reason, outcome.graph)
 
     async def _run_graph(
-        self, run: dict[str, Any], entry: RunningRun, events: EventPublisher, deadline: float
+        self, run: RunRecord, entry: RunningRun, events: EventPublisher, deadline: float
     ) -> Outcome | None:
         parts = self._parts
-        run_id = run["run_id"]
-        kwargs = run["kwargs"]
+        run_id = run.run_id
+        kwargs = run.kwargs
         attempt = entry.attempt
         # The checkpoints this run writes are encrypted under its creator's context.
         use_context(kwargs.get(CONTEXT_KEY) or {})
@@ -286,8 +280,8 @@ class RunExecutor:
                 await self._begin_attempt(run_id, attempt)
                 # The graph reads the run's metadata (in its config), input, config, context
                 # and command in plain text; the stored row goes on to the run's end.
-                plain = await parts.encryption.decrypt_run(dict(run)) if parts.encryption else run
-                kwargs = plain["kwargs"]
+                plain = await parts.encryption.open_run(run) if parts.encryption else run
+                kwargs = plain.kwargs
                 config = attempt_config(plain)
                 graph = await self._graph(kwargs, config, entry, resources)
                 graph_input = await attempt_input(self._parts.checkpointer, plain, config)

@@ -12,6 +12,7 @@ from langgraph.pregel import Pregel
 from runyard.db import run_attempts as attempts_db
 from runyard.db.threads import ThreadState
 from runyard.domain.results import with_interrupts
+from runyard.domain.run import RunRecord
 from runyard.domain.status import RunStatus, ThreadStatus
 from runyard.graphs.checkpointer import delete_run_checkpoints
 from runyard.graphs.serialize import to_jsonable
@@ -91,14 +92,14 @@ class RunFinalizer:
         }
         return ThreadSnapshot(to_jsonable(state.values), interrupts, bool(state.next))
 
-    async def finalize(self, run: dict[str, Any], attempt: int, outcome: Outcome) -> bool:
+    async def finalize(self, run: RunRecord, attempt: int, outcome: Outcome) -> bool:
         """Record the outcome if `attempt` still holds the run, then end the run (wake-ups,
         next run, webhook, temporary thread): both through the lifecycle."""
         if outcome.rollback:
             return await self._finalize_rolled_back(run, attempt, outcome)
-        thread_id = run["thread_id"]
+        thread_id = run.thread_id
         snapshot = outcome.snapshot or await self.read_snapshot(
-            run["kwargs"]["graph_id"], thread_id, outcome.graph
+            run.kwargs["graph_id"], thread_id, outcome.graph
         )
         output = _result(snapshot) if outcome.status == RunStatus.SUCCESS else None
         if isinstance(output, dict):
@@ -116,24 +117,22 @@ class RunFinalizer:
             return await self.finalize(run, attempt, stopped)
         return finished
 
-    async def _finalize_rolled_back(
-        self, run: dict[str, Any], attempt: int, outcome: Outcome
-    ) -> bool:
+    async def _finalize_rolled_back(self, run: RunRecord, attempt: int, outcome: Outcome) -> bool:
         snapshot = await self._rolled_back_snapshot(run, attempt, outcome)
         if snapshot is None:
             return False
-        state = await sealed_state(self, _thread_state(run["thread_id"], outcome, snapshot))
+        state = await sealed_state(self, _thread_state(run.thread_id, outcome, snapshot))
         ended = await self._lifecycle.finish_rolled_back(
             run, attempt, outcome.status, state, outcome.error
         )
         if not ended:
-            log.warning("run_finalize_refused run_id=%s attempt=%s", run["run_id"], attempt)
+            log.warning("run_finalize_refused run_id=%s attempt=%s", run.run_id, attempt)
             return False
         await self._lifecycle.end(run, outcome.status, error=outcome.error, attempt=attempt)
         return True
 
     async def _rolled_back_snapshot(
-        self, run: dict[str, Any], attempt: int, outcome: Outcome
+        self, run: RunRecord, attempt: int, outcome: Outcome
     ) -> ThreadSnapshot | None:
         """Before a rolled-back run's end is written: its checkpoints go, and the thread's
         state is read without them.
@@ -142,14 +141,14 @@ class RunFinalizer:
         queued behind it can start from the checkpoints being removed. Only an attempt that
         still holds the run removes them: it checks just before; None when it does not.
         """
-        run_id, thread_id = run["run_id"], run["thread_id"]
+        run_id, thread_id = run.run_id, run.thread_id
         async with self._autocommit() as session:
             holds = await attempts_db.still_holds(session, run_id, attempt)
         if not holds:
             log.warning("run_finalize_refused run_id=%s attempt=%s", run_id, attempt)
             return None
         await delete_run_checkpoints(self._checkpointer, thread_id, run_id)
-        return await self.read_snapshot(run["kwargs"]["graph_id"], thread_id, outcome.graph)
+        return await self.read_snapshot(run.kwargs["graph_id"], thread_id, outcome.graph)
 
 
 def cancelled(action: str, graph: Pregel | None, snapshot: ThreadSnapshot | None = None) -> Outcome:

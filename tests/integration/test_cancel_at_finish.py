@@ -22,6 +22,7 @@ import pytest
 from runyard.db import runs as runs_db
 from runyard.db import threads as threads_db
 from runyard.domain.errors import NotFoundError
+from runyard.domain.run import RunRecord
 from runyard.domain.status import RunStatus
 from runyard.runtime import Runtime
 from runyard.schemas.runs import RunCreate
@@ -107,13 +108,12 @@ async def _run_held_at_its_end(
         RunCreate(assistant_id="slow", input={"seconds": 0.01}, if_not_exists="create"),
     )
     await asyncio.wait_for(held.reached.wait(), 20)
-    return thread_id, str(run["run_id"]), held
+    return thread_id, run.run_id, held
 
 
-async def _stored_run(rt: Runtime, run_id: str) -> dict[str, Any] | None:
+async def _stored_run(rt: Runtime, run_id: str) -> RunRecord | None:
     async with rt.autocommit() as session:
-        row = await runs_db.get_run(session, run_id)
-    return None if row is None else dict(row)
+        return await runs_db.get_run(session, run_id)
 
 
 async def _thread(rt: Runtime, thread_id: str) -> dict[str, Any] | None:
@@ -143,12 +143,12 @@ async def test_a_strategy_landing_at_the_final_write_stops_the_run(
     body = RunCreate(assistant_id="slow", input={"seconds": 0.01}, multitask_strategy=strategy)
     second = await _released_then(held, rt.api.services.runs.create_run(thread_id, body))
     ended = await asyncio.wait_for(
-        rt.api.services.waits.wait_until_done(thread_id, second["run_id"]), 30
+        rt.api.services.waits.wait_until_done(thread_id, second.run_id), 30
     )
-    assert ended["status"] == RunStatus.SUCCESS.value
+    assert ended.status == RunStatus.SUCCESS
     first = await _stored_run(rt.api, first_id)
     if strategy == "interrupt":
-        assert first is not None and first["status"] == RunStatus.INTERRUPTED.value
+        assert first is not None and first.status == RunStatus.INTERRUPTED
         # An interrupted run keeps what it wrote; the next run continues from it.
         assert _steps(await _thread(rt.api, thread_id)) == ONE_RUN * 2
     else:
@@ -169,7 +169,7 @@ async def test_a_cancel_landing_at_the_final_write_stops_the_run(
     thread = await _thread(rt.api, thread_id)
     assert thread is not None and thread["status"] == "idle"
     if action == "interrupt":
-        assert ended is not None and ended["status"] == RunStatus.INTERRUPTED.value
+        assert ended is not None and ended.status == RunStatus.INTERRUPTED
         assert _steps(thread) == ONE_RUN
     else:
         assert ended is None and await _stored_run(rt.api, run_id) is None

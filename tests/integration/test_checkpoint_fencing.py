@@ -58,7 +58,7 @@ async def _claim(engine: AsyncEngine, run_id: str, owner: str) -> int:
     async with engine.begin() as session:
         claimed = await claims_db.claim_run(session, run_id, owner, 30)
     assert claimed is not None
-    return int(claimed["attempt"])
+    return claimed.run.attempt
 
 
 async def _new_run(engine: AsyncEngine) -> tuple[str, str]:

@@ -47,7 +47,7 @@ async def _running_run(sessions: Sessions) -> tuple[str, str, int]:
         await runs_db.insert_run(session, row)
         claimed = await claims_db.claim_run(session, row["run_id"], "me", 30.0)
     assert claimed is not None
-    return thread_id, row["run_id"], int(claimed["attempt"])
+    return thread_id, row["run_id"], claimed.run.attempt
 
 
 def _ended(thread_id: str) -> ThreadState:
@@ -107,7 +107,7 @@ async def test_the_next_pending_run_comes_back_with_the_end(engine: AsyncEngine)
     assert thread["status"] == "busy" and thread["values"] == {"n": 1}
     if engine.dialect.name == "postgresql":
         assert finished.upcoming_known and finished.upcoming is not None
-        assert finished.upcoming["run_id"] == queued[0]["run_id"]
+        assert finished.upcoming.run_id == queued[0]["run_id"]
 
 
 async def test_an_attempt_that_lost_the_run_writes_nothing(engine: AsyncEngine) -> None:
@@ -149,5 +149,5 @@ async def test_a_run_committed_while_the_end_waits_is_left_to_a_fresh_read(
     async with sessions() as session:
         status = await runs_db.get_run(session, run_id)
         upcoming = await attempts_db.next_pending_run(session, thread_id)
-    assert status is not None and status["status"] == "success"
-    assert upcoming is not None and upcoming["run_id"] == late["run_id"]
+    assert status is not None and status.status == "success"
+    assert upcoming is not None and upcoming.run_id == late["run_id"]

@@ -19,6 +19,7 @@ from runyard.db import runs as runs_db
 from runyard.db import threads as threads_db
 from runyard.db.engine import session_factory
 from runyard.db.tables import runs
+from runyard.domain.run import ClaimedRun
 from runyard.domain.status import RunStatus
 from runyard.observability.metrics import Metrics
 from runyard.settings import Settings
@@ -37,7 +38,7 @@ def database(counted_database: Counted) -> Counted:
     return counted_database
 
 
-async def _claimed_runs(db: Counted, owner: str, count: int) -> list[dict[str, Any]]:
+async def _claimed_runs(db: Counted, owner: str, count: int) -> list[ClaimedRun]:
     """`count` runs, each on its own thread, claimed by `owner`."""
     sessions = session_factory(db.engine)
     claimed = []
@@ -46,9 +47,9 @@ async def _claimed_runs(db: Counted, owner: str, count: int) -> list[dict[str, A
         async with sessions() as session, session.begin():
             await threads_db.insert_thread(session, thread_row(thread_id))
             await runs_db.insert_run(session, run_row(run_id, thread_id))
-            row = await claims_db.claim_run(session, run_id, owner, 30.0)
-        assert row is not None
-        claimed.append(dict(row))
+            claim = await claims_db.claim_run(session, run_id, owner, 30.0)
+        assert claim is not None
+        claimed.append(claim)
     return claimed
 
 
@@ -62,7 +63,7 @@ async def test_a_run_on_a_new_thread_is_one_statement_and_never_joins_an_existin
         row = await runs_db.insert_run_on_new_thread(
             session, thread_row(thread_id), run_row(first, thread_id)
         )
-    assert row is not None and row["run_id"] == first and row["thread_id"] == thread_id
+    assert row is not None and row.run_id == first and row.thread_id == thread_id
     dialect = database.engine.dialect.name
     assert database.statements - counted == (1 if dialect == "postgresql" else 2)
     # The thread exists now: nothing is written, and the caller takes the general path.
@@ -93,7 +94,7 @@ async def test_one_lease_renewal_is_one_statement_however_many_runs_are_held(
     running = RunningRuns()
     sleeper = asyncio.create_task(asyncio.sleep(3600))
     for row in claimed:
-        running.add(row["run_id"], row["attempt"], sleeper)
+        running.add(row.run.run_id, row.run.attempt, sleeper)
     keeper = LeaseKeeper(
         running,
         session_factory(database.engine),
@@ -101,7 +102,7 @@ async def test_one_lease_renewal_is_one_statement_however_many_runs_are_held(
         Settings(LEASE_DURATION_SECONDS=60),
         Metrics(in_flight=lambda: held),
     )
-    ids = [row["run_id"] for row in claimed]
+    ids = [row.run.run_id for row in claimed]
     before = await _leases(database, ids)
     try:
         counted = database.statements
@@ -162,10 +163,11 @@ async def test_a_background_run_and_its_join_cost_a_handful_of_statements(base_u
 async def test_a_claim_also_says_whether_the_thread_has_a_checkpoint(database: Counted) -> None:
     sessions = session_factory(database.engine)
     owner = f"instance-{uuid.uuid4().hex[:8]}"
-    empty, written = await _claimed_runs(database, owner, 2)
+    empty, written_claim = await _claimed_runs(database, owner, 2)
+    written = written_claim.run
     postgres = database.engine.dialect.name == "postgresql"
     # SQLite keeps its checkpoints elsewhere (their own file): its claim cannot tell.
-    assert empty.get(claims_db.THREAD_HAS_CHECKPOINT) is (False if postgres else None)
+    assert empty.thread_has_checkpoint is (False if postgres else None)
     if not postgres:
         return
     # A thread with a checkpoint, and a new run on it: the claim sees the checkpoint.
@@ -175,25 +177,25 @@ async def test_a_claim_also_says_whether_the_thread_has_a_checkpoint(database: C
                 "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, checkpoint, "
                 "metadata) VALUES (:thread_id, '', 'c1', '{}', '{}')"
             ),
-            {"thread_id": written["thread_id"]},
+            {"thread_id": written.thread_id},
         )
     async with sessions() as session, session.begin():
-        await attempts_db.finish_run(session, written["run_id"], 1, RunStatus.SUCCESS, None, None)
-        again = run_row(str(uuid.uuid4()), written["thread_id"])
+        await attempts_db.finish_run(session, written.run_id, 1, RunStatus.SUCCESS, None, None)
+        again = run_row(str(uuid.uuid4()), written.thread_id)
         await runs_db.insert_run(session, again)
     async with sessions() as session, session.begin():
         claimed = await claims_db.claim_run(session, again["run_id"], owner, 30.0)
-    assert claimed is not None and claimed[claims_db.THREAD_HAS_CHECKPOINT] is True
+    assert claimed is not None and claimed.thread_has_checkpoint is True
 
 
 async def test_renewal_keeps_only_the_attempts_this_instance_executes(database: Counted) -> None:
     """A run claimed by this instance whose task is gone (it ended without finishing or
     releasing the run) is not renewed: its lease runs out and the reaper recovers it."""
     owner = f"instance-{uuid.uuid4().hex[:8]}"
-    executing, abandoned = await _claimed_runs(database, owner, 2)
+    executing, abandoned = (claim.run for claim in await _claimed_runs(database, owner, 2))
     running = RunningRuns()
     sleeper = asyncio.create_task(asyncio.sleep(3600))
-    running.add(executing["run_id"], executing["attempt"], sleeper)
+    running.add(executing.run_id, executing.attempt, sleeper)
     keeper = LeaseKeeper(
         running,
         session_factory(database.engine),
@@ -201,15 +203,15 @@ async def test_renewal_keeps_only_the_attempts_this_instance_executes(database: 
         Settings(LEASE_DURATION_SECONDS=60),
         Metrics(in_flight=lambda: 1),
     )
-    ids = [executing["run_id"], abandoned["run_id"]]
+    ids = [executing.run_id, abandoned.run_id]
     before = await _leases(database, ids)
     try:
         await keeper.renew_once()
     finally:
         sleeper.cancel()
     after = await _leases(database, ids)
-    assert after[executing["run_id"]] > before[executing["run_id"]]
-    assert after[abandoned["run_id"]] == before[abandoned["run_id"]]
+    assert after[executing.run_id] > before[executing.run_id]
+    assert after[abandoned.run_id] == before[abandoned.run_id]
 
 
 ORDERING_CONFIG = ROOT / "tests" / "graphs" / "langgraph_ordering.json"

@@ -18,6 +18,7 @@ from runyard.db import threads as threads_db
 from runyard.db.engine import session_factory
 from runyard.db.tables import runs
 from runyard.domain.group_caps import RATE_HOLD_MAX_SECONDS, GroupCap, GroupCaps, HeldBack
+from runyard.domain.run import ClaimedRun
 from runyard.domain.status import RunStatus
 from runyard.domain.webhook_policy import WebhookPolicy
 from runyard.lifecycle import RunLifecycle
@@ -95,7 +96,7 @@ async def test_racing_claims_never_take_more_than_the_cap(database: Counted) -> 
             for n, run_id in enumerate(backlog)
         )
     )
-    claimed = [result for result in results if isinstance(result, dict)]
+    claimed = [result.run for result in results if isinstance(result, ClaimedRun)]
     held = [result for result in results if isinstance(result, HeldBack)]
     assert len(claimed) == 3 and len(held) == 9
     assert {h.group for h in held} == {"capped"} and all(h.seconds > 0 for h in held)
@@ -108,10 +109,10 @@ async def test_racing_claims_never_take_more_than_the_cap(database: Counted) -> 
     first = claimed[0]
     async with session_factory(engine)() as session, session.begin():
         await attempts_db.finish_run(
-            session, first["run_id"], first["attempt"], RunStatus.SUCCESS, None, None
+            session, first.run_id, first.attempt, RunStatus.SUCCESS, None, None
         )
     again = await instances[0].claim(held[0].run_id, "instance-0", 30.0)
-    assert isinstance(again, dict) and again["held_back"] is None
+    assert isinstance(again, ClaimedRun) and again.run.held_back is None
     assert isinstance(await instances[-1].claim(held[1].run_id, "instance-1", 30.0), HeldBack)
     rows = await stored(engine, backlog)
     assert rows[held[0].run_id] == ("running", None)
@@ -124,11 +125,11 @@ async def test_starts_per_minute_hold_until_the_window_frees(database: Counted) 
     instance = lifecycle(engine, CAPS)
     for run_id in backlog[:2]:
         taken = await instance.claim(run_id, "instance-0", 30.0)
-        assert isinstance(taken, dict)
+        assert isinstance(taken, ClaimedRun)
         # Ended at once: only starts count against this cap.
         async with session_factory(engine)() as session, session.begin():
             await attempts_db.finish_run(
-                session, run_id, taken["attempt"], RunStatus.SUCCESS, None, None
+                session, run_id, taken.run.attempt, RunStatus.SUCCESS, None, None
             )
     held = await instance.claim(backlog[2], "instance-0", 30.0)
     assert isinstance(held, HeldBack)
@@ -144,14 +145,14 @@ async def test_a_group_without_a_cap_is_claimed_as_before(database: Counted) -> 
     engine = database.engine
     (free,) = await pending_runs(engine, "free", 1)
     taken = await lifecycle(engine, CAPS).claim(free, "instance-0", 30.0)
-    assert isinstance(taken, dict) and taken["status"] == "running"
+    assert isinstance(taken, ClaimedRun) and taken.run.status == "running"
 
 
 async def claim_statements(database: Counted, caps: GroupCaps, group: str) -> int:
     (run_id,) = await pending_runs(database.engine, group, 1)
     instance = lifecycle(database.engine, caps)
     before = database.statements
-    assert isinstance(await instance.claim(run_id, "instance-0", 30.0), dict)
+    assert isinstance(await instance.claim(run_id, "instance-0", 30.0), ClaimedRun)
     return database.statements - before
 
 

@@ -22,6 +22,7 @@ from runyard.db.contention import lost_to_contention
 from runyard.db.engine import session_factory
 from runyard.db.threads import ThreadState
 from runyard.domain.errors import ConflictError
+from runyard.domain.run import ClaimedRun
 from runyard.domain.status import RunStatus
 from runyard.transactions import Transactions
 from tests.support.databases import migrated_engine, until_true
@@ -45,7 +46,7 @@ async def _thread_with_run(engine: AsyncEngine, claim: bool) -> tuple[str, str, 
         if claim:
             claimed = await claims_db.claim_run(session, run_id, "me", 30.0)
             assert claimed is not None
-            attempt = int(claimed["attempt"])
+            attempt = claimed.run.attempt
     return thread_id, run_id, attempt
 
 
@@ -105,7 +106,7 @@ async def test_a_claim_waits_for_the_thread_before_it_locks_its_run(engine: Asyn
     thread_id, run_id, _attempt = await _thread_with_run(engine, claim=False)
     autocommit = session_factory(engine, autocommit=True)
 
-    async def claim() -> dict[str, Any] | None:
+    async def claim() -> ClaimedRun | None:
         async with autocommit() as session:
             return await claims_db.claim_run(session, run_id, "me", 30.0)
 

@@ -18,12 +18,13 @@ import operator
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import pytest
 from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
+from runyard.domain.run import RunRecord
 from runyard.domain.status import TERMINAL_RUN_STATUSES
 from runyard.runtime import Runtime
 from runyard.schemas.runs import RunCreate
@@ -74,10 +75,10 @@ async def runtime(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
         yield rt
 
 
-async def _ended(rt: Runtime, thread_id: str, run_id: str) -> dict[str, Any]:
+async def _ended(rt: Runtime, thread_id: str, run_id: str) -> RunRecord:
     for _ in range(600):
         run = await rt.services.runs.get_run(thread_id, run_id)
-        if run["status"] in TERMINAL_RUN_STATUSES:
+        if run.status in TERMINAL_RUN_STATUSES:
             return run
         await asyncio.sleep(0.05)
     raise AssertionError(f"run {run_id} never ended")
@@ -93,10 +94,10 @@ async def test_a_step_stopped_before_its_edge_runs_again_on_resume(runtime: Runt
     await asyncio.wait_for(GATE.entered.wait(), 30)
     # The first step's node has returned; its edge is being decided. A draining instance
     # stops the attempt now and hands the run back.
-    assert rt.running.stop(run["run_id"], "release")
+    assert rt.running.stop(run.run_id, "release")
 
-    ended = await _ended(rt, thread_id, run["run_id"])
-    assert ended["status"] == "success"
-    assert ended["attempt"] == 2
+    ended = await _ended(rt, thread_id, run.run_id)
+    assert ended.status == "success"
+    assert ended.attempt == 2
     state = await rt.services.thread_state.get_state(thread_id)
     assert state["values"]["steps"] == list(range(STEPS))

@@ -20,6 +20,7 @@ from runyard.db import threads as threads_db
 from runyard.db.tables import runs
 from runyard.db.threads import ThreadState
 from runyard.domain.errors import StaleAttemptError
+from runyard.domain.run import RunRecord
 from runyard.domain.status import RunStatus
 from runyard.graphs.checkpointer import fenced
 from runyard.runtime import Runtime
@@ -46,7 +47,7 @@ def _finalizer(rt: Runtime) -> RunFinalizer:
     )
 
 
-async def _claimed_run(rt: Runtime) -> tuple[str, str, dict[str, Any]]:
+async def _claimed_run(rt: Runtime) -> tuple[str, str, RunRecord]:
     """A new thread's run of the slow graph, claimed by instance `me`: the ids and the claim."""
     thread_id, run_id = str(uuid.uuid4()), str(uuid.uuid4())
     row = {**run_row(run_id, thread_id, "enqueue"), "kwargs": {"graph_id": "slow"}}
@@ -55,7 +56,7 @@ async def _claimed_run(rt: Runtime) -> tuple[str, str, dict[str, Any]]:
         await runs_db.insert_run(session, row)
         claimed = await claims_db.claim_run(session, run_id, "me", 30.0)
     assert claimed is not None
-    return thread_id, run_id, dict(claimed)
+    return thread_id, run_id, claimed.run
 
 
 async def test_interrupt_stops_a_run_claimed_while_the_strategy_was_applied(
@@ -80,7 +81,7 @@ async def test_interrupt_stops_a_run_claimed_while_the_strategy_was_applied(
         async with rt.autocommit() as other:
             await other.execute(
                 update(runs)
-                .where(runs.c.run_id == queued["run_id"])
+                .where(runs.c.run_id == queued.run_id)
                 .values(status="running", owner="elsewhere", attempt=1)
             )
         return active
@@ -91,10 +92,10 @@ async def test_interrupt_stops_a_run_claimed_while_the_strategy_was_applied(
     )
     monkeypatch.undo()
     async with rt.autocommit() as session:
-        stored = await runs_db.get_run(session, queued["run_id"])
+        stored = await runs_db.get_run(session, queued.run_id)
     assert stored is not None
-    assert (stored["status"], stored["cancel_action"]) == ("running", "interrupt")
-    assert "end" not in await _events(rt, queued["run_id"])
+    assert (stored.status, stored.cancel_action) == ("running", "interrupt")
+    assert "end" not in await _events(rt, queued.run_id)
 
 
 async def test_a_final_write_retried_after_its_reply_was_lost_ends_the_run(
@@ -102,7 +103,7 @@ async def test_a_final_write_retried_after_its_reply_was_lost_ends_the_run(
 ) -> None:
     rt = runtime
     thread_id, run_id, claimed = await _claimed_run(rt)
-    attempt = int(claimed["attempt"])
+    attempt = claimed.attempt
     outcome = Outcome(RunStatus.SUCCESS, snapshot=ThreadSnapshot({"n": 1}, {}, False))
     # The first final write commits, and its reply never reaches the worker.
     async with rt.sessions() as session, session.begin():
@@ -111,7 +112,7 @@ async def test_a_final_write_retried_after_its_reply_was_lost_ends_the_run(
             session, run_id, attempt, RunStatus.SUCCESS, {"n": 1}, None, state
         )
     # The worker retries it: its own end is found, and the run's end is published.
-    assert await _finalizer(rt).finalize(dict(claimed), attempt, outcome) is True
+    assert await _finalizer(rt).finalize(claimed, attempt, outcome) is True
     assert (await _events(rt, run_id))[-1:] == ["end"]
     async with rt.autocommit() as session:
         thread = await threads_db.get_thread(session, thread_id)
@@ -122,8 +123,8 @@ async def test_a_final_write_of_another_attempt_is_still_refused(runtime: Runtim
     rt = runtime
     _, run_id, claimed = await _claimed_run(rt)
     outcome = Outcome(RunStatus.SUCCESS, snapshot=ThreadSnapshot({"n": 1}, {}, False))
-    stale = int(claimed["attempt"]) - 1
-    assert await _finalizer(rt).finalize(dict(claimed), stale, outcome) is False
+    stale = claimed.attempt - 1
+    assert await _finalizer(rt).finalize(claimed, stale, outcome) is False
     await asyncio.sleep(0)
     assert "end" not in await _events(rt, run_id)
 
@@ -140,7 +141,7 @@ async def test_a_step_ending_while_its_thread_is_deleted_leaves_no_checkpoint(
         await runs_db.insert_run(session, run_row(run_id, thread_id, "enqueue"))
         claimed = await claims_db.claim_run(session, run_id, "me", 30.0)
     assert claimed is not None
-    step = fenced(rt.checkpointer, run_id, int(claimed["attempt"]))
+    step = fenced(rt.checkpointer, run_id, claimed.run.attempt)
     config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
     delete_checkpoints = rt.checkpointer.adelete_thread
     steps_ended: list[bool] = []
@@ -181,7 +182,7 @@ async def test_a_create_that_may_make_its_thread_makes_it_again_when_it_was_just
     body = RunCreate(assistant_id="slow", input={"seconds": 0}, if_not_exists="create")
     run = await rt.services.runs.create_run(thread_id, body)
     monkeypatch.undo()
-    assert run["thread_id"] == thread_id
+    assert run.thread_id == thread_id
     async with rt.autocommit() as session:
         assert await threads_db.get_thread(session, thread_id) is not None
 
@@ -227,8 +228,8 @@ async def test_a_create_that_may_make_its_thread_outlasts_deletes_and_re_creates
     body = RunCreate(assistant_id="slow", input={"seconds": 0}, if_not_exists="create")
     run = await rt.services.runs.create_run(thread_id, body)
     monkeypatch.undo()
-    assert run["thread_id"] == thread_id
+    assert run.thread_id == thread_id
     assert rounds == {"deletes": 0, "creates": 0}
     async with rt.autocommit() as session:
         assert await threads_db.get_thread(session, thread_id) is not None
-        assert await runs_db.get_run(session, run["run_id"]) is not None
+        assert await runs_db.get_run(session, run.run_id) is not None

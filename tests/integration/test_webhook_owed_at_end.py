@@ -69,7 +69,7 @@ async def _until_owed(rt: Runtime, run_id: str) -> dict[str, Any]:
 async def _status(rt: Runtime, run_id: str) -> str | None:
     async with rt.autocommit() as session:
         run = await runs_db.get_run(session, run_id)
-    return None if run is None else str(run["status"])
+    return None if run is None else run.status.value
 
 
 async def _pending_run_with_a_webhook(rt: Runtime) -> tuple[str, str]:
@@ -83,7 +83,7 @@ async def _pending_run_with_a_webhook(rt: Runtime) -> tuple[str, str]:
         if_not_exists="create",
     )
     run = await rt.services.runs.create_run(thread_id, body)
-    run_id = str(run["run_id"])
+    run_id = str(run.run_id)
     assert await _owed(rt, run_id) is None  # pending: nothing owed yet
     return thread_id, run_id
 
@@ -92,7 +92,7 @@ async def test_a_finished_runs_webhook_is_owed_when_its_end_commits(runtime: Run
     rt = runtime
     body = RunCreate(assistant_id="slow", input={"seconds": 0}, webhook=HOOK)
     run = await rt.services.runs.create_run(None, body)
-    run_id = str(run["run_id"])
+    run_id = str(run.run_id)
     delivery = await _until_owed(rt, run_id)
     assert delivery["url"] == HOOK and delivery["status"] == "pending"
     assert delivery["payload"]["status"] == "success"

@@ -13,6 +13,7 @@ import pytest
 from runyard.background.cron_scheduler import CronScheduler, occurrence_key
 from runyard.db import crons as crons_db
 from runyard.db import runs as runs_db
+from runyard.domain.run import RunRecord
 from runyard.runtime import Runtime
 from runyard.schemas.crons import ThreadCronCreate
 from runyard.schemas.threads import ThreadCreate
@@ -78,10 +79,10 @@ async def overdue_cron(rt: Runtime, since: datetime) -> dict[str, Any]:
     return row
 
 
-async def runs_of(rt: Runtime, thread_id: str) -> list[dict[str, Any]]:
+async def runs_of(rt: Runtime, thread_id: str) -> list[RunRecord]:
     """Every run of a thread."""
     async with rt.sessions() as session:
-        return [dict(r) for r in await runs_db.list_runs(session, thread_id, 1000, 0, None)]
+        return await runs_db.list_runs(session, thread_id, 1000, 0, None)
 
 
 async def test_overdue_cron_fires_once_for_the_latest_occurrence(runtime: Runtime) -> None:
@@ -89,8 +90,8 @@ async def test_overdue_cron_fires_once_for_the_latest_occurrence(runtime: Runtim
     run_id = await new_scheduler(runtime).fire(cron, NOW)
 
     runs = await runs_of(runtime, cron["thread_id"])
-    assert [r["run_id"] for r in runs] == [run_id]
-    assert runs[0]["metadata"]["cron_scheduled_for"] == new_year(3).isoformat()
+    assert [r.run_id for r in runs] == [run_id]
+    assert runs[0].metadata["cron_scheduled_for"] == new_year(3).isoformat()
     async with runtime.sessions() as session:
         after = await crons_db.get_cron(session, cron["cron_id"])
         firings = await crons_db.list_firings(session, cron["cron_id"])
@@ -123,18 +124,18 @@ async def test_a_claim_left_without_a_run_is_finished_once(runtime: Runtime) -> 
     await scheduler.housekeeping(later)
     runs = await runs_of(runtime, cron["thread_id"])
     assert len(runs) == 1
-    assert runs[0]["metadata"]["cron_scheduled_for"] == scheduled_for.isoformat()
+    assert runs[0].metadata["cron_scheduled_for"] == scheduled_for.isoformat()
     async with runtime.sessions() as session:
         firings = await crons_db.list_firings(session, cron["cron_id"])
         by_key = await runs_db.get_run_by_idempotency_key(
             session, occurrence_key(cron["cron_id"], scheduled_for)
         )
-    assert [f["run_id"] for f in firings] == [runs[0]["run_id"]]
-    assert by_key is not None and by_key["run_id"] == runs[0]["run_id"]
+    assert [f["run_id"] for f in firings] == [runs[0].run_id]
+    assert by_key is not None and by_key.run_id == runs[0].run_id
 
     # Creating the same occurrence's run again (a racing retry) answers with the same run.
     again = await scheduler.create_occurrence_run(cron, scheduled_for)
-    assert again == runs[0]["run_id"]
+    assert again == runs[0].run_id
     assert len(await runs_of(runtime, cron["thread_id"])) == 1
 
 

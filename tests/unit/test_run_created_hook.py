@@ -19,19 +19,19 @@ async def test_on_created_sees_the_run_committed_and_not_yet_dispatched(tmp_path
         async def on_created(run_id: str) -> None:
             # Committed (readable), still pending, and not on the queue yet.
             stored = await rt.services.runs.get_run(None, run_id)
-            seen.append((run_id, stored["status"], await rt.queue.depth()))
+            seen.append((run_id, stored.status, await rt.queue.depth()))
 
         body = RunCreate(assistant_id="pipeline", input={"text": "a b"})
         run = await rt.services.runs.create_run(
             None, body, idempotency_key="k1", on_created=on_created
         )
-        assert seen == [(run["run_id"], "pending", 0)]
+        assert seen == [(run.run_id, "pending", 0)]
 
         # The same Idempotency-Key answers with the existing run: nothing new is created.
         again = await rt.services.runs.create_run(
             None, body, idempotency_key="k1", on_created=on_created
         )
-        assert again["run_id"] == run["run_id"]
+        assert again.run_id == run.run_id
         assert len(seen) == 1
     finally:
         await rt.stop()

@@ -1,0 +1,156 @@
+"""A run as stored: one frozen record, built once in `db/` from its row and read by
+attribute everywhere above. JSON columns stay plain values; the API turns a record into
+the Agent Protocol's JSON at its edge (`services/runs.py:to_wire`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from datetime import datetime
+from typing import Any
+
+from runyard.domain.status import RunStatus
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    """One row of `runs` (runyard/db/tables.py), column for column."""
+
+    run_id: str
+    thread_id: str
+    assistant_id: str
+    status: RunStatus
+    metadata: Any
+    # Everything an attempt needs: input, command, config, context, stream modes...
+    kwargs: Any
+    multitask_strategy: str
+    created_at: datetime
+    updated_at: datetime
+    scheduled_at: datetime | None
+    started_at: datetime | None
+    ended_at: datetime | None
+    # Who holds the run, until when, and under which attempt (the fence).
+    owner: str | None
+    lease_expires_at: datetime | None
+    attempt: int
+    handovers: int
+    cancel_action: str | None
+    output: Any
+    error: Any
+    idempotency_key: str | None
+    request_hash: str | None
+    webhook: str | None
+    on_completion: str | None
+    temporary: bool
+    langsmith_session_name: str | None
+    priority: int
+    fairness_group: str
+    held_back: str | None
+
+    @classmethod
+    def from_row(cls, row: Mapping[Any, Any]) -> RunRecord:
+        """The record of a row holding every column of `runs` (other keys are ignored)."""
+        values = {name: row[name] for name in _COLUMNS}
+        values["status"] = RunStatus(values["status"])
+        return cls(**values)
+
+    @property
+    def deletes_thread(self) -> bool:
+        """A stateless run whose thread goes with it once it ends."""
+        return self.temporary and (self.on_completion or "delete") == "delete"
+
+    def with_json(self, values: Mapping[str, Any]) -> RunRecord:
+        """A copy with these JSON columns replaced (decrypted, say)."""
+        return replace(self, **{name: values[name] for name in _JSON if name in values})
+
+    def json_columns(self) -> dict[str, Any]:
+        """The JSON columns, by name, as a custom encryptor reads them."""
+        return {name: getattr(self, name) for name in _JSON}
+
+
+_COLUMNS = tuple(f.name for f in fields(RunRecord))
+_JSON = ("metadata", "kwargs", "output", "error")
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedRun:
+    """A run an attempt has just claimed, with what the claim learned of its thread."""
+
+    run: RunRecord
+    # False: the thread had no checkpoint at the claim (nothing to read back); None: unknown.
+    thread_has_checkpoint: bool | None = None
+
+    @property
+    def thread_empty(self) -> bool:
+        """A first attempt on a thread without checkpoints: nothing to read back."""
+        return self.thread_has_checkpoint is False and self.run.attempt == 1
+
+
+@dataclass(frozen=True, slots=True)
+class UnreadRun:
+    """A run ended without reading its JSON columns (they may be what could not be read:
+    a run whose data cannot be decrypted): what its end and its webhook need."""
+
+    run_id: str
+    thread_id: str
+    assistant_id: str
+    multitask_strategy: str
+    created_at: datetime
+    updated_at: datetime
+    temporary: bool
+    on_completion: str | None
+    webhook: str | None
+    fairness_group: str
+
+    @classmethod
+    def from_row(cls, row: Mapping[Any, Any]) -> UnreadRun:
+        return cls(**{name: row[name] for name in UNREAD_COLUMNS})
+
+    @property
+    def deletes_thread(self) -> bool:
+        """A stateless run whose thread goes with it once it ends."""
+        return self.temporary and (self.on_completion or "delete") == "delete"
+
+
+UNREAD_COLUMNS = tuple(f.name for f in fields(UnreadRun))
+
+
+@dataclass(frozen=True, slots=True)
+class RunPlace:
+    """Where a pending run goes in the queue: its priority and fairness group, and when it
+    is due (None: now, or not read)."""
+
+    run_id: str
+    priority: int
+    fairness_group: str
+    scheduled_at: datetime | None = None
+
+    @classmethod
+    def from_row(cls, row: Mapping[Any, Any]) -> RunPlace:
+        return cls(
+            str(row["run_id"]),
+            int(row["priority"]),
+            str(row["fairness_group"]),
+            row.get("scheduled_at"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Recovered:
+    """What one round of lease recovery did: the runs it ended (cancelled, or out of
+    retries), whole, and the places of those it put back to pending."""
+
+    ended: list[RunRecord]
+    requeued: list[RunPlace]
+
+    def __len__(self) -> int:
+        return len(self.ended) + len(self.requeued)
+
+
+# What `RunEndings.end` and a webhook's payload are built from.
+EndedRun = RunRecord | UnreadRun
+
+
+def run_or_none(row: Mapping[Any, Any] | None) -> RunRecord | None:
+    """`RunRecord.from_row`, passing None through."""
+    return None if row is None else RunRecord.from_row(row)
