@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, TextIO
 
 import orjson
 
@@ -172,19 +172,23 @@ def drop_startup_traceback(error: type[BaseException]) -> None:
     logger.addFilter(DropTraceback(logger, error))
 
 
+class RunyardHandler(logging.StreamHandler[TextIO]):
+    """The handler `configure_logging` gives the `runyard` logger: its class tells it from
+    a handler the application added, so configuring twice adds it once."""
+
+
 def configure_logging(settings: Settings) -> None:
     """Route the `runyard` loggers to stderr in the configured format (idempotent)."""
     logger = logging.getLogger("runyard")
     logger.setLevel(settings.log_level.upper())
-    if any(getattr(h, "_runyard", False) for h in logger.handlers):
+    if any(isinstance(h, RunyardHandler) for h in logger.handlers):
         return
-    handler = logging.StreamHandler(sys.stderr)
+    handler = RunyardHandler(sys.stderr)
     if settings.resolved_log_format == "json":
         handler.setFormatter(JsonFormatter())
     else:
         handler.setFormatter(TextFormatter())
     # On the handler, not the logger: a logger's filters skip records of its children.
     handler.addFilter(RunContextFilter())
-    handler._runyard = True  # type: ignore[attr-defined]
     logger.addHandler(handler)
     logger.propagate = False

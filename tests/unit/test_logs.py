@@ -17,6 +17,7 @@ from runyard.observability.logs import (
     DropTraceback,
     JsonFormatter,
     RunContextFilter,
+    RunyardHandler,
     TextFormatter,
     configure_logging,
     message_fields,
@@ -167,8 +168,9 @@ def test_configured_handler_filters_child_loggers() -> None:
     before = list(root.handlers)
     try:
         configure_logging(Settings(DATABASE_URL="", RUNYARD_LOG_FORMAT="json"))
-        handlers = [h for h in root.handlers if getattr(h, "_runyard", False)]
-        assert handlers
+        configure_logging(Settings(DATABASE_URL="", RUNYARD_LOG_FORMAT="json"))
+        handlers = [h for h in root.handlers if isinstance(h, RunyardHandler)]
+        assert len(handlers) == 1
         assert any(isinstance(f, RunContextFilter) for f in handlers[0].filters)
     finally:
         for handler in list(root.handlers):
