@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.store.base import BaseStore
-from langgraph_sdk import Auth
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from runyard.auth.handlers import load_auth
@@ -38,6 +37,7 @@ from runyard.observability.tracing import Tracing
 from runyard.outbound.guard import WebhookGuard
 from runyard.queue.cancel_bus import CancelBus
 from runyard.queue.run_queue import RunQueue
+from runyard.sdk_handlers import AuthHandlers
 from runyard.services.assistants import ensure_default_assistants
 from runyard.services.catalog import Instance, Project, Services, Streams, build_services
 from runyard.services.health import InstanceInfo
@@ -83,7 +83,7 @@ class Runtime:
         # shapes are built with the app.
         self.http: HttpConfig = project.http_config if project else HttpConfig()
         self.graphs: GraphRegistry
-        self.auth: Auth | None = None
+        self.auth: AuthHandlers | None = None
         self.priority: PriorityAssigner | None = None
         self.ui = UiBundles.empty()
         self.engine: AsyncEngine

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import Depends, Path, Request, Response
-from langgraph_sdk import Auth
 
 from runyard.api.custom_app import CALLER_SCOPE_KEY
 from runyard.auth.handlers import Caller, authenticate
@@ -21,6 +20,7 @@ from runyard.domain.encryption_context import use_context
 from runyard.domain.errors import InvalidInputError, RunyardError
 from runyard.graphs.http_config import HeaderPatterns
 from runyard.graphs.ui_bundles import UiBundles
+from runyard.sdk_handlers import AuthHandlers
 from runyard.services.assistants import AssistantService
 from runyard.services.catalog import Services
 from runyard.services.crons import CronService
@@ -46,7 +46,7 @@ class Access:
     """What every request is checked against: the project's auth handlers, its encryption
     context handler, and the request headers a new run takes into `configurable`."""
 
-    auth: Auth | None
+    auth: AuthHandlers | None
     encryption: CustomEncryption | None
     run_headers: HeaderPatterns
 

@@ -19,6 +19,7 @@ from runyard.domain.errors import ConfigError, ForbiddenError, RunyardError, Una
 from runyard.domain.user import AuthUser
 from runyard.graphs.config import ProjectConfig
 from runyard.graphs.modules import import_attribute
+from runyard.sdk_handlers import AuthHandlers, auth_handlers
 
 log = logging.getLogger("runyard.auth")
 
@@ -39,7 +40,7 @@ class Caller:
     """Who sends a request and the handlers that decide what they may do."""
 
     user: AuthUser | None
-    auth: Auth | None
+    auth: AuthHandlers | None
 
     async def authorize(self, resource: str, action: str, value: dict[str, Any]) -> Filter | None:
         """Run the most specific handler: None allows, a dict filters, False → ForbiddenError.
@@ -123,8 +124,9 @@ def _check_returned_filter(handler: Any, resource: str, action: str, result: Fil
         ) from None
 
 
-def load_auth(project: ProjectConfig) -> Auth | None:
-    """The `Auth` object named by `auth.path` in the config, or None (server open to anyone)."""
+def load_auth(project: ProjectConfig) -> AuthHandlers | None:
+    """The handlers of the `Auth` object `auth.path` names in the config, or None (the server
+    open to anyone)."""
     path = (project.auth or {}).get("path")
     if not path:
         log.warning("auth_disabled reason=no_auth_path the server answers anyone who can reach it")
@@ -140,15 +142,16 @@ def load_auth(project: ProjectConfig) -> Auth | None:
             f"auth.path: {file}:{attribute} must be a langgraph_sdk.Auth instance, "
             f"got {type(auth).__name__}"
         )
+    handlers = auth_handlers(auth)
     log.info("auth_enabled path=%s", path)
-    return auth
+    return handlers
 
 
-async def authenticate(auth: Auth | None, request: Request) -> Caller:
+async def authenticate(auth: AuthHandlers | None, request: Request) -> Caller:
     """Run the authenticate handler with the arguments it declares; UnauthorizedError if refused."""
     require_one_authorization(request)
-    handler = auth._authenticate_handler if auth is not None else None
-    if auth is None or handler is None:
+    handler = auth.authenticate if auth is not None else None
+    if handler is None:
         return Caller(None, auth)
     wanted = inspect.signature(handler).parameters
     offered = _request_arguments(request)
@@ -207,10 +210,10 @@ def _normalise_user(result: Any) -> AuthUser | None:
     )
 
 
-def _handler_for(auth: Auth, resource: str, action: str) -> Any:
-    handlers = auth._handlers
+def _handler_for(auth: AuthHandlers, resource: str, action: str) -> Any:
+    """The most specific handler, as LangGraph picks it: the resource and action, the
+    resource, the action, then `@auth.on`."""
     for key in ((resource, action), (resource, "*"), ("*", action)):
-        if key in handlers:
-            return handlers[key][-1]
-    globals_ = auth._global_handlers
-    return globals_[-1] if globals_ else None
+        if key in auth.by_action:
+            return auth.by_action[key]
+    return auth.fallback

@@ -41,6 +41,7 @@ from runyard.encryption.custom_checkpoints import (
     HandlerThread,
 )
 from runyard.encryption.json_keys import stays_plain
+from runyard.sdk_handlers import encryption_handlers
 
 if TYPE_CHECKING:
     from langgraph_sdk import Encryption
@@ -84,15 +85,14 @@ class CustomEncryption:
 
     def __init__(self, encryption: Encryption, path: str) -> None:
         self.path = path
-        # langgraph-sdk 0.4 keeps the registered handlers only in private attributes and
-        # offers no public accessor for the blob and context handlers; LangGraph's server
-        # reads these same attributes. They are read here, once, and nowhere else;
-        # tests/unit/test_custom_encryption.py pins the SDK's shape.
-        self.blob_encryptor = encryption._blob_encryptor
-        self.blob_decryptor = encryption._blob_decryptor
-        self.json_encryptor = encryption._json_encryptor
-        self.json_decryptor = encryption._json_decryptor
-        self.context_handler = encryption._context_handler
+        # The SDK has public getters for the JSON handlers only; the others are read in
+        # runyard.sdk_handlers, the one module that reads the SDK's private attributes.
+        registered = encryption_handlers(encryption)
+        self.blob_encryptor = registered.blob_encryptor
+        self.blob_decryptor = registered.blob_decryptor
+        self.json_encryptor = encryption.get_json_encryptor()
+        self.json_decryptor = encryption.get_json_decryptor()
+        self.context_handler = registered.context_handler
         self.handlers = HandlerThread()
 
     def describe(self) -> str:

@@ -18,6 +18,7 @@ from runyard.domain.priority import PriorityAssignError, PrioritySettings, setti
 from runyard.domain.user import AuthUser
 from runyard.graphs.config import ProjectConfig
 from runyard.graphs.modules import import_attribute, one_line
+from runyard.sdk_handlers import assign_function
 
 log = logging.getLogger("runyard.priority")
 
@@ -62,8 +63,7 @@ class PriorityAssigner:
                 f"priority.path: {file}:{attribute} must be a langgraph_sdk.Priority instance, "
                 f"got {type(priority).__name__}"
             )
-        # The SDK keeps the registered function only here (as Auth keeps its handlers).
-        handler = priority._assign_handler
+        handler = assign_function(priority)
         if handler is None:
             raise ConfigError(
                 f"priority.path: {file}:{attribute} has no assign function; register one with "

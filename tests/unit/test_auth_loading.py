@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from langgraph_sdk import Auth
 
 from runyard.auth.handlers import load_auth
 from runyard.domain.errors import ConfigError
@@ -25,9 +24,24 @@ def test_no_auth_entry_leaves_the_server_open_and_says_so(
     assert "auth_disabled" in caplog.text
 
 
-def test_the_auth_object_is_loaded(tmp_path: Path) -> None:
-    (tmp_path / "auth.py").write_text("from langgraph_sdk import Auth\nauth = Auth()\n")
-    assert isinstance(load_auth(project(tmp_path, {"path": "./auth.py:auth"})), Auth)
+def test_the_auth_objects_handlers_are_loaded(tmp_path: Path) -> None:
+    (tmp_path / "auth.py").write_text(
+        "from langgraph_sdk import Auth\n"
+        "auth = Auth()\n"
+        "@auth.authenticate\n"
+        "async def who(authorization: str) -> str:\n"
+        "    return authorization\n"
+        "@auth.on.threads.create\n"
+        "async def stamp(ctx, value):\n"
+        "    return None\n"
+    )
+    handlers = load_auth(project(tmp_path, {"path": "./auth.py:auth"}))
+    assert handlers is not None
+    assert handlers.authenticate is not None and handlers.authenticate.__name__ == "who"
+    assert [(key, h.__name__) for key, h in handlers.by_action.items()] == [
+        (("threads", "create"), "stamp")
+    ]
+    assert handlers.fallback is None
 
 
 @pytest.mark.parametrize(

@@ -70,9 +70,9 @@ def custom() -> Iterator[CustomEncryption]:
         encryption.handlers.stop()
 
 
-def test_the_sdk_keeps_the_handlers_where_runyard_reads_them() -> None:
-    # langgraph-sdk 0.4 offers no public accessor for the blob and context handlers;
-    # Runyard reads the private attributes LangGraph's server reads. This pins them.
+def test_every_registered_handler_is_found() -> None:
+    # The JSON handlers through the SDK's public getters, the blob and context handlers
+    # through runyard.sdk_handlers (the SDK has no public getter for them).
     encryption = reversing()
     custom = CustomEncryption(encryption, "x.py:e")
     assert custom.describe() == (

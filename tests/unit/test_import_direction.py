@@ -23,6 +23,7 @@ LAYERS: dict[str, int] = {
     "streaming": 1,
     "outbound": 1,
     "schemas": 1,
+    "sdk_handlers": 1,
     "queue": 2,
     "encryption": 2,
     "migrations": 2,
