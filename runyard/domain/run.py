@@ -12,6 +12,12 @@ from typing import Any
 from runyard.domain.status import RunStatus
 
 
+def deletes_thread(temporary: bool, on_completion: str | None) -> bool:
+    """Whether a run's thread goes with it once it ends: a stateless run's, unless it was
+    created with `on_completion="keep"`."""
+    return temporary and (on_completion or "delete") == "delete"
+
+
 @dataclass(frozen=True, slots=True)
 class RunRecord:
     """One row of `runs` (runyard/db/tables.py), column for column."""
@@ -57,7 +63,7 @@ class RunRecord:
     @property
     def deletes_thread(self) -> bool:
         """A stateless run whose thread goes with it once it ends."""
-        return self.temporary and (self.on_completion or "delete") == "delete"
+        return deletes_thread(self.temporary, self.on_completion)
 
     def with_json(self, values: Mapping[str, Any]) -> RunRecord:
         """A copy with these JSON columns replaced (decrypted, say)."""
@@ -109,7 +115,7 @@ class UnreadRun:
     @property
     def deletes_thread(self) -> bool:
         """A stateless run whose thread goes with it once it ends."""
-        return self.temporary and (self.on_completion or "delete") == "delete"
+        return deletes_thread(self.temporary, self.on_completion)
 
 
 UNREAD_COLUMNS = tuple(f.name for f in fields(UnreadRun))
