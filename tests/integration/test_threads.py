@@ -101,6 +101,11 @@ async def test_ttl_is_accepted(client: Sdk) -> None:
     assert updated["metadata"]["x"] == 1
 
 
+# A thread id nobody creates, the same in every process: parallel workers collect the same
+# test ids.
+NO_SUCH_THREAD = "5d1f0c2a-8e3b-4f6d-9a7c-2b4e6f8a0c1d"
+
+
 @pytest.mark.parametrize(
     ("method", "path", "body"),
     [
@@ -109,7 +114,7 @@ async def test_ttl_is_accepted(client: Sdk) -> None:
         ("POST", "/threads", {"if_exists": "maybe"}),
         ("POST", "/threads", {"supersteps": [{"updates": [{"values": {}}]}]}),
         ("GET", "/threads/not-a-uuid", None),
-        ("PATCH", f"/threads/{uuid.uuid4()}", {"metadata": 3}),
+        ("PATCH", f"/threads/{NO_SUCH_THREAD}", {"metadata": 3}),
         ("POST", "/threads/search", {"limit": 0}),
         ("POST", "/threads/search", {"offset": -1}),
         ("POST", "/threads/search", {"sort_by": "name"}),
@@ -119,10 +124,10 @@ async def test_ttl_is_accepted(client: Sdk) -> None:
         ("POST", "/threads/search", {"extract": {"x": "runs.id"}}),
         ("POST", "/threads/search", {"ids": ["nope"]}),
         ("POST", "/threads/count", {"metadata": []}),
-        ("POST", f"/threads/{uuid.uuid4()}/history", {"limit": 0}),
-        ("GET", f"/threads/{uuid.uuid4()}/history?limit=abc", None),
-        ("POST", f"/threads/{uuid.uuid4()}/state", {"values": 3}),
-        ("POST", f"/threads/{uuid.uuid4()}/state/checkpoint", {}),
+        ("POST", f"/threads/{NO_SUCH_THREAD}/history", {"limit": 0}),
+        ("GET", f"/threads/{NO_SUCH_THREAD}/history?limit=abc", None),
+        ("POST", f"/threads/{NO_SUCH_THREAD}/state", {"values": 3}),
+        ("POST", f"/threads/{NO_SUCH_THREAD}/state/checkpoint", {}),
     ],
 )
 async def test_malformed_requests_are_422(
