@@ -67,33 +67,41 @@ def migrated_template() -> str:
     """The name of a database migrated to the newest schema, with the checkpointer's tables,
     built once per schema on the test server and kept there as a template to clone.
 
-    It is built under a name of its own and renamed into place, so processes that build it
-    at once (several test runs share the server) never clone a half-migrated one; the loser
-    of the rename drops its copy. Nobody connects to it afterwards (ALLOW_CONNECTIONS
-    false): CREATE DATABASE ... TEMPLATE refuses a source that has connections.
+    Processes that want it at once (the workers of a parallel run, other test runs on the
+    server) take turns under an advisory lock named after it: the first builds it, the
+    others wait and find it built. It is built under a name of its own and renamed into
+    place, so a builder that dies half-way never leaves a half-migrated template to clone.
+    Nobody connects to it afterwards (ALLOW_CONNECTIONS false): CREATE DATABASE ... TEMPLATE
+    refuses a source that has connections.
     """
     fingerprint = schema_fingerprint()
     if fingerprint in _TEMPLATES:
         return _TEMPLATES[fingerprint]
     name = f"runyard_template_{fingerprint}"
-    with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
-        found = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
-    if found is None:
-        url = create_database("runyard_template_build")
-        building = url.rsplit("/", 1)[1]
-        try:
-            # On a thread of its own: the caller may be inside a running event loop.
-            with ThreadPoolExecutor(1) as pool:
-                pool.submit(asyncio.run, _migrate_template(url)).result()
-            with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
-                conn.execute(f'ALTER DATABASE "{building}" WITH ALLOW_CONNECTIONS false')
-                conn.execute(f'ALTER DATABASE "{building}" RENAME TO "{name}"')
-        except psycopg.errors.DuplicateDatabase:
-            pass  # another test run renamed its copy into place first
-        finally:
-            drop_database(url)
+    with psycopg.connect(ADMIN_URL, autocommit=True) as lock:
+        # Held until this connection closes, also when the build fails.
+        lock.execute("SELECT pg_advisory_lock(hashtext(%s))", (name,))
+        found = lock.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+        if found is None:
+            _build_template(name)
     _TEMPLATES[fingerprint] = name
     return name
+
+
+def _build_template(name: str) -> None:
+    url = create_database("runyard_template_build")
+    building = url.rsplit("/", 1)[1]
+    try:
+        # On a thread of its own: the caller may be inside a running event loop.
+        with ThreadPoolExecutor(1) as pool:
+            pool.submit(asyncio.run, _migrate_template(url)).result()
+        with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
+            conn.execute(f'ALTER DATABASE "{building}" WITH ALLOW_CONNECTIONS false')
+            conn.execute(f'ALTER DATABASE "{building}" RENAME TO "{name}"')
+    except psycopg.errors.DuplicateDatabase:
+        pass  # a test run of an older checkout, without the lock, renamed its copy first
+    finally:
+        drop_database(url)
 
 
 async def _migrate_template(url: str) -> None:
