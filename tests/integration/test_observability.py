@@ -68,7 +68,15 @@ async def test_metrics_count_a_runs_lifecycle(client: LangGraphClient, base_url:
         await client.runs.join(thread_id, ok_run["run_id"])
         failing = await client.runs.create(thread_id, "fail", input={"value": 1})
         await client.runs.join(thread_id, failing["run_id"])
-        after = await scrape(http)
+
+        # The worker times its final write around the commit, so a joined run's end is
+        # visible a moment before the finalize histogram counts it: scrape until it has.
+        async def finalized() -> Samples | None:
+            samples = await scrape(http)
+            count = "runyard_run_finalize_seconds_count"
+            return samples if value(samples, count) - value(before, count) >= 2 else None
+
+        after = await poll(finalized, 30, "both runs' finalize to be counted")
 
     def delta(name: str, **labels: str) -> float:
         return value(after, name, **labels) - value(before, name, **labels)
