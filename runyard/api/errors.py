@@ -13,6 +13,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from runyard.db.faults import store_unavailable
 from runyard.domain.errors import UNSTORABLE_TEXT_MESSAGE, UNSTORABLE_TEXT_SQLSTATES, RunyardError
 
 log = logging.getLogger("runyard.api")
@@ -57,21 +58,27 @@ async def _database_error(request: Request, exc: DBAPIError) -> JSONResponse:
     if _is_unstorable_text(exc):
         return JSONResponse({"detail": UNSTORABLE_TEXT_MESSAGE}, status_code=422)
     if exc.connection_invalidated or isinstance(exc, OperationalError | InterfaceError):
-        log.warning(
-            "database_unavailable method=%s path=%s error=%s",
-            request.method,
-            request.url.path,
-            type(exc.orig).__name__,
-        )
-        return JSONResponse(
-            {"detail": "the database is unavailable or busy; retry shortly"},
-            status_code=503,
-            headers={"Retry-After": "1"},
-        )
+        return _outage(request.method, request.url.path, exc)
     raise exc  # a real server fault: the default 500, with its traceback logged
 
 
+DATABASE_OUTAGE_MESSAGE = "the database is unavailable or busy; retry shortly"
+
+
+def _outage(method: str, path: str, exc: BaseException) -> JSONResponse:
+    """503 for a request that needed the database while it was out of reach or busy."""
+    cause = getattr(exc, "orig", None) or exc
+    log.warning(
+        "database_unavailable method=%s path=%s error=%s", method, path, type(cause).__name__
+    )
+    return JSONResponse(
+        {"detail": DATABASE_OUTAGE_MESSAGE}, status_code=503, headers={"Retry-After": "1"}
+    )
+
+
 async def _server_error(request: Request, exc: Exception) -> JSONResponse:
+    if store_unavailable(exc):
+        return _outage(request.method, request.url.path, exc)
     log.error(
         "request_failed method=%s path=%s error=%s",
         request.method,
@@ -100,7 +107,8 @@ def is_store_outage(exc: BaseException) -> bool:
         return bool(exc.connection_invalidated) or isinstance(
             exc, OperationalError | InterfaceError
         )
-    return isinstance(exc, RedisConnectionError | RedisTimeoutError | ConnectionError)
+    redis_or_socket = RedisConnectionError | RedisTimeoutError | ConnectionError
+    return isinstance(exc, redis_or_socket) or store_unavailable(exc)
 
 
 def _json_problem(error: Any) -> str:
@@ -147,9 +155,14 @@ class JsonServerErrors:
 
         try:
             await self.app(scope, receive, watched)
-        except Exception:
+        except Exception as exc:
             if started:
                 raise
+            if store_unavailable(exc):
+                # No connection to be had (the database refusing them, or none free in
+                # time): the request may be sent again, as for a broken one (above).
+                await _outage(scope["method"], scope["path"], exc)(scope, receive, send)
+                return
             log.exception("request_failed method=%s path=%s", scope["method"], scope["path"])
             await JSONResponse({"detail": SERVER_ERROR_MESSAGE}, status_code=500)(
                 scope, receive, send

@@ -151,11 +151,20 @@ def session_factory(
     on that pool, and a SQLAlchemy connection is checked out only for the others.
     """
     if not autocommit:
-        return engine.connect
+        return functools.partial(StoreConnection, engine)
     engine = engine.execution_options(isolation_level="AUTOCOMMIT")
     if statements is None:
-        return engine.connect
+        return functools.partial(StoreConnection, engine)
     return functools.partial(DeferredConnection, engine, statements)
+
+
+class StoreConnection(AsyncConnection):
+    """A pooled connection, checked out here, in storage code, wherever a session is opened:
+    a failure to get one (the database refusing connections, no connection free in time) is
+    then the store's, as runyard/db/faults.py tells it apart, not the caller's."""
+
+    async def start(self, is_ctxmanager: bool = False) -> AsyncConnection:
+        return await super().start(is_ctxmanager)
 
 
 def alembic_config(url: str | None = None) -> Any:

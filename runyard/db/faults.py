@@ -109,7 +109,8 @@ def _verdict(exc: BaseException) -> tuple[Verdict, BaseException]:
     SQLite's code, an OS error, a driver's connection error), so a generic wrapper such as
     SQLAlchemy's OperationalError is judged by the driver error it wraps. A driver's
     OperationalError that carries no code at all (psycopg's "the connection is lost", a
-    pool that found no connection in time) means the store is away.
+    pool that found no connection in time) means the store is away, and so does
+    SQLAlchemy's pool finding no connection free in time: busy, for now, not refused.
     """
     generic: BaseException | None = None
     for current in _chain(exc):
@@ -126,7 +127,7 @@ def _verdict(exc: BaseException) -> tuple[Verdict, BaseException]:
         if isinstance(sqlite_code, int):
             return ("fault" if sqlite_code & 0xFF in _SQLITE_FAULTS else "other"), current
         names = {cls.__name__ for cls in type(current).__mro__ if _from_driver(cls)}
-        if names & _LOST_CONNECTION_NAMES:
+        if names & _LOST_CONNECTION_NAMES or _pool_timeout(current):
             return "away", current
         if generic is None and "OperationalError" in names:
             generic = current
@@ -179,6 +180,12 @@ def missing_database(exc: BaseException) -> bool:
 def _sqlstate(exc: BaseException) -> str | None:
     sqlstate = getattr(exc, "sqlstate", None) or getattr(exc, "pgcode", None)
     return sqlstate if isinstance(sqlstate, str) and sqlstate else None
+
+
+def _pool_timeout(exc: BaseException) -> bool:
+    """SQLAlchemy's "QueuePool limit ... reached, connection timed out"."""
+    cls = type(exc)
+    return cls.__module__ == "sqlalchemy.exc" and cls.__name__ == "TimeoutError"
 
 
 def _from_driver(cls: type) -> bool:

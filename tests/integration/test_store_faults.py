@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from runyard.db import run_attempts as attempts_db
 from runyard.db import threads as threads_db
 from runyard.db.driver import StatementPool
+from runyard.db.engine import session_factory
 from runyard.db.faults import (
     retry_while_store_unavailable,
     store_fault,
@@ -25,12 +26,14 @@ from runyard.db.faults import (
     transaction_conflict,
 )
 from runyard.db.tables import metadata, threads
+from runyard.transactions import Transactions
 from tests.support.databases import (
     ADMIN_URL,
     fresh_database,
     migrated_postgres_engine,
     open_statement_pool,
 )
+from tests.support.server import free_port
 
 pytestmark = pytest.mark.postgres
 
@@ -260,3 +263,44 @@ async def test_sqlite_errors_of_the_statement_are_neither(tmp_path: Path) -> Non
     assert "no such table" in str(exc)
     assert not store_unavailable(exc)
     assert store_fault(exc) is None
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("backend", ["postgres", "sqlite"])
+async def test_no_connection_free_in_time_is_the_store_away(backend: str, tmp_path: Path) -> None:
+    """A session opened anywhere (here by a lifecycle transition) while every pooled
+    connection is taken: busy for now, so retried, not the run's or the caller's error."""
+    if backend == "postgres":
+        url = ADMIN_URL.replace("postgresql://", "postgresql+asyncpg://", 1)
+    else:
+        url = f"sqlite+aiosqlite:///{tmp_path / 'pool.sqlite'}"
+    engine = create_async_engine(url, pool_size=1, max_overflow=0, pool_timeout=0.2)
+    transactions = Transactions(session_factory(engine), session_factory(engine, True), backend)
+    try:
+        async with engine.connect() as taken:
+            await taken.exec_driver_sql("SELECT 1")
+            exc = await _raised(transactions.transaction(_nothing))
+    finally:
+        await engine.dispose()
+    assert "QueuePool limit" in str(exc)
+    assert store_unavailable(exc)
+    assert store_fault(exc) is None
+
+
+@pytest.mark.timeout(30)
+async def test_a_refused_connection_is_the_store_away_wherever_a_session_opens() -> None:
+    """Nothing listens on the port: the database is away (a stopped or restarting server)."""
+    engine = create_async_engine(f"postgresql+asyncpg://postgres@127.0.0.1:{free_port()}/x")
+    sessions = session_factory(engine)
+    transactions = Transactions(sessions, session_factory(engine, True), "postgresql")
+    try:
+        exc = await _raised(transactions.transaction(_nothing))
+    finally:
+        await engine.dispose()
+    assert isinstance(exc, OSError)
+    assert store_unavailable(exc)
+    assert store_fault(exc) is None
+
+
+async def _nothing(_session: Any) -> None:
+    return None
