@@ -27,6 +27,7 @@ from runyard.schemas.crons import (
     ThreadCronCreate,
 )
 from runyard.services.assistants import AssistantService
+from runyard.services.crons import to_wire
 from runyard.services.threads import ThreadService
 
 router = APIRouter(tags=["Crons"])
@@ -69,7 +70,7 @@ async def create_thread_cron(
 ) -> dict[str, Any]:
     """Schedule runs on an existing thread."""
     body = await _authorize_new_cron(threads, assistants, caller, str(thread_id), body)
-    return await service.create_cron(str(thread_id), body, caller_configurable(caller))
+    return to_wire(await service.create_cron(str(thread_id), body, caller_configurable(caller)))
 
 
 @router.post("/runs/crons", response_model=Cron)
@@ -82,7 +83,7 @@ async def create_cron(
 ) -> dict[str, Any]:
     """Schedule stateless runs: each one gets a new thread (deleted after unless `keep`)."""
     body = await _authorize_new_cron(threads, assistants, caller, None, body)
-    return await service.create_cron(None, body, caller_configurable(caller))
+    return to_wire(await service.create_cron(None, body, caller_configurable(caller)))
 
 
 @router.post("/runs/crons/search", response_model=list[dict[str, Any]])
@@ -94,8 +95,9 @@ async def search_crons(
 ) -> list[dict[str, Any]]:
     """List crons matching the filters, one page at a time."""
     auth_filter = await caller.authorize("crons", "search", body.model_dump(mode="json"))
-    page, next_offset = await service.search_crons(body, auth_filter)
-    set_page_headers(response, body.offset, len(page), next_offset)
+    found = await service.search_crons(body, auth_filter)
+    page = found.to_wire(body.select)
+    set_page_headers(response, body.offset, len(page), found.next_offset)
     return page
 
 
@@ -112,7 +114,7 @@ async def count_crons(
 async def get_cron(cron_id: CronId, service: CronServiceDep, caller: CallerDep) -> dict[str, Any]:
     """One cron."""
     await require_cron(service, caller, str(cron_id), "read")
-    return await service.get_cron(str(cron_id))
+    return to_wire(await service.get_cron(str(cron_id)))
 
 
 @router.patch("/runs/crons/{cron_id}", response_model=Cron)
@@ -125,7 +127,7 @@ async def patch_cron(
     sent = sent_copy(value)
     await require_cron(service, caller, str(cron_id), "update", value)
     body = rewritten(body, sent, value, ["metadata"])  # handlers may stamp metadata
-    return await service.patch_cron(str(cron_id), body)
+    return to_wire(await service.patch_cron(str(cron_id), body))
 
 
 @router.delete("/runs/crons/{cron_id}", status_code=204)

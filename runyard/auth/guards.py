@@ -125,5 +125,5 @@ async def require_cron(
     if spec is None:
         return
     cron = await crons.get_cron(cron_id)
-    if not metadata_matches(cron["metadata"], spec):
+    if not metadata_matches(cron.metadata, spec):
         raise NotFoundError(f"cron {cron_id} not found")

@@ -15,6 +15,7 @@ from runyard.db import crons as crons_db
 from runyard.db import runs as runs_db
 from runyard.db.dialect import database_now
 from runyard.db.engine import Sessions
+from runyard.domain.cron import CronRecord
 from runyard.domain.cron_schedule import parse_timezone, plan_firing
 from runyard.domain.encryption_context import CONTEXT_KEY, use_context
 from runyard.domain.errors import RunyardError
@@ -113,7 +114,7 @@ class CronScheduler:
             try:
                 await self.fire(cron, now)
             except Exception:
-                log.exception("cron_fire_failed cron_id=%s", cron["cron_id"])
+                log.exception("cron_fire_failed cron_id=%s", cron.cron_id)
         if time.monotonic() >= self._housekeeping_at:
             self._housekeeping_at = time.monotonic() + HOUSEKEEPING_EVERY_SECONDS
             await self.housekeeping(now)
@@ -126,17 +127,18 @@ class CronScheduler:
             return self._interval
         return min(self._interval, max((upcoming - now).total_seconds(), 0.01))
 
-    async def fire(self, cron: dict[str, Any], now: datetime) -> str | None:
+    async def fire(self, cron: CronRecord, now: datetime) -> str | None:
         """Fire a due cron's latest occurrence if this instance claims it; the run id."""
-        zone = parse_timezone(cron["timezone"])
-        plan = plan_firing(cron["schedule"], zone, cron["next_run_date"], cron["end_time"], now)
+        due = cron.next_run_date
+        if due is None:
+            return None  # past its end time: nothing left to fire
+        zone = parse_timezone(cron.timezone)
+        plan = plan_firing(cron.schedule, zone, due, cron.end_time, now)
         if plan is None:
             return None
-        cron_id = cron["cron_id"]
+        cron_id = cron.cron_id
         async with self._sessions() as session, session.begin():
-            moved = await crons_db.advance_cron(
-                session, cron_id, cron["next_run_date"], plan.next_run_date
-            )
+            moved = await crons_db.advance_cron(session, cron_id, due, plan.next_run_date)
             if not moved:
                 return None  # another instance fired it, or the cron changed meanwhile
             claimed = plan.scheduled_for is not None and await crons_db.claim_firing(
@@ -146,11 +148,9 @@ class CronScheduler:
             return None
         return await self.create_occurrence_run(cron, plan.scheduled_for)
 
-    async def create_occurrence_run(
-        self, cron: dict[str, Any], scheduled_for: datetime
-    ) -> str | None:
+    async def create_occurrence_run(self, cron: CronRecord, scheduled_for: datetime) -> str | None:
         """Create the ordinary run of one claimed occurrence and record it on the claim."""
-        cron_id = cron["cron_id"]
+        cron_id = cron.cron_id
         key = occurrence_key(cron_id, scheduled_for)
         run_id: str | None = None
         error: str | None = None
@@ -158,14 +158,14 @@ class CronScheduler:
             if self._encryption is not None:
                 # The run is written under the cron creator's context; it gets the cron's
                 # metadata and payload in plain text, and encrypts them as its own.
-                use_context((cron["payload"] or {}).get(CONTEXT_KEY) or {})
-                cron = await self._encryption.decrypt_cron(dict(cron))
+                use_context((cron.payload or {}).get(CONTEXT_KEY) or {})
+                cron = await self._encryption.open_cron(cron)
             body = _run_body(cron, scheduled_for)
             run = await self._create_run(
-                cron["thread_id"],
+                cron.thread_id,
                 body,
                 idempotency_key=key,
-                configurable=owner_configurable(cron["payload"] or {}),
+                configurable=owner_configurable(cron.payload or {}),
             )
             run_id = run.run_id
         except (RunyardError, ValidationError) as exc:
@@ -199,26 +199,26 @@ class CronScheduler:
             stranded = await crons_db.unfinished_firings(
                 session, now - UNFINISHED_AFTER, BATCH_SIZE
             )
-        for row in stranded:
+        for firing in stranded:
             log.info(
                 "cron_occurrence_recovered cron_id=%s scheduled_for=%s",
-                row["cron_id"],
-                row["scheduled_for"].isoformat(),
+                firing.cron.cron_id,
+                firing.scheduled_for.isoformat(),
             )
-            await self.create_occurrence_run(row, row["scheduled_for"])
+            await self.create_occurrence_run(firing.cron, firing.scheduled_for)
         async with self._sessions() as session, session.begin():
             await crons_db.prune_firings(session, now - CLAIM_RETENTION)
 
 
-def _run_body(cron: dict[str, Any], scheduled_for: datetime) -> RunCreate:
-    payload = dict(cron["payload"] or {})
+def _run_body(cron: CronRecord, scheduled_for: datetime) -> RunCreate:
+    payload = dict(cron.payload or {})
     payload.pop(CONTEXT_KEY, None)
     payload["metadata"] = {
-        **(cron["metadata"] or {}),
+        **(cron.metadata or {}),
         # Which cron and which occurrence made the run, for anyone looking at it later.
-        "cron_id": cron["cron_id"],
+        "cron_id": cron.cron_id,
         "cron_scheduled_for": scheduled_for.isoformat(),
     }
-    if cron["thread_id"] is None:
-        payload["on_completion"] = cron["on_run_completed"] or "delete"
+    if cron.thread_id is None:
+        payload["on_completion"] = cron.on_run_completed or "delete"
     return RunCreate.model_validate(payload)

@@ -17,6 +17,7 @@ from runyard.db.dialect import (
     rowcount,
 )
 from runyard.db.tables import cron_firings, crons
+from runyard.domain.cron import CronFiring, CronRecord, UnfinishedFiring, cron_or_none
 
 _SORT_COLUMNS = {
     "cron_id": crons.c.cron_id,
@@ -70,26 +71,24 @@ async def count_enabled_crons(session: AsyncConnection, user_id: str | None) -> 
     return int((await session.execute(statement)).scalar_one())
 
 
-async def insert_cron(session: AsyncConnection, row: dict[str, Any]) -> dict[str, Any]:
+async def insert_cron(session: AsyncConnection, row: dict[str, Any]) -> CronRecord:
     """Insert a cron and return it as stored."""
     statement = crons.insert().values(**row).returning(*crons.c)
-    return dict((await session.execute(statement)).mappings().one())
+    return CronRecord.from_row((await session.execute(statement)).mappings().one())
 
 
-async def get_cron(session: AsyncConnection, cron_id: str) -> dict[str, Any] | None:
-    """A cron row, or None."""
+async def get_cron(session: AsyncConnection, cron_id: str) -> CronRecord | None:
+    """A cron, or None."""
     statement = select(crons).where(crons.c.cron_id == cron_id)
-    row = (await session.execute(statement)).mappings().one_or_none()
-    return dict(row) if row is not None else None
+    return cron_or_none((await session.execute(statement)).mappings().one_or_none())
 
 
 async def update_cron(
     session: AsyncConnection, cron_id: str, values: dict[str, Any]
-) -> dict[str, Any] | None:
-    """Write the given columns of a cron; the updated row, or None when it does not exist."""
+) -> CronRecord | None:
+    """Write the given columns of a cron; the updated cron, or None when it does not exist."""
     statement = update(crons).where(crons.c.cron_id == cron_id).values(**values).returning(*crons.c)
-    row = (await session.execute(statement)).mappings().one_or_none()
-    return dict(row) if row is not None else None
+    return cron_or_none((await session.execute(statement)).mappings().one_or_none())
 
 
 async def delete_cron(session: AsyncConnection, cron_id: str) -> bool:
@@ -106,7 +105,7 @@ async def search_crons(
     descending: bool,
     limit: int,
     offset: int,
-) -> list[dict[str, Any]]:
+) -> list[CronRecord]:
     """One page of crons matching the query, in the given order (ties broken by id)."""
     column = _SORT_COLUMNS[sort_by]
     if descending:
@@ -115,7 +114,7 @@ async def search_crons(
         order = [column.asc(), crons.c.cron_id.asc()]
     statement = _filtered(session, select(crons), query).order_by(*order)
     rows = (await session.execute(statement.limit(limit).offset(offset))).mappings().all()
-    return [dict(row) for row in rows]
+    return [CronRecord.from_row(row) for row in rows]
 
 
 async def count_crons(session: AsyncConnection, query: CronQuery) -> int:
@@ -124,7 +123,7 @@ async def count_crons(session: AsyncConnection, query: CronQuery) -> int:
     return int((await session.execute(statement)).scalar_one())
 
 
-async def due_crons(session: AsyncConnection, now: datetime, limit: int) -> list[dict[str, Any]]:
+async def due_crons(session: AsyncConnection, now: datetime, limit: int) -> list[CronRecord]:
     """Enabled crons whose next run date has come, the most overdue first."""
     statement = (
         select(crons)
@@ -132,7 +131,7 @@ async def due_crons(session: AsyncConnection, now: datetime, limit: int) -> list
         .order_by(crons.c.next_run_date.asc())
         .limit(limit)
     )
-    return [dict(row) for row in (await session.execute(statement)).mappings().all()]
+    return [CronRecord.from_row(row) for row in (await session.execute(statement)).mappings().all()]
 
 
 async def earliest_run_date(session: AsyncConnection) -> datetime | None:
@@ -186,7 +185,7 @@ async def finish_firing(
 
 async def unfinished_firings(
     session: AsyncConnection, claimed_before: datetime, limit: int
-) -> list[dict[str, Any]]:
+) -> list[UnfinishedFiring]:
     """Claims older than `claimed_before` that recorded neither a run nor an error, with the cron.
 
     The instance that claimed them stopped between the claim and the run; firing them
@@ -203,17 +202,18 @@ async def unfinished_firings(
         .order_by(cron_firings.c.claimed_at.asc())
         .limit(limit)
     )
-    return [dict(row) for row in (await session.execute(statement)).mappings().all()]
+    rows = (await session.execute(statement)).mappings().all()
+    return [UnfinishedFiring.from_row(row) for row in rows]
 
 
-async def list_firings(session: AsyncConnection, cron_id: str) -> list[dict[str, Any]]:
+async def list_firings(session: AsyncConnection, cron_id: str) -> list[CronFiring]:
     """Every recorded occurrence of one cron, oldest first."""
     statement = (
         select(cron_firings)
         .where(cron_firings.c.cron_id == cron_id)
         .order_by(cron_firings.c.scheduled_for.asc())
     )
-    return [dict(row) for row in (await session.execute(statement)).mappings().all()]
+    return [CronFiring.from_row(row) for row in (await session.execute(statement)).mappings().all()]
 
 
 async def prune_firings(session: AsyncConnection, claimed_before: datetime) -> int:

@@ -25,6 +25,7 @@ from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph_sdk.encryption.types import DecryptResult, EncryptionContext
 
+from runyard.domain.cron import CronRecord
 from runyard.domain.encrypted_fields import (
     CRON_FIELDS,
     CRON_PAYLOAD_FIELDS,
@@ -284,6 +285,10 @@ class CustomEncryption:
         return await self._decrypt_with_inner(
             row, "cron", CRON_FIELDS, "payload", CRON_PAYLOAD_FIELDS
         )
+
+    async def open_cron(self, cron: CronRecord) -> CronRecord:
+        """The stored cron with its JSON decrypted (`decrypt_cron`)."""
+        return cron.with_json(await self.decrypt_cron(cron.json_columns()))
 
     async def _decrypt_with_inner(
         self,

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, tzinfo
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +16,7 @@ from runyard.db import threads as threads_db
 from runyard.db.dialect import database_now
 from runyard.db.engine import Sessions
 from runyard.domain.configurable import AUTH_USER_ID_KEY, reserved_only, without_reserved
+from runyard.domain.cron import CronRecord
 from runyard.domain.cron_schedule import (
     first_run_date,
     parse_timezone,
@@ -44,38 +46,58 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("runyard.crons")
 
-WIRE_FIELDS = (
-    "cron_id",
-    "assistant_id",
-    "thread_id",
-    "on_run_completed",
-    "end_time",
-    "schedule",
-    "timezone",
-    "created_at",
-    "updated_at",
-    "payload",
-    "user_id",
-    "next_run_date",
-    "metadata",
-    "enabled",
-)
-_STAMPS = ("end_time", "created_at", "updated_at", "next_run_date")
 # Changing any of these (or enabling the cron) moves the next run date to the first
 # occurrence after now: a re-enabled cron does not fire for the time it was off.
 _RESCHEDULING = ("schedule", "timezone", "end_time")
 
 
-def to_wire(row: dict[str, Any]) -> dict[str, Any]:
-    """The cron as clients receive it (timestamps as ISO 8601 strings)."""
-    wire = {field: row.get(field) for field in WIRE_FIELDS}
-    for stamp in _STAMPS:
-        value = wire[stamp]
-        if value is not None:
-            wire[stamp] = value.isoformat()
-    wire["payload"] = wire["payload"] or {}
-    wire["metadata"] = wire["metadata"] or {}
-    return wire
+def to_wire(cron: CronRecord) -> dict[str, Any]:
+    """The Agent Protocol view of a cron (its JSON as given: `CronService.opened` first),
+    timestamps as ISO 8601 strings, its creator's encryption context (encryption.path) left
+    out of the payload."""
+    payload = cron.payload or {}
+    if CONTEXT_KEY in payload:
+        payload = {k: v for k, v in payload.items() if k != CONTEXT_KEY}
+    return {
+        "cron_id": cron.cron_id,
+        "assistant_id": cron.assistant_id,
+        "thread_id": cron.thread_id,
+        "on_run_completed": cron.on_run_completed,
+        "end_time": _iso(cron.end_time),
+        "schedule": cron.schedule,
+        "timezone": cron.timezone,
+        "created_at": cron.created_at.isoformat(),
+        "updated_at": cron.updated_at.isoformat(),
+        "payload": payload,
+        "user_id": cron.user_id,
+        "next_run_date": _iso(cron.next_run_date),
+        "metadata": cron.metadata or {},
+        "enabled": cron.enabled,
+    }
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+@dataclass(frozen=True, slots=True)
+class CronPage:
+    """One page of a cron search: its crons (JSON decrypted), the offset of the next page
+    when there is one, and the database's clock when the search selects fields."""
+
+    crons: list[CronRecord]
+    next_offset: int | None
+    now: datetime | None = None
+
+    def to_wire(self, select: Sequence[str] | None) -> list[dict[str, Any]]:
+        """The page as clients receive it: `to_wire` of each cron, only the fields selected
+        (`now` is the server's clock)."""
+        page = [to_wire(cron) for cron in self.crons]
+        if not select:
+            return page
+        fields = list(dict.fromkeys(select))
+        stamp = self.now.isoformat() if self.now is not None else None
+        return [{f: (stamp if f == "now" else wire[f]) for f in fields} for wire in page]
 
 
 def cron_not_found(cron_id: str) -> NotFoundError:
@@ -105,7 +127,7 @@ def _thread_not_found(thread_id: str) -> NotFoundError:
     return NotFoundError(f"thread {thread_id} not found; create it first with POST /threads")
 
 
-def _patched_values(current: dict[str, Any], body: CronPatch, sent: set[str]) -> dict[str, Any]:
+def _patched_values(current: CronRecord, body: CronPatch, sent: set[str]) -> dict[str, Any]:
     values: dict[str, Any] = {}
     if body.schedule is not None:
         values["schedule"] = body.schedule
@@ -116,17 +138,17 @@ def _patched_values(current: dict[str, Any], body: CronPatch, sent: set[str]) ->
     if body.enabled is not None:
         values["enabled"] = body.enabled
     if body.on_run_completed is not None:
-        if current["thread_id"] is not None:
+        if current.thread_id is not None:
             raise InvalidInputError(
                 "on_run_completed applies to stateless crons only (created with POST "
-                "/runs/crons); this cron runs on thread " + str(current["thread_id"])
+                "/runs/crons); this cron runs on thread " + current.thread_id
             )
         values["on_run_completed"] = body.on_run_completed
     if body.metadata is not None:
-        values["metadata"] = {**(current["metadata"] or {}), **body.metadata}
+        values["metadata"] = {**(current.metadata or {}), **body.metadata}
     run_fields = [f for f in sent if f in RUN_FIELDS]
     if run_fields:
-        payload = dict(current["payload"] or {})
+        payload = dict(current.payload or {})
         for field in run_fields:
             value = getattr(body, field)
             if value is None:
@@ -134,7 +156,7 @@ def _patched_values(current: dict[str, Any], body: CronPatch, sent: set[str]) ->
             else:
                 payload[field] = body.model_dump(include={field})[field]
         # A new config keeps the creator the runs act for.
-        _keep_owner(payload, owner_configurable(current["payload"] or {}))
+        _keep_owner(payload, owner_configurable(current.payload or {}))
         values["payload"] = payload
     return values
 
@@ -164,20 +186,16 @@ class CronService:
         self.encryption = encryption
         self.wake_scheduler = wake_scheduler
 
-    async def cron_wire(self, row: dict[str, Any]) -> dict[str, Any]:
-        """`to_wire` of a stored cron: its metadata decrypted, its creator's encryption
-        context (encryption.path) left out of the payload."""
-        wire = to_wire(await opened_cron(self, row))
-        if CONTEXT_KEY in wire["payload"]:
-            wire["payload"] = {k: v for k, v in wire["payload"].items() if k != CONTEXT_KEY}
-        return wire
+    async def opened(self, cron: CronRecord) -> CronRecord:
+        """A stored cron with its metadata and payload decrypted (encryption.path)."""
+        return await opened_cron(self, cron)
 
     async def create_cron(
         self,
         thread_id: str | None,
         body: ThreadCronCreate | CronCreate,
         owner: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+    ) -> CronRecord:
         """Validate the schedule and timezone, then store the cron with its first run date.
 
         `owner` is the creator's user keys of `configurable`: every run of the cron carries them.
@@ -198,7 +216,7 @@ class CronService:
                 if body.enabled:
                     await self._require_room(session, (owner or {}).get(AUTH_USER_ID_KEY))
                 now = await database_now(session)
-                row = await crons_db.insert_cron(
+                cron = await crons_db.insert_cron(
                     session,
                     {
                         "cron_id": cron_id,
@@ -228,7 +246,7 @@ class CronService:
         log.info(
             "cron_created cron_id=%s thread_id=%s schedule=%s", cron_id, thread_id, body.schedule
         )
-        return await self.cron_wire(row)
+        return await self.opened(cron)
 
     async def _checked_zone(self, body: ThreadCronCreate | CronCreate) -> tzinfo:
         """The cron's timezone, once its schedule, interval and webhook are found valid."""
@@ -255,15 +273,15 @@ class CronService:
             payload = await self.encryption.encrypt_fields("cron", payload, CRON_PAYLOAD_FIELDS)
         return payload
 
-    async def get_cron(self, cron_id: str) -> dict[str, Any]:
-        """The cron, or NotFoundError."""
+    async def get_cron(self, cron_id: str) -> CronRecord:
+        """The cron, its JSON decrypted, or NotFoundError."""
         async with self.autocommit() as session:
-            row = await crons_db.get_cron(session, cron_id)
-        if row is None:
+            cron = await crons_db.get_cron(session, cron_id)
+        if cron is None:
             raise cron_not_found(cron_id)
-        return await self.cron_wire(row)
+        return await self.opened(cron)
 
-    async def patch_cron(self, cron_id: str, body: CronPatch) -> dict[str, Any]:
+    async def patch_cron(self, cron_id: str, body: CronPatch) -> CronRecord:
         """Change the fields sent; a new schedule, timezone, end time or enabling reschedules."""
         sent = set(body.model_fields_set)
         if not sent:
@@ -284,7 +302,7 @@ class CronService:
             current = await crons_db.update_cron(session, cron_id, {"updated_at": now})
             if current is None:
                 raise cron_not_found(cron_id)
-            values = _patched_values(await opened_cron(self, current), body, sent)
+            values = _patched_values(await self.opened(current), body, sent)
             if "metadata" in values:
                 values["metadata"] = await sealed(self, "cron", "metadata", values["metadata"])
             if "payload" in values and self.encryption is not None:
@@ -293,20 +311,20 @@ class CronService:
                 values["payload"] = await self.encryption.encrypt_fields(
                     "cron", values["payload"], CRON_PAYLOAD_FIELDS, creator
                 )
-            enabling = body.enabled is True and not current["enabled"]
+            enabling = body.enabled is True and not current.enabled
             if enabling:
-                await self._require_room(session, current["user_id"])
+                await self._require_room(session, current.user_id)
             if enabling or any(field in sent for field in _RESCHEDULING):
-                merged = {**current, **values}
-                zone = parse_timezone(merged["timezone"])
+                merged = replace(current, **values)
+                zone = parse_timezone(merged.timezone)
                 values["next_run_date"] = first_run_date(
-                    merged["schedule"], zone, merged["end_time"], now
+                    merged.schedule, zone, merged.end_time, now
                 )
-            row = await crons_db.update_cron(session, cron_id, values) if values else current
-            assert row is not None
+            cron = await crons_db.update_cron(session, cron_id, values) if values else current
+            assert cron is not None
         self.wake_scheduler()
         log.info("cron_updated cron_id=%s fields=%s", cron_id, ",".join(sorted(sent)))
-        return await self.cron_wire(row)
+        return await self.opened(cron)
 
     async def _require_room(self, session: AsyncConnection, user_id: str | None) -> None:
         """InvalidInputError when the user has RUNYARD_MAX_CRONS_PER_USER enabled crons already."""
@@ -349,11 +367,12 @@ class CronService:
 
     async def search_crons(
         self, body: CronSearch, auth_filter: dict[str, Any] | None = None
-    ) -> tuple[list[dict[str, Any]], int | None]:
-        """One page of crons, and the offset of the next page when there is one."""
+    ) -> CronPage:
+        """One page of crons, their JSON decrypted, and the offset of the next page when
+        there is one."""
         query = self._query(body, auth_filter)
         async with self.autocommit() as session:
-            rows = await crons_db.search_crons(
+            crons = await crons_db.search_crons(
                 session,
                 query,
                 sort_by=body.sort_by,
@@ -362,13 +381,9 @@ class CronService:
                 offset=body.offset,
             )
             now = await database_now(session) if body.select else None
-        next_offset = body.offset + body.limit if len(rows) > body.limit else None
-        page = [await self.cron_wire(row) for row in rows[: body.limit]]
-        if body.select:
-            fields = list(dict.fromkeys(body.select))
-            stamp = now.isoformat() if now is not None else None
-            page = [{f: (stamp if f == "now" else cron[f]) for f in fields} for cron in page]
-        return page, next_offset
+        next_offset = body.offset + body.limit if len(crons) > body.limit else None
+        opened = [await self.opened(cron) for cron in crons[: body.limit]]
+        return CronPage(opened, next_offset, now)
 
     async def count_crons(self, body: CronCount, auth_filter: dict[str, Any] | None = None) -> int:
         """How many crons match the filters (and the caller's auth filter)."""

@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from runyard.db.threads import ThreadState
+from runyard.domain.cron import CronRecord
 from runyard.domain.run import RunRecord
 
 if TYPE_CHECKING:
@@ -67,9 +68,9 @@ async def opened_run(holder: EncryptionHolder, run: RunRecord) -> RunRecord:
     return await holder.encryption.open_run(run)
 
 
-async def opened_cron(holder: EncryptionHolder, row: Any) -> Any:
-    """A copy of a stored cron with its metadata and the caller's data in its payload
-    (input, config, context) decrypted (the row itself without custom encryption)."""
-    if holder.encryption is None or row is None:
-        return row
-    return await holder.encryption.decrypt_cron(dict(row))
+async def opened_cron(holder: EncryptionHolder, cron: CronRecord) -> CronRecord:
+    """The stored cron with its metadata and the caller's data in its payload (input,
+    config, context) decrypted (the cron itself without custom encryption)."""
+    if holder.encryption is None:
+        return cron
+    return await holder.encryption.open_cron(cron)

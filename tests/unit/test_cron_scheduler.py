@@ -13,6 +13,7 @@ import pytest
 from runyard.background.cron_scheduler import CronScheduler, occurrence_key
 from runyard.db import crons as crons_db
 from runyard.db import runs as runs_db
+from runyard.domain.cron import CronRecord
 from runyard.domain.run import RunRecord
 from runyard.runtime import Runtime
 from runyard.schemas.crons import ThreadCronCreate
@@ -66,7 +67,7 @@ def new_scheduler(rt: Runtime) -> CronScheduler:
     )
 
 
-async def overdue_cron(rt: Runtime, since: datetime) -> dict[str, Any]:
+async def overdue_cron(rt: Runtime, since: datetime) -> CronRecord:
     """A yearly cron on a new thread whose next run date is `since`, as a scheduler reads it."""
     thread = await rt.services.threads.create_thread(ThreadCreate())
     body = ThreadCronCreate(
@@ -74,7 +75,7 @@ async def overdue_cron(rt: Runtime, since: datetime) -> dict[str, Any]:
     )
     cron = await rt.services.crons.create_cron(thread["thread_id"], body)
     async with rt.sessions() as session, session.begin():
-        row = await crons_db.update_cron(session, cron["cron_id"], {"next_run_date": since})
+        row = await crons_db.update_cron(session, cron.cron_id, {"next_run_date": since})
     assert row is not None
     return row
 
@@ -89,54 +90,57 @@ async def test_overdue_cron_fires_once_for_the_latest_occurrence(runtime: Runtim
     cron = await overdue_cron(runtime, new_year(2))  # two occurrences missed
     run_id = await new_scheduler(runtime).fire(cron, NOW)
 
-    runs = await runs_of(runtime, cron["thread_id"])
+    assert cron.thread_id is not None
+    runs = await runs_of(runtime, cron.thread_id)
     assert [r.run_id for r in runs] == [run_id]
     assert runs[0].metadata["cron_scheduled_for"] == new_year(3).isoformat()
     async with runtime.sessions() as session:
-        after = await crons_db.get_cron(session, cron["cron_id"])
-        firings = await crons_db.list_firings(session, cron["cron_id"])
-    assert after is not None and after["next_run_date"] == new_year(4)
-    assert [(f["scheduled_for"], f["run_id"]) for f in firings] == [(new_year(3), run_id)]
+        after = await crons_db.get_cron(session, cron.cron_id)
+        firings = await crons_db.list_firings(session, cron.cron_id)
+    assert after is not None and after.next_run_date == new_year(4)
+    assert [(f.scheduled_for, f.run_id) for f in firings] == [(new_year(3), run_id)]
 
 
 async def test_two_schedulers_firing_the_same_row_make_one_run(runtime: Runtime) -> None:
     cron = await overdue_cron(runtime, new_year(3))
     schedulers = [new_scheduler(runtime) for _ in range(4)]
-    results = await asyncio.gather(*(s.fire(dict(cron), NOW) for s in schedulers))
+    results = await asyncio.gather(*(s.fire(cron, NOW) for s in schedulers))
     assert len([r for r in results if r is not None]) == 1, results
-    assert len(await runs_of(runtime, cron["thread_id"])) == 1
+    assert cron.thread_id is not None
+    assert len(await runs_of(runtime, cron.thread_id)) == 1
 
 
 async def test_a_claim_left_without_a_run_is_finished_once(runtime: Runtime) -> None:
     cron = await overdue_cron(runtime, new_year(5))
+    assert cron.thread_id is not None
     scheduled_for = new_year(2)
     async with runtime.sessions() as session, session.begin():
         # An instance claimed the occurrence, then died before creating the run.
-        assert await crons_db.claim_firing(session, cron["cron_id"], scheduled_for, "dead")
-        assert not await crons_db.claim_firing(session, cron["cron_id"], scheduled_for, "me")
+        assert await crons_db.claim_firing(session, cron.cron_id, scheduled_for, "dead")
+        assert not await crons_db.claim_firing(session, cron.cron_id, scheduled_for, "me")
     scheduler = new_scheduler(runtime)
 
     await scheduler.housekeeping(datetime.now(UTC))  # too recent to be called stranded
-    assert await runs_of(runtime, cron["thread_id"]) == []
+    assert await runs_of(runtime, cron.thread_id) == []
 
     later = datetime.now(UTC) + timedelta(minutes=1)
     await scheduler.housekeeping(later)
     await scheduler.housekeeping(later)
-    runs = await runs_of(runtime, cron["thread_id"])
+    runs = await runs_of(runtime, cron.thread_id)
     assert len(runs) == 1
     assert runs[0].metadata["cron_scheduled_for"] == scheduled_for.isoformat()
     async with runtime.sessions() as session:
-        firings = await crons_db.list_firings(session, cron["cron_id"])
+        firings = await crons_db.list_firings(session, cron.cron_id)
         by_key = await runs_db.get_run_by_idempotency_key(
-            session, occurrence_key(cron["cron_id"], scheduled_for)
+            session, occurrence_key(cron.cron_id, scheduled_for)
         )
-    assert [f["run_id"] for f in firings] == [runs[0].run_id]
+    assert [f.run_id for f in firings] == [runs[0].run_id]
     assert by_key is not None and by_key.run_id == runs[0].run_id
 
     # Creating the same occurrence's run again (a racing retry) answers with the same run.
     again = await scheduler.create_occurrence_run(cron, scheduled_for)
     assert again == runs[0].run_id
-    assert len(await runs_of(runtime, cron["thread_id"])) == 1
+    assert len(await runs_of(runtime, cron.thread_id)) == 1
 
 
 async def test_a_rejected_occurrence_records_why(runtime: Runtime) -> None:
@@ -144,13 +148,14 @@ async def test_a_rejected_occurrence_records_why(runtime: Runtime) -> None:
     async with runtime.sessions() as session, session.begin():
         await crons_db.update_cron(
             session,
-            cron["cron_id"],
-            {"payload": {**cron["payload"], "assistant_id": "not-an-assistant"}},
+            cron.cron_id,
+            {"payload": {**cron.payload, "assistant_id": "not-an-assistant"}},
         )
-        cron = await crons_db.get_cron(session, cron["cron_id"]) or {}
-    assert await new_scheduler(runtime).fire(cron, NOW) is None
+        changed = await crons_db.get_cron(session, cron.cron_id)
+    assert changed is not None
+    assert await new_scheduler(runtime).fire(changed, NOW) is None
     async with runtime.sessions() as session:
-        firings = await crons_db.list_firings(session, cron["cron_id"])
+        firings = await crons_db.list_firings(session, cron.cron_id)
     assert len(firings) == 1
-    assert firings[0]["run_id"] is None
-    assert "not-an-assistant" in firings[0]["error"]
+    assert firings[0].run_id is None
+    assert firings[0].error is not None and "not-an-assistant" in firings[0].error
