@@ -93,8 +93,8 @@ async def _card(
 ) -> dict[str, Any]:
     await require_assistant(svc.assistants, caller, assistant_id, "read")
     assistant = await svc.assistants.get_assistant(assistant_id)
-    schemas = await svc.assistants.get_schemas(assistant["assistant_id"])
-    url = f"{str(request.base_url).rstrip('/')}/a2a/{assistant['assistant_id']}"
+    schemas = await svc.assistants.get_schemas(assistant.assistant_id)
+    url = f"{str(request.base_url).rstrip('/')}/a2a/{assistant.assistant_id}"
     await preload("runyard.schemas.a2a")  # on first use, as above
     from runyard.schemas.a2a import agent_card
 

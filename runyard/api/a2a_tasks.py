@@ -41,6 +41,7 @@ from runyard.api.errors import STORE_OUTAGE_MESSAGE, is_store_outage
 from runyard.api.runs import authorize_new_run
 from runyard.auth.guards import require_assistant, require_thread
 from runyard.auth.handlers import Caller
+from runyard.domain.assistant import AssistantRecord
 from runyard.domain.errors import NotFoundError, RunyardError
 from runyard.domain.run import RunRecord
 from runyard.domain.status import RunStatus, ThreadStatus
@@ -96,7 +97,7 @@ class AssistantTasks(UnofferedOperations):
         self.assistant_ref = assistant_id
         # What the server adds to the `configurable` of the runs (the user, chosen headers).
         self.configurable = configurable or {}
-        self._assistant: dict[str, Any] | None = None
+        self._assistant: AssistantRecord | None = None
 
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Task:
         """Run the assistant on the message's context (thread) and answer with the ended task."""
@@ -221,7 +222,7 @@ class AssistantTasks(UnofferedOperations):
         task.status.CopyFrom(wire.status(TaskState.TASK_STATE_CANCELED, message))
         return task
 
-    async def _assistant_row(self) -> dict[str, Any]:
+    async def _assistant_row(self) -> AssistantRecord:
         if self._assistant is None:
             try:
                 await require_assistant(
@@ -253,13 +254,13 @@ class AssistantTasks(UnofferedOperations):
             # The answering run continues the same task.
             metadata["a2a"]["task_id"] = message.task_id
             body = RunCreate(
-                assistant_id=assistant["assistant_id"], command=command, metadata=metadata
+                assistant_id=assistant.assistant_id, command=command, metadata=metadata
             )
         else:
-            schemas = await self.services.assistants.get_schemas(assistant["assistant_id"])
+            schemas = await self.services.assistants.get_schemas(assistant.assistant_id)
             fields = sorted((schemas.get("input_schema") or {}).get("properties") or {})
             body = RunCreate(
-                assistant_id=assistant["assistant_id"],
+                assistant_id=assistant.assistant_id,
                 input=wire.graph_input(message, fields),
                 metadata=metadata,
                 if_not_exists="create",
@@ -298,7 +299,7 @@ class AssistantTasks(UnofferedOperations):
             await require_thread(self.services.threads, self.caller, run.thread_id, action)
         except (ValueError, NotFoundError):
             return None
-        if run.assistant_id != assistant["assistant_id"] or task_id_of(run) != task_id:
+        if run.assistant_id != assistant.assistant_id or task_id_of(run) != task_id:
             return None
         newest = await self.services.runs.list_runs(run.thread_id, 100, 0, None)
         later = [r for r in newest if task_id_of(r) == task_id]

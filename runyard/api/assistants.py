@@ -23,7 +23,7 @@ from runyard.schemas.assistants import (
     DrawableGraph,
     GraphSchemas,
 )
-from runyard.services.assistants import to_wire
+from runyard.services.assistants import to_wire, version_to_wire
 
 router = APIRouter(tags=["Assistants"])
 
@@ -47,8 +47,8 @@ async def create_assistant(
     body = rewritten(body, sent, value, EDITABLE)  # handlers may stamp metadata
     assistant = await service.create_assistant(body)
     if body.if_exists == "do_nothing":  # the existing assistant may be someone else's
-        await require_assistant(service, caller, assistant["assistant_id"], "read")
-    return assistant
+        await require_assistant(service, caller, assistant.assistant_id, "read")
+    return to_wire(assistant)
 
 
 @router.post("/assistants/search", response_model=list[dict[str, Any]])
@@ -60,11 +60,15 @@ async def search_assistants(
 ) -> list[dict[str, Any]]:
     """List assistants matching the filters, one page at a time."""
     auth_filter = await caller.authorize("assistants", "search", body.model_dump(mode="json"))
-    rows, total = await service.search_assistants(body, auth_filter)
+    if body.select:
+        rows, total = await service.select_fields(body, auth_filter)
+    else:
+        found, total = await service.search_assistants(body, auth_filter)
+        rows = [to_wire(assistant) for assistant in found]
     response.headers["X-Pagination-Total"] = str(total)
     if body.offset + len(rows) < total:
         response.headers["X-Pagination-Next"] = str(body.offset + body.limit)
-    return [to_wire(row) for row in rows]
+    return rows
 
 
 @router.post("/assistants/count", response_model=int)
@@ -84,7 +88,7 @@ async def get_assistant(
 ) -> dict[str, Any]:
     """Get an assistant at its current version."""
     await require_assistant(service, caller, assistant_id, "read")
-    return await service.get_assistant(assistant_id)
+    return to_wire(await service.get_assistant(assistant_id))
 
 
 @router.patch("/assistants/{assistant_id}", response_model=Assistant)
@@ -98,7 +102,7 @@ async def patch_assistant(
     sent = sent_copy(value)
     await require_assistant(service, caller, assistant_id, "update", value)
     body = rewritten(body, sent, value, EDITABLE)  # handlers may stamp metadata
-    return await service.patch_assistant(assistant_id, body)
+    return to_wire(await service.patch_assistant(assistant_id, body))
 
 
 @router.delete("/assistants/{assistant_id}", status_code=204)
@@ -125,7 +129,7 @@ async def list_versions(
 ) -> list[dict[str, Any]]:
     """List an assistant's versions, newest first."""
     await require_assistant(service, caller, assistant_id, "read")
-    return await service.list_versions(assistant_id, body)
+    return [version_to_wire(version) for version in await service.list_versions(assistant_id, body)]
 
 
 @router.post("/assistants/{assistant_id}/latest", response_model=Assistant)
@@ -137,7 +141,7 @@ async def set_latest_version(
 ) -> dict[str, Any]:
     """Make one of the assistant's versions the current one."""
     await require_assistant(service, caller, assistant_id, "update")
-    return await service.set_latest_version(assistant_id, body.version)
+    return to_wire(await service.set_latest_version(assistant_id, body.version))
 
 
 @router.get("/assistants/{assistant_id}/schemas", response_model=AssistantSchemas)

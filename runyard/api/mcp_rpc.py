@@ -21,6 +21,7 @@ from runyard.api.errors import STORE_OUTAGE_MESSAGE, is_store_outage
 from runyard.api.runs import authorize_new_run
 from runyard.api.sse import EventStream
 from runyard.auth.handlers import Caller
+from runyard.domain.assistant import AssistantRecord
 from runyard.domain.errors import RunyardError
 from runyard.schemas.assistants import AssistantSearch
 from runyard.schemas.common import MAX_OFFSET
@@ -39,7 +40,7 @@ log = logging.getLogger("runyard.mcp")
 
 PAGE_SIZE = 100
 # A tool: its assistant, the tool itself, and the schema its arguments must fit.
-Tool = tuple[dict[str, Any], types.Tool, dict[str, Any]]
+Tool = tuple[AssistantRecord, types.Tool, dict[str, Any]]
 SUPPORTED_METHODS = "initialize, ping, tools/list and tools/call"
 
 
@@ -165,7 +166,7 @@ async def _call_tool(svc: RunServices, call: Call, params: dict[str, Any]) -> ty
             + "; ".join(problems),
             data={"problems": problems, "inputSchema": tool.input_schema},
         )
-    body = RunCreate(assistant_id=assistant["assistant_id"], input=arguments)
+    body = RunCreate(assistant_id=assistant.assistant_id, input=arguments)
     await authorize_new_run(svc.threads, svc.assistants, call.caller, None, body)
     _, output = await svc.waits.run_to_end(None, body, configurable=call.configurable)
     return call_result(output)
@@ -175,12 +176,12 @@ async def _find_tool(svc: RunServices, caller: Caller, name: str) -> Tool:
     """The first assistant (newest first, as tools/list lists them) whose tool has this name."""
     offset, seen = 0, []
     while True:
-        rows = await _assistants_page(svc, caller, offset)
-        for row in rows:
-            if tool_name(row["name"]) == name:
-                return (await _tools(svc, [row]))[0]
-            seen.append(tool_name(row["name"]))
-        if len(rows) < PAGE_SIZE:
+        page = await _assistants_page(svc, caller, offset)
+        for assistant in page:
+            if tool_name(assistant.name) == name:
+                return (await _tools(svc, [assistant]))[0]
+            seen.append(tool_name(assistant.name))
+        if len(page) < PAGE_SIZE:
             break
         offset += PAGE_SIZE
     known = ", ".join(sorted(set(seen))) or "none"
@@ -189,32 +190,32 @@ async def _find_tool(svc: RunServices, caller: Caller, name: str) -> Tool:
     )
 
 
-async def _assistants_page(svc: RunServices, caller: Caller, offset: int) -> list[dict[str, Any]]:
+async def _assistants_page(svc: RunServices, caller: Caller, offset: int) -> list[AssistantRecord]:
     search = AssistantSearch(limit=PAGE_SIZE, offset=offset)
     auth_filter = await caller.authorize("assistants", "search", search.model_dump(mode="json"))
-    rows, _ = await svc.assistants.search_assistants(search, auth_filter)
-    return rows
+    page, _ = await svc.assistants.search_assistants(search, auth_filter)
+    return page
 
 
-async def _tools(svc: RunServices, rows: list[dict[str, Any]]) -> list[Tool]:
+async def _tools(svc: RunServices, assistants: list[AssistantRecord]) -> list[Tool]:
     """The tools of these assistants, one per name (the first wins), skipping unusable graphs:
     each with its assistant and the schema its arguments must fit."""
     schemas = await asyncio.gather(
-        *(svc.assistants.get_schemas(row["assistant_id"]) for row in rows),
+        *(svc.assistants.get_schemas(assistant.assistant_id) for assistant in assistants),
         return_exceptions=True,
     )
     out: list[Tool] = []
     names: set[str] = set()
-    for row, schema in zip(rows, schemas, strict=True):
-        name = tool_name(row["name"])
+    for assistant, schema in zip(assistants, schemas, strict=True):
+        name = tool_name(assistant.name)
         if isinstance(schema, BaseException):
-            log.warning("mcp_tool_skipped assistant_id=%s error=%s", row["assistant_id"], schema)
+            log.warning("mcp_tool_skipped assistant_id=%s error=%s", assistant.assistant_id, schema)
             continue
         if not name or name in names:
             continue
         names.add(name)
         input_schema = schema.get("input_schema") or {}
-        out.append((row, tool_for(row, input_schema), arguments_schema(input_schema)))
+        out.append((assistant, tool_for(assistant, input_schema), arguments_schema(input_schema)))
     return out
 
 

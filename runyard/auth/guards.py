@@ -107,7 +107,7 @@ async def require_assistant(
     if spec is None:
         return
     assistant = await assistants.get_assistant(assistant_id)
-    if not metadata_matches(assistant["metadata"], spec):
+    if not metadata_matches(assistant.metadata, spec):
         raise NotFoundError(f"assistant {assistant_id} not found")
 
 

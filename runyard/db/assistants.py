@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -16,19 +17,13 @@ from runyard.db.dialect import (
 )
 from runyard.db.driver import fetch_one
 from runyard.db.tables import assistant_versions, assistants
-
-ASSISTANT_COLUMNS = tuple(assistants.c.keys())
-VERSION_COLUMNS = (
-    "assistant_id",
-    "version",
-    "graph_id",
-    "config",
-    "context",
-    "metadata",
-    "created_at",
-    "name",
-    "description",
+from runyard.domain.assistant import (
+    VERSION_COLUMNS,
+    AssistantRecord,
+    AssistantVersionRecord,
+    assistant_or_none,
 )
+
 # Text columns sort without regard to case, as LangGraph Platform sorts them.
 _CASELESS_SORT = frozenset({"name", "graph_id"})
 
@@ -56,13 +51,12 @@ async def rename_assistant(
         )
 
 
-async def insert_assistant(session: AsyncConnection, row: dict[str, Any]) -> dict[str, Any] | None:
+async def insert_assistant(session: AsyncConnection, row: dict[str, Any]) -> AssistantRecord | None:
     """Insert an assistant row and return it; None (nothing written) when its id exists."""
     statement = (
         insert_ignoring_conflicts(session, assistants).values(**row).returning(*assistants.c)
     )
-    inserted = (await session.execute(statement)).mappings().first()
-    return dict(inserted) if inserted is not None else None
+    return assistant_or_none((await session.execute(statement)).mappings().first())
 
 
 async def insert_version(session: AsyncConnection, row: dict[str, Any]) -> None:
@@ -74,9 +68,11 @@ async def insert_version(session: AsyncConnection, row: dict[str, Any]) -> None:
 _GET_ASSISTANT = select(assistants).where(assistants.c.assistant_id == bindparam("p_assistant_id"))
 
 
-async def get_assistant(session: AsyncConnection, assistant_id: str) -> dict[str, Any] | None:
-    """The assistant row, or None."""
-    return await fetch_one(session, _GET_ASSISTANT, {"p_assistant_id": assistant_id})
+async def get_assistant(session: AsyncConnection, assistant_id: str) -> AssistantRecord | None:
+    """The assistant, or None."""
+    return assistant_or_none(
+        await fetch_one(session, _GET_ASSISTANT, {"p_assistant_id": assistant_id})
+    )
 
 
 async def touch_assistant(session: AsyncConnection, assistant_id: str, now: datetime) -> bool:
@@ -102,27 +98,27 @@ async def next_version(session: AsyncConnection, assistant_id: str) -> int:
 
 async def update_assistant(
     session: AsyncConnection, assistant_id: str, values: dict[str, Any]
-) -> dict[str, Any]:
-    """Overwrite columns of an existing assistant and return the new row."""
+) -> AssistantRecord:
+    """Overwrite columns of an existing assistant and return it as it now is."""
     statement = (
         update(assistants)
         .where(assistants.c.assistant_id == assistant_id)
         .values(**values)
         .returning(*assistants.c)
     )
-    return dict((await session.execute(statement)).mappings().one())
+    return AssistantRecord.from_row((await session.execute(statement)).mappings().one())
 
 
 async def get_version(
     session: AsyncConnection, assistant_id: str, version: int
-) -> dict[str, Any] | None:
+) -> AssistantVersionRecord | None:
     """One stored version, or None."""
     statement = _select_versions().where(
         assistant_versions.c.assistant_id == assistant_id,
         assistant_versions.c.version == version,
     )
     row = (await session.execute(statement)).mappings().first()
-    return dict(row) if row is not None else None
+    return AssistantVersionRecord.from_row(row) if row is not None else None
 
 
 async def list_versions(
@@ -133,7 +129,7 @@ async def list_versions(
     auth_filter: dict[str, Any] | None = None,
     limit: int,
     offset: int,
-) -> list[dict[str, Any]]:
+) -> list[AssistantVersionRecord]:
     """Versions of an assistant, newest first, whose metadata contains `metadata`."""
     statement = (
         _select_versions()
@@ -145,7 +141,8 @@ async def list_versions(
         .limit(limit)
         .offset(offset)
     )
-    return [dict(row) for row in (await session.execute(statement)).mappings()]
+    rows = (await session.execute(statement)).mappings()
+    return [AssistantVersionRecord.from_row(row) for row in rows]
 
 
 async def delete_assistant(session: AsyncConnection, assistant_id: str) -> bool:
@@ -159,32 +156,32 @@ async def delete_assistant(session: AsyncConnection, assistant_id: str) -> bool:
     return bool(result.rowcount)
 
 
-async def search_assistants(
-    session: AsyncConnection,
-    *,
-    graph_id: str | None,
-    name: str | None,
-    metadata: dict[str, Any] | None,
-    auth_filter: dict[str, Any] | None = None,
-    limit: int,
-    offset: int,
-    sort_by: str,
-    descending: bool,
-    columns: Sequence[str] = ASSISTANT_COLUMNS,
+@dataclass(frozen=True, slots=True)
+class AssistantPage:
+    """One page of an assistant search: its filters, its order and its bounds."""
+
+    graph_id: str | None
+    name: str | None
+    metadata: dict[str, Any] | None
+    auth_filter: dict[str, Any] | None
+    limit: int
+    offset: int
+    sort_by: str
+    descending: bool
+
+
+async def search_assistants(session: AsyncConnection, page: AssistantPage) -> list[AssistantRecord]:
+    """One page of matching assistants, whole, in a stable order."""
+    statement = _paged(session, select(assistants), page)
+    return [AssistantRecord.from_row(row) for row in (await session.execute(statement)).mappings()]
+
+
+async def select_assistant_columns(
+    session: AsyncConnection, page: AssistantPage, columns: Sequence[str]
 ) -> list[dict[str, Any]]:
-    """One page of matching assistants with only `columns`, in a stable order."""
-    sort_column: ColumnElement[Any] = assistants.c[sort_by]
-    if sort_by in _CASELESS_SORT:
-        sort_column = func.lower(sort_column)
-    # The id breaks ties so that pages never overlap or skip rows.
-    order = [sort_column, assistants.c.assistant_id]
-    statement = (
-        select(*(assistants.c[name] for name in columns))
-        .where(*_filters(session, graph_id, name, metadata, auth_filter))
-        .order_by(*(column.desc() if descending else column.asc() for column in order))
-        .limit(limit)
-        .offset(offset)
-    )
+    """The same page as `search_assistants` with only `columns` of each assistant, by name:
+    a search's `select`, read as the client chose it (nothing else is read or decrypted)."""
+    statement = _paged(session, select(*(assistants.c[column] for column in columns)), page)
     return [dict(row) for row in (await session.execute(statement)).mappings()]
 
 
@@ -203,6 +200,21 @@ async def count_assistants(
         .where(*_filters(session, graph_id, name, metadata, auth_filter))
     )
     return int((await session.execute(statement)).scalar_one())
+
+
+def _paged(session: AsyncConnection, statement: Select[Any], page: AssistantPage) -> Select[Any]:
+    sort_column: ColumnElement[Any] = assistants.c[page.sort_by]
+    if page.sort_by in _CASELESS_SORT:
+        sort_column = func.lower(sort_column)
+    # The id breaks ties so that pages never overlap or skip rows.
+    order = [sort_column, assistants.c.assistant_id]
+    conditions = _filters(session, page.graph_id, page.name, page.metadata, page.auth_filter)
+    return (
+        statement.where(*conditions)
+        .order_by(*(column.desc() if page.descending else column.asc() for column in order))
+        .limit(page.limit)
+        .offset(page.offset)
+    )
 
 
 def _select_versions() -> Select[Any]:

@@ -25,8 +25,10 @@ from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph_sdk.encryption.types import DecryptResult, EncryptionContext
 
+from runyard.domain.assistant import StoredAssistant
 from runyard.domain.cron import CronRecord
 from runyard.domain.encrypted_fields import (
+    ASSISTANT_FIELDS,
     CRON_FIELDS,
     CRON_PAYLOAD_FIELDS,
     NESTED_FIELDS,
@@ -269,6 +271,13 @@ class CustomEncryption:
             if field in out:
                 out[field] = await self._decrypt_nested(model, field, out[field])
         return out
+
+    async def open_assistant(self, assistant: StoredAssistant) -> StoredAssistant:
+        """A stored assistant (or one of its versions) with its JSON decrypted."""
+        columns = assistant.json_columns()
+        return assistant.with_json(
+            await self.decrypt_fields("assistant", columns, ASSISTANT_FIELDS)
+        )
 
     async def decrypt_run(self, row: dict[str, Any]) -> dict[str, Any]:
         """A copy of a stored run with its JSON decrypted, the caller's data in its kwargs

@@ -26,6 +26,7 @@ from google.protobuf.struct_pb2 import Value
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from runyard import __version__
+from runyard.domain.assistant import AssistantRecord
 from runyard.domain.status import RunStatus
 
 MODES = ["application/json", "text/plain"]
@@ -233,10 +234,12 @@ def finished_task(
     return task
 
 
-def agent_card(assistant: dict[str, Any], input_schema: dict[str, Any], url: str) -> dict[str, Any]:
+def agent_card(
+    assistant: AssistantRecord, input_schema: dict[str, Any], url: str
+) -> dict[str, Any]:
     """The agent card of one assistant, with the fields LangGraph Platform serves."""
-    name = assistant["name"]
-    description = assistant.get("description") or f"{name} assistant"
+    name = assistant.name
+    description = assistant.description or f"{name} assistant"
     properties = sorted((input_schema or {}).get("properties", {}))
     card = AgentCard(
         name=name,
@@ -251,7 +254,7 @@ def agent_card(assistant: dict[str, Any], input_schema: dict[str, Any], url: str
         default_output_modes=MODES,
         skills=[
             AgentSkill(
-                id=f"{assistant['assistant_id']}-main",
+                id=f"{assistant.assistant_id}-main",
                 name=f"{name} Capabilities",
                 description=description,
                 tags=["assistant", "langgraph"],

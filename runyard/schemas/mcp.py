@@ -11,6 +11,8 @@ from typing import Any
 import mcp_types as types
 from jsonschema import Draft202012Validator
 
+from runyard.domain.assistant import AssistantRecord
+
 # MCP tool names: ASCII letters, digits, `_`, `-` and `.`, at most 128 characters.
 _INVALID_NAME_CHARS = re.compile(r"[^a-zA-Z0-9_\-.]")
 _MAX_NAME_LENGTH = 128
@@ -41,14 +43,13 @@ def tool_name(assistant_name: str) -> str:
     return _INVALID_NAME_CHARS.sub("", name)[:_MAX_NAME_LENGTH]
 
 
-def tool_for(assistant: dict[str, Any], input_schema: dict[str, Any] | None) -> types.Tool:
+def tool_for(assistant: AssistantRecord, input_schema: dict[str, Any] | None) -> types.Tool:
     """The tool an assistant is: its name, description and the graph's input schema."""
     schema = simplified_schema(input_schema or {})
     return types.Tool(
-        name=tool_name(assistant["name"]),
-        title=assistant["name"],
-        description=assistant.get("description")
-        or f"Tool based on the {assistant['name']} assistant",
+        name=tool_name(assistant.name),
+        title=assistant.name,
+        description=assistant.description or f"Tool based on the {assistant.name} assistant",
         input_schema=schema,
         annotations=types.ToolAnnotations(
             read_only_hint=False,

@@ -9,10 +9,13 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph.pregel import Pregel
 from langgraph.store.base import BaseStore
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from runyard.db import assistants as assistants_db
+from runyard.db.assistants import AssistantPage
 from runyard.db.dialect import database_now
 from runyard.db.engine import Sessions
+from runyard.domain.assistant import AssistantRecord, AssistantVersionRecord
 from runyard.domain.encrypted_fields import ASSISTANT_FIELDS
 from runyard.domain.errors import ConflictError, InvalidInputError, NotFoundError
 from runyard.graphs import introspection
@@ -26,7 +29,7 @@ from runyard.schemas.assistants import (
     AssistantVersionsSearch,
 )
 from runyard.services.encrypted_filters import refuse_encrypted_keys
-from runyard.services.encrypted_json import opened, sealed_fields
+from runyard.services.encrypted_json import opened, opened_assistant, sealed_fields
 from runyard.services.threads import ThreadService
 
 if TYPE_CHECKING:
@@ -35,15 +38,59 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("runyard.assistants")
 
-# The fields a version carries; the assistant row mirrors them for its current version.
 # The assistant JSON custom encryption covers (encryption.path).
 ASSISTANT_JSON = ASSISTANT_FIELDS
-VERSIONED_FIELDS = ("graph_id", "config", "context", "metadata", "name", "description")
 
 
-def to_wire(row: dict[str, Any]) -> dict[str, Any]:
-    """A (possibly partial) assistant row as JSON values, timestamps in ISO 8601."""
-    return {k: v.isoformat() if isinstance(v, datetime) else v for k, v in row.items()}
+def to_wire(assistant: AssistantRecord) -> dict[str, Any]:
+    """The Agent Protocol view of an assistant (its JSON as given: opened first)."""
+    return {
+        "assistant_id": assistant.assistant_id,
+        "graph_id": assistant.graph_id,
+        "name": assistant.name,
+        "description": assistant.description,
+        "config": assistant.config,
+        "context": assistant.context,
+        "metadata": assistant.metadata,
+        "version": assistant.version,
+        "created_at": assistant.created_at.isoformat(),
+        "updated_at": assistant.updated_at.isoformat(),
+    }
+
+
+def version_to_wire(version: AssistantVersionRecord) -> dict[str, Any]:
+    """The Agent Protocol view of one version of an assistant."""
+    return {
+        "assistant_id": version.assistant_id,
+        "version": version.version,
+        "graph_id": version.graph_id,
+        "name": version.name,
+        "description": version.description,
+        "config": version.config,
+        "context": version.context,
+        "metadata": version.metadata,
+        "created_at": version.created_at.isoformat(),
+    }
+
+
+def columns_to_wire(columns: dict[str, Any]) -> dict[str, Any]:
+    """Some columns of an assistant (a search's `select`) as JSON values, timestamps in
+    ISO 8601 as `to_wire` writes them."""
+    return {k: v.isoformat() if isinstance(v, datetime) else v for k, v in columns.items()}
+
+
+def _page(body: AssistantSearch, auth_filter: dict[str, Any] | None) -> AssistantPage:
+    return AssistantPage(
+        graph_id=body.graph_id,
+        name=body.name,
+        metadata=body.metadata,
+        auth_filter=auth_filter,
+        limit=body.limit,
+        offset=body.offset,
+        sort_by=body.sort_by or "created_at",
+        # Newest first unless told otherwise, as LangGraph Platform lists them.
+        descending=body.sort_order != "asc",
+    )
 
 
 def _new_assistant_id(given: str | None) -> str:
@@ -141,16 +188,16 @@ class AssistantService:
         except ValueError:
             raise NotFoundError(self._not_found_message(assistant_id)) from None
 
-    async def get_assistant(self, assistant_id: str) -> dict[str, Any]:
-        """The assistant row for an assistant id or a graph id, or NotFoundError."""
+    async def get_assistant(self, assistant_id: str) -> AssistantRecord:
+        """The assistant for an assistant id or a graph id, or NotFoundError."""
         resolved = self.resolve_assistant_id(assistant_id)
         async with self.autocommit() as session:
-            row = await assistants_db.get_assistant(session, resolved)
-        if row is None:
+            assistant = await assistants_db.get_assistant(session, resolved)
+        if assistant is None:
             raise NotFoundError(self._not_found_message(assistant_id))
-        return dict(await opened(self, "assistant", row, ASSISTANT_JSON))
+        return await opened_assistant(self, assistant)
 
-    async def create_assistant(self, body: AssistantCreate) -> dict[str, Any]:
+    async def create_assistant(self, body: AssistantCreate) -> AssistantRecord:
         """Create an assistant at version 1, or return the existing one when asked to."""
         self._require_graph(body.graph_id)
         assistant_id = _new_assistant_id(body.assistant_id)
@@ -180,9 +227,9 @@ class AssistantService:
                 "back instead, or PATCH it to change it"
             )
         log.info("assistant_created assistant_id=%s graph_id=%s", assistant_id, body.graph_id)
-        return dict(await opened(self, "assistant", created, ASSISTANT_JSON))
+        return await opened_assistant(self, created)
 
-    async def patch_assistant(self, assistant_id: str, body: AssistantPatch) -> dict[str, Any]:
+    async def patch_assistant(self, assistant_id: str, body: AssistantPatch) -> AssistantRecord:
         """Record a new version from the current one and the given fields, and make it current."""
         resolved = self.resolve_assistant_id(assistant_id)
         if body.graph_id is not None:
@@ -192,23 +239,19 @@ class AssistantService:
             now = await database_now(session)
             if not await assistants_db.touch_assistant(session, resolved, now):
                 raise NotFoundError(self._not_found_message(assistant_id))
-            current = await opened(
-                self,
-                "assistant",
-                await assistants_db.get_assistant(session, resolved),
-                ASSISTANT_JSON,
-            )
-            assert current is not None
-            metadata = {**current["metadata"], **(body.metadata or {})}
+            stored = await assistants_db.get_assistant(session, resolved)
+            assert stored is not None
+            current = await opened_assistant(self, stored)
+            metadata = {**current.metadata, **(body.metadata or {})}
             plain = {
-                "graph_id": body.graph_id or current["graph_id"],
-                "config": _with_context(config or current["config"], context),
-                "context": context if context is not None else current["context"],
+                "graph_id": body.graph_id or current.graph_id,
+                "config": _with_context(config or current.config, context),
+                "context": context if context is not None else current.context,
                 "metadata": metadata,
-                "name": body.name if body.name is not None else current["name"],
+                "name": body.name if body.name is not None else current.name,
                 "description": body.description
                 if body.description is not None
-                else current["description"],
+                else current.description,
             }
             fields = await sealed_fields(self, "assistant", plain, ASSISTANT_JSON)
             version = await assistants_db.next_version(session, resolved)
@@ -219,9 +262,9 @@ class AssistantService:
                 session, resolved, {**fields, "version": version, "updated_at": now}
             )
         log.info("assistant_patched assistant_id=%s version=%s", resolved, version)
-        return dict(await opened(self, "assistant", updated, ASSISTANT_JSON))
+        return await opened_assistant(self, updated)
 
-    async def set_latest_version(self, assistant_id: str, version: int) -> dict[str, Any]:
+    async def set_latest_version(self, assistant_id: str, version: int) -> AssistantRecord:
         """Make a stored version the assistant's current one (later versions are kept)."""
         resolved = self.resolve_assistant_id(assistant_id)
         async with self.sessions() as session, session.begin():
@@ -234,12 +277,11 @@ class AssistantService:
                     f"version {version} of assistant {resolved} not found; list its versions "
                     "with POST /assistants/{assistant_id}/versions"
                 )
-            fields = {key: stored[key] for key in VERSIONED_FIELDS}
             updated = await assistants_db.update_assistant(
-                session, resolved, {**fields, "version": version, "updated_at": now}
+                session, resolved, {**stored.current_columns(), "updated_at": now}
             )
         log.info("assistant_version_set assistant_id=%s version=%s", resolved, version)
-        return dict(await opened(self, "assistant", updated, ASSISTANT_JSON))
+        return await opened_assistant(self, updated)
 
     async def delete_assistant(self, assistant_id: str, *, delete_threads: bool = False) -> None:
         """Delete an assistant and its versions; a graph's default one returns at next start.
@@ -262,36 +304,48 @@ class AssistantService:
 
     async def search_assistants(
         self, body: AssistantSearch, auth_filter: dict[str, Any] | None = None
+    ) -> tuple[list[AssistantRecord], int]:
+        """One page of matching assistants, whole, and the total match count (`select_fields`
+        answers a search that selects fields)."""
+        self._check_search(body)
+        async with self.autocommit() as session:
+            found = await assistants_db.search_assistants(session, _page(body, auth_filter))
+            total = await self._count(session, body, auth_filter)
+        return [await opened_assistant(self, assistant) for assistant in found], total
+
+    async def select_fields(
+        self, body: AssistantSearch, auth_filter: dict[str, Any] | None = None
     ) -> tuple[list[dict[str, Any]], int]:
-        """One page of matching assistants (only the selected fields) and the total match count."""
+        """One page of matching assistants with only the fields `body.select` names, as the
+        Agent Protocol's JSON, and the total match count."""
+        self._check_search(body)
+        columns = list(dict.fromkeys(body.select or ()))
+        async with self.autocommit() as session:
+            rows = await assistants_db.select_assistant_columns(
+                session, _page(body, auth_filter), columns
+            )
+            total = await self._count(session, body, auth_filter)
+        opened_rows = [await opened(self, "assistant", row, ASSISTANT_JSON) for row in rows]
+        return [columns_to_wire(row) for row in opened_rows], total
+
+    def _check_search(self, body: AssistantSearch) -> None:
         refuse_encrypted_keys(self.at_rest, metadata=body.metadata)
         if self.encryption is not None:
             self.encryption.refuse_filter("metadata filter", body.metadata)
         if body.graph_id:
             self._require_graph(body.graph_id)
-        columns = list(dict.fromkeys(body.select)) if body.select else None
-        async with self.autocommit() as session:
-            rows = await assistants_db.search_assistants(
-                session,
-                graph_id=body.graph_id,
-                name=body.name,
-                metadata=body.metadata,
-                auth_filter=auth_filter,
-                limit=body.limit,
-                offset=body.offset,
-                sort_by=body.sort_by or "created_at",
-                # Newest first unless told otherwise, as LangGraph Platform lists them.
-                descending=body.sort_order != "asc",
-                columns=columns or assistants_db.ASSISTANT_COLUMNS,
-            )
-            total = await assistants_db.count_assistants(
-                session,
-                graph_id=body.graph_id,
-                name=body.name,
-                metadata=body.metadata,
-                auth_filter=auth_filter,
-            )
-        return [await opened(self, "assistant", row, ASSISTANT_JSON) for row in rows], total
+
+    @staticmethod
+    async def _count(
+        session: AsyncConnection, body: AssistantFilter, auth_filter: dict[str, Any] | None
+    ) -> int:
+        return await assistants_db.count_assistants(
+            session,
+            graph_id=body.graph_id,
+            name=body.name,
+            metadata=body.metadata,
+            auth_filter=auth_filter,
+        )
 
     async def count_assistants(
         self, body: AssistantFilter, auth_filter: dict[str, Any] | None = None
@@ -300,17 +354,11 @@ class AssistantService:
         if body.graph_id:
             self._require_graph(body.graph_id)
         async with self.autocommit() as session:
-            return await assistants_db.count_assistants(
-                session,
-                graph_id=body.graph_id,
-                name=body.name,
-                metadata=body.metadata,
-                auth_filter=auth_filter,
-            )
+            return await self._count(session, body, auth_filter)
 
     async def list_versions(
         self, assistant_id: str, body: AssistantVersionsSearch
-    ) -> list[dict[str, Any]]:
+    ) -> list[AssistantVersionRecord]:
         """The assistant's versions, newest first, filtered on their metadata."""
         resolved = self.resolve_assistant_id(assistant_id)
         async with self.autocommit() as session:
@@ -319,12 +367,12 @@ class AssistantService:
             versions = await assistants_db.list_versions(
                 session, resolved, metadata=body.metadata, limit=body.limit, offset=body.offset
             )
-        return [await opened(self, "assistant", row, ASSISTANT_JSON) for row in versions]
+        return [await opened_assistant(self, version) for version in versions]
 
     async def get_schemas(self, assistant_id: str) -> dict[str, Any]:
         """The graph id and JSON schemas of the assistant's graph."""
         assistant, graph = await self._assistant_graph(assistant_id)
-        return {"graph_id": assistant["graph_id"], **introspection.graph_schemas(graph)}
+        return {"graph_id": assistant.graph_id, **introspection.graph_schemas(graph)}
 
     async def get_drawable_graph(self, assistant_id: str, xray: str | None) -> dict[str, Any]:
         """The nodes and edges of the assistant's graph, subgraphs expanded to `xray` depth."""
@@ -339,11 +387,11 @@ class AssistantService:
         _, graph = await self._assistant_graph(assistant_id)
         return await introspection.subgraph_schemas(graph, namespace, recurse)
 
-    async def _assistant_graph(self, assistant_id: str) -> tuple[dict[str, Any], Pregel]:
+    async def _assistant_graph(self, assistant_id: str) -> tuple[AssistantRecord, Pregel]:
         assistant = await self.get_assistant(assistant_id)
-        loaded = self.graphs.get(assistant["graph_id"])
-        config = {**assistant["config"]}
-        config["configurable"] = {**config.get("configurable", {}), **assistant["context"]}
+        loaded = self.graphs.get(assistant.graph_id)
+        config = {**assistant.config}
+        config["configurable"] = {**config.get("configurable", {}), **assistant.context}
         return assistant, await loaded.build(config, "assistants.read", self.store)
 
     def _require_graph(self, graph_id: str) -> None:

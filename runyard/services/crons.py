@@ -202,7 +202,7 @@ class CronService:
         """
         zone = await self._checked_zone(body)
         assistant = await self.assistants.get_assistant(body.assistant_id)
-        payload = await self._run_payload(body, assistant["assistant_id"], owner or {})
+        payload = await self._run_payload(body, assistant.assistant_id, owner or {})
         metadata = await sealed(self, "cron", "metadata", body.metadata or {})
         end_time = _utc(body.end_time)
         cron_id = new_id()
@@ -220,7 +220,7 @@ class CronService:
                     session,
                     {
                         "cron_id": cron_id,
-                        "assistant_id": assistant["assistant_id"],
+                        "assistant_id": assistant.assistant_id,
                         "thread_id": thread_id,
                         "user_id": (owner or {}).get(AUTH_USER_ID_KEY),
                         "schedule": body.schedule,

@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from runyard.db.threads import ThreadState
+from runyard.domain.assistant import StoredAssistant
 from runyard.domain.cron import CronRecord
 from runyard.domain.run import RunRecord
 
@@ -46,6 +47,14 @@ async def opened(holder: EncryptionHolder, model: str, row: Any, fields: Iterabl
     if holder.encryption is None or row is None:
         return row
     return await holder.encryption.decrypt_fields(model, dict(row), fields)
+
+
+async def opened_assistant(holder: EncryptionHolder, assistant: StoredAssistant) -> StoredAssistant:
+    """The stored assistant (or version) with its metadata, config and context decrypted (the
+    record itself without custom encryption)."""
+    if holder.encryption is None:
+        return assistant
+    return await holder.encryption.open_assistant(assistant)
 
 
 async def sealed_state(holder: EncryptionHolder, state: ThreadState) -> ThreadState:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph.checkpoint.base.id import uuid6
 
+from runyard.domain.assistant import AssistantRecord
 from runyard.domain.configurable import without_reserved
 from runyard.domain.encrypted_fields import RUN_KWARGS_FIELDS
 from runyard.domain.encryption_context import CONTEXT_KEY, current_context
@@ -40,7 +41,7 @@ class PendingRunRows:
 
     new_runs: NewRuns
     body: RunCreate
-    assistant: dict[str, Any]
+    assistant: AssistantRecord
     stateless: bool
     stream_modes: list[str] | None
     idempotency_key: str | None
@@ -75,19 +76,19 @@ def _settings_columns(settings: PrioritySettings) -> dict[str, Any]:
     return {"priority": settings.priority, "fairness_group": settings.fairness_group}
 
 
-def _graph_metadata(assistant: dict[str, Any]) -> dict[str, Any]:
+def _graph_metadata(assistant: AssistantRecord) -> dict[str, Any]:
     """What a run and its thread record of the graph and assistant they belong to."""
-    return {"graph_id": assistant["graph_id"], "assistant_id": assistant["assistant_id"]}
+    return {"graph_id": assistant.graph_id, "assistant_id": assistant.assistant_id}
 
 
 def _kwargs(
     body: RunCreate,
-    assistant: dict[str, Any],
+    assistant: AssistantRecord,
     stream_modes: list[str] | None,
     stateless: bool,
     configurable: dict[str, Any],
 ) -> dict[str, Any]:
-    config = _merge_config(assistant.get("config") or {}, body.config or {})
+    config = _merge_config(assistant.config, body.config or {})
     if configurable or "configurable" in config:
         config["configurable"] = {
             **without_reserved(config.get("configurable") or {}),
@@ -110,7 +111,7 @@ def _kwargs(
             "durability": body.durability,
             "webhook": body.webhook,
             "feedback_keys": body.feedback_keys,
-            "graph_id": assistant["graph_id"],
+            "graph_id": assistant.graph_id,
             "temporary": stateless,
             "subgraphs": body.stream_subgraphs,
             "resumable": body.stream_resumable,
@@ -118,9 +119,9 @@ def _kwargs(
     )
 
 
-def _run_context(body: RunCreate, assistant: dict[str, Any]) -> dict[str, Any]:
+def _run_context(body: RunCreate, assistant: AssistantRecord) -> dict[str, Any]:
     """The run's context: the assistant's, with the request's keys over it."""
-    return {**(assistant.get("context") or {}), **(body.context or {})}
+    return {**assistant.context, **(body.context or {})}
 
 
 def _merge_config(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
@@ -188,7 +189,7 @@ class NewRuns:
     def run_row(
         self,
         body: RunCreate,
-        assistant: dict[str, Any],
+        assistant: AssistantRecord,
         thread: dict[str, Any],
         stateless: bool,
         stream_modes: list[str] | None,
@@ -201,13 +202,13 @@ class NewRuns:
         return {
             "run_id": new_id(),
             "thread_id": thread["thread_id"],
-            "assistant_id": assistant["assistant_id"],
+            "assistant_id": assistant.assistant_id,
             "metadata": {
-                **(assistant.get("metadata") or {}),
+                **assistant.metadata,
                 **(thread["metadata"] or {}),
                 **_graph_metadata(assistant),
                 **(body.metadata or {}),
-                "assistant_id": assistant["assistant_id"],
+                "assistant_id": assistant.assistant_id,
             },
             "kwargs": {
                 **_kwargs(body, assistant, stream_modes, stateless, configurable),

@@ -18,6 +18,7 @@ from typing import Any
 
 from runyard.db import threads as threads_db
 from runyard.db.engine import Sessions
+from runyard.domain.assistant import AssistantRecord
 from runyard.domain.configurable import AUTH_USER_ID_KEY
 from runyard.domain.errors import InvalidInputError
 from runyard.domain.priority import (
@@ -85,7 +86,7 @@ class RunPriorities:
         self,
         thread_id: str | None,
         body: RunCreate,
-        assistant: Mapping[str, Any],
+        assistant: AssistantRecord,
         new_thread_metadata: Mapping[str, Any],
         configurable: Mapping[str, Any],
     ) -> RunPriority:
@@ -115,9 +116,9 @@ class RunPriorities:
             user=user_from_config(configurable),
             thread_id=thread_id,
             thread_metadata=thread_metadata,
-            assistant_id=str(assistant["assistant_id"]),
-            graph_id=str(assistant["graph_id"]),
-            assistant_metadata=assistant.get("metadata") or {},
+            assistant_id=assistant.assistant_id,
+            graph_id=assistant.graph_id,
+            assistant_metadata=assistant.metadata,
             run_metadata=metadata,
             cron_id=str(cron_id) if cron_id is not None else None,
         )
