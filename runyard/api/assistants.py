@@ -22,8 +22,9 @@ from runyard.schemas.assistants import (
     AssistantVersionsSearch,
     DrawableGraph,
     GraphSchemas,
+    to_wire,
+    version_to_wire,
 )
-from runyard.services.assistants import to_wire, version_to_wire
 
 router = APIRouter(tags=["Assistants"])
 

@@ -1,6 +1,6 @@
 """An assistant as stored, and each of its versions: frozen records, built once in `db/`
 from their rows and read by attribute everywhere above. JSON columns stay plain values; the
-API turns a record into the Agent Protocol's JSON at its edge (`services/assistants.py`)."""
+API turns a record into the Agent Protocol's JSON at its edge (`schemas/assistants.py`)."""
 
 from __future__ import annotations
 

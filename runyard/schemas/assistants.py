@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from runyard.domain.assistant import AssistantRecord, AssistantVersionRecord
 from runyard.schemas.common import (
     IsoDatetime,
     JsonInt,
@@ -125,6 +127,43 @@ class Assistant(BaseModel):
     updated_at: IsoDatetime
     version: JsonInt
     description: str | None = None
+
+
+def to_wire(assistant: AssistantRecord) -> dict[str, Any]:
+    """The Agent Protocol view of an assistant (its JSON as given: opened first)."""
+    return {
+        "assistant_id": assistant.assistant_id,
+        "graph_id": assistant.graph_id,
+        "name": assistant.name,
+        "description": assistant.description,
+        "config": assistant.config,
+        "context": assistant.context,
+        "metadata": assistant.metadata,
+        "version": assistant.version,
+        "created_at": assistant.created_at.isoformat(),
+        "updated_at": assistant.updated_at.isoformat(),
+    }
+
+
+def version_to_wire(version: AssistantVersionRecord) -> dict[str, Any]:
+    """The Agent Protocol view of one version of an assistant."""
+    return {
+        "assistant_id": version.assistant_id,
+        "version": version.version,
+        "graph_id": version.graph_id,
+        "name": version.name,
+        "description": version.description,
+        "config": version.config,
+        "context": version.context,
+        "metadata": version.metadata,
+        "created_at": version.created_at.isoformat(),
+    }
+
+
+def columns_to_wire(columns: dict[str, Any]) -> dict[str, Any]:
+    """Some columns of an assistant (a search's `select`) as JSON values, timestamps in
+    ISO 8601 as `to_wire` writes them."""
+    return {k: v.isoformat() if isinstance(v, datetime) else v for k, v in columns.items()}
 
 
 class GraphSchemas(BaseModel):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import uuid
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from langgraph.pregel import Pregel
@@ -27,6 +26,7 @@ from runyard.schemas.assistants import (
     AssistantPatch,
     AssistantSearch,
     AssistantVersionsSearch,
+    columns_to_wire,
 )
 from runyard.services.encrypted_filters import refuse_encrypted_keys
 from runyard.services.encrypted_json import opened, opened_assistant, sealed_fields
@@ -40,43 +40,6 @@ log = logging.getLogger("runyard.assistants")
 
 # The assistant JSON custom encryption covers (encryption.path).
 ASSISTANT_JSON = ASSISTANT_FIELDS
-
-
-def to_wire(assistant: AssistantRecord) -> dict[str, Any]:
-    """The Agent Protocol view of an assistant (its JSON as given: opened first)."""
-    return {
-        "assistant_id": assistant.assistant_id,
-        "graph_id": assistant.graph_id,
-        "name": assistant.name,
-        "description": assistant.description,
-        "config": assistant.config,
-        "context": assistant.context,
-        "metadata": assistant.metadata,
-        "version": assistant.version,
-        "created_at": assistant.created_at.isoformat(),
-        "updated_at": assistant.updated_at.isoformat(),
-    }
-
-
-def version_to_wire(version: AssistantVersionRecord) -> dict[str, Any]:
-    """The Agent Protocol view of one version of an assistant."""
-    return {
-        "assistant_id": version.assistant_id,
-        "version": version.version,
-        "graph_id": version.graph_id,
-        "name": version.name,
-        "description": version.description,
-        "config": version.config,
-        "context": version.context,
-        "metadata": version.metadata,
-        "created_at": version.created_at.isoformat(),
-    }
-
-
-def columns_to_wire(columns: dict[str, Any]) -> dict[str, Any]:
-    """Some columns of an assistant (a search's `select`) as JSON values, timestamps in
-    ISO 8601 as `to_wire` writes them."""
-    return {k: v.isoformat() if isinstance(v, datetime) else v for k, v in columns.items()}
 
 
 def _page(body: AssistantSearch, auth_filter: dict[str, Any] | None) -> AssistantPage:
