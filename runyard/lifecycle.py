@@ -70,6 +70,7 @@ from runyard.domain.group_caps import GroupCaps, HeldBack, held_back_reason
 from runyard.domain.new_run import NewRun, NewThread
 from runyard.domain.run import ClaimedRun, EndedRun, Recovered, RunRecord, UnreadRun
 from runyard.domain.status import RunStatus, ThreadStatus
+from runyard.domain.thread import ThreadRecord
 from runyard.graphs.checkpointer import delete_run_checkpoints
 from runyard.observability.metrics import Metrics
 from runyard.queue.cancel_bus import CancelBus
@@ -343,7 +344,7 @@ class RunLifecycle:
 
     async def create_thread(
         self, session: AsyncConnection, thread: NewThread, *, failed: bool = False
-    ) -> dict[str, Any] | None:
+    ) -> ThreadRecord | None:
         """In the caller's transaction: insert a thread that has no run (created on its own,
         or a copy), `idle`, or `error` when it copies a thread whose last run failed. None,
         with nothing written, when the thread exists."""

@@ -21,9 +21,10 @@ from runyard.db import threads as threads_db
 from runyard.db.dialect import database_now
 from runyard.db.engine import Sessions
 from runyard.domain.errors import ConflictError, NotFoundError
-from runyard.domain.new_run import NewRun, NewThread
+from runyard.domain.new_run import NewRun, NewThread, TargetThread
 from runyard.domain.run import RunRecord
 from runyard.domain.status import RunStatus, ThreadStatus
+from runyard.domain.thread import LockedThread, ThreadRecord
 from runyard.graphs.checkpointer import delete_run_checkpoints
 from runyard.transactions import Transactions
 
@@ -97,7 +98,9 @@ class RunCreation:
         creating = new_run.creates_thread
         if creating and not new_run.idempotency_key and not new_run.after_seconds:
             # The common case (every stateless run) in one statement on PostgreSQL.
-            first_row = await self._run_row(new_run, new_thread, None)
+            # Settings it is created with are the ones assigned for this run (`rows` has them).
+            target = TargetThread(new_run.thread.thread_id, new_run.thread.metadata)
+            first_row = await self._run_row(new_run, target, None)
             first = await self._transactions.atomic(
                 lambda session: runs_db.insert_run_on_new_thread(session, new_thread, first_row)
             )
@@ -140,18 +143,19 @@ class RunCreation:
         if created is None:
             await self._make_room(session, thread_id, new_run.strategy, effects)
         assigned = new_run.assigned_priority
-        if assigned is not None and created is None and thread.get("priority") is None:
+        if assigned is not None and created is None and thread.priority is None:
             await threads_db.set_priority_settings(
                 session, thread_id, assigned.priority, assigned.fairness_group
             )
         scheduled_at = await _scheduled_at(session, new_run.after_seconds)
-        run = await runs_db.insert_run(session, await self._run_row(new_run, thread, scheduled_at))
+        row = await self._run_row(new_run, TargetThread.of(thread), scheduled_at)
+        run = await runs_db.insert_run(session, row)
         if created is None:
             await threads_db.mark_busy(
                 session,
                 thread_id,
-                {**(thread["metadata"] or {}), **new_run.graph_metadata},
-                new_thread["context"],
+                {**(thread.metadata or {}), **new_run.graph_metadata},
+                new_run.thread.context,
             )
         return run, True
 
@@ -161,7 +165,7 @@ class RunCreation:
         new_run: NewRun,
         new_thread: dict[str, Any],
         creating: bool,
-    ) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    ) -> tuple[ThreadRecord | None, ThreadRecord]:
         """The thread the run goes on, locked (or created now): (created, thread)."""
         thread_id = new_run.thread.thread_id
         created = await threads_db.insert_thread(session, new_thread) if creating else None
@@ -183,18 +187,16 @@ class RunCreation:
             raise NotFoundError(
                 f"thread {thread_id} not found; create it first or pass if_not_exists='create'"
             )
-        if thread.pop("deleted_with_run", False):
+        if isinstance(thread, LockedThread) and thread.deleted_with_run:
             # Deleting the thread would take this run with it: accepted, then lost.
             raise ConflictError(
                 f"thread {thread_id} is the temporary thread of a stateless run and is "
                 "deleted when that run ends; create a thread of your own for this run"
             )
-        return created, thread
+        return created, thread.thread if isinstance(thread, LockedThread) else thread
 
     @staticmethod
-    async def _run_row(
-        new_run: NewRun, thread: dict[str, Any], scheduled_at: Any
-    ) -> dict[str, Any]:
+    async def _run_row(new_run: NewRun, thread: TargetThread, scheduled_at: Any) -> dict[str, Any]:
         return {**await new_run.rows.row(thread, scheduled_at), "status": RunStatus.PENDING.value}
 
     async def _roll_back_checkpoints(self, thread_id: str, strategy: str) -> None:

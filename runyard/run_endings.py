@@ -175,7 +175,7 @@ class RunEndings:
             return
         if values is UNREAD:
             thread = await threads_db.get_thread(session, run.thread_id)
-            values = thread["values"] if thread is not None else None
+            values = thread.values if thread is not None else None
         payload = {**_public(run), "status": status.value, "values": values}
         if error is not None:
             payload["error"] = error

@@ -279,7 +279,7 @@ class AssistantTasks(UnofferedOperations):
                 "start a new task (the same contextId continues the conversation)"
             )
         thread = await self.services.threads.get_thread(run.thread_id)
-        if run.status != RunStatus.SUCCESS or thread["status"] != ThreadStatus.INTERRUPTED:
+        if run.status != RunStatus.SUCCESS or thread.status != ThreadStatus.INTERRUPTED:
             raise UnsupportedOperationError(
                 message=f"task {message.task_id} does not wait for input (its run is "
                 f"{run.status}); send the message without taskId to start a new task"
@@ -313,7 +313,7 @@ class AssistantTasks(UnofferedOperations):
             thread = await self.services.threads.get_thread(run.thread_id)
         except NotFoundError:
             return []
-        values = thread.get("values") or {}
+        values = thread.values or {}
         messages = values.get("messages") if isinstance(values, dict) else None
         return messages if isinstance(messages, list) else []
 

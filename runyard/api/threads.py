@@ -37,6 +37,7 @@ from runyard.schemas.threads import (
     ThreadUpdateStateResponse,
 )
 from runyard.services import thread_streams
+from runyard.services.threads import to_wire
 
 router = APIRouter(tags=["Threads"])
 
@@ -74,8 +75,8 @@ async def create_thread(
     body = body.model_copy(update={"metadata": value["metadata"]})
     thread = await service.create_thread(body)
     if body.if_exists == "do_nothing":  # the existing thread may be someone else's
-        await require_thread(service, caller, thread["thread_id"], "read")
-    return thread
+        await require_thread(service, caller, thread.thread_id, "read")
+    return to_wire(thread)
 
 
 @router.post("/threads/search", response_model=list[dict[str, Any]])
@@ -139,7 +140,7 @@ async def get_thread(
     if fields - {"ttl"}:
         raise InvalidInputError(f"include supports only 'ttl', got {sorted(fields - {'ttl'})}")
     await require_thread(service, caller, str(thread_id), "read")
-    return await service.get_thread(str(thread_id), include_ttl="ttl" in fields)
+    return to_wire(await service.get_thread(str(thread_id)), include_ttl="ttl" in fields)
 
 
 @router.patch("/threads/{thread_id}", response_model=Thread)
@@ -158,7 +159,7 @@ async def patch_thread(
     thread = await service.patch_thread(str(thread_id), body)
     if prefer == "return=minimal":
         return Response(status_code=204)
-    return thread
+    return to_wire(thread)
 
 
 @router.delete("/threads/{thread_id}", status_code=204)
@@ -177,7 +178,7 @@ async def copy_thread(
 ) -> dict[str, Any]:
     """Copy a thread: same metadata and checkpoints under a new id."""
     await require_thread(service, caller, str(thread_id), "read")
-    return await service.copy_thread(str(thread_id))
+    return to_wire(await service.copy_thread(str(thread_id)))
 
 
 @router.get("/threads/{thread_id}/state", response_model=dict[str, Any])

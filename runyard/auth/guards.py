@@ -89,7 +89,7 @@ async def require_thread(
         if missing_ok:
             return
         raise
-    if not metadata_matches(thread["metadata"], spec):
+    if not metadata_matches(thread.metadata, spec):
         raise thread_not_found(thread_id)
 
 

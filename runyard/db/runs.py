@@ -36,6 +36,7 @@ from runyard.db.driver import fetch_all, fetch_one
 from runyard.db.tables import runs, threads
 from runyard.domain.run import UNREAD_COLUMNS, RunRecord, UnreadRun, run_or_none
 from runyard.domain.status import ACTIVE_RUN_STATUSES, RunStatus
+from runyard.domain.thread import LockedThread
 
 _ACTIVE = [s.value for s in ACTIVE_RUN_STATUSES]
 
@@ -160,9 +161,7 @@ def _thread_for_new_run_statement(dialect: str) -> Select[Any]:
     return statement
 
 
-async def lock_thread_for_new_run(
-    session: AsyncConnection, thread_id: str
-) -> dict[str, Any] | None:
+async def lock_thread_for_new_run(session: AsyncConnection, thread_id: str) -> LockedThread | None:
     """The thread a run is about to join, locked until the transaction ends (PostgreSQL),
     with `deleted_with_run`: True when a stateless run deletes the thread once it ends.
 
@@ -171,7 +170,7 @@ async def lock_thread_for_new_run(
     """
     statement = _thread_for_new_run_statement(dialect_name(session))
     row = (await session.execute(statement, {"p_thread_id": thread_id})).mappings().one_or_none()
-    return dict(row) if row is not None else None
+    return LockedThread.from_row(row) if row is not None else None
 
 
 @cache

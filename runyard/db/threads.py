@@ -36,6 +36,7 @@ from runyard.db.dialect import (
 from runyard.db.driver import fetch_one
 from runyard.db.tables import runs, threads
 from runyard.domain.status import ACTIVE_RUN_STATUSES, RunStatus, ThreadStatus
+from runyard.domain.thread import EXPIRED_COLUMNS, ExpiredThread, ThreadRecord, thread_or_none
 
 _ACTIVE = [s.value for s in ACTIVE_RUN_STATUSES]
 # Threads migrated from before the column existed have no state_updated_at of their own.
@@ -92,20 +93,19 @@ def _get_statement(dialect: str, lock: bool) -> Select[Any]:
     return statement
 
 
-async def insert_thread(session: AsyncConnection, row: dict[str, Any]) -> dict[str, Any] | None:
+async def insert_thread(session: AsyncConnection, row: dict[str, Any]) -> ThreadRecord | None:
     """Insert a thread and return it as stored; None (nothing written) when its id exists."""
     statement = _insert_statement(dialect_name(session))
-    inserted = (await session.execute(statement, row)).mappings().first()
-    return dict(inserted) if inserted is not None else None
+    return thread_or_none((await session.execute(statement, row)).mappings().first())
 
 
 async def get_thread(
     session: AsyncConnection, thread_id: str, *, lock: bool = False
-) -> dict[str, Any] | None:
-    """A thread row; with `lock`, held until the transaction ends (PostgreSQL)."""
+) -> ThreadRecord | None:
+    """A thread; with `lock`, its row held until the transaction ends (PostgreSQL)."""
     statement = _get_statement(dialect_name(session), lock)
     row = (await session.execute(statement, {"p_thread_id": thread_id})).mappings().one_or_none()
-    return dict(row) if row is not None else None
+    return thread_or_none(row)
 
 
 async def touch_thread(session: AsyncConnection, thread_id: str) -> bool:
@@ -273,7 +273,7 @@ async def search_threads(
     descending: bool,
     limit: int,
     offset: int,
-) -> list[dict[str, Any]]:
+) -> list[ThreadRecord]:
     """One page of threads matching the query, in the given order (ties broken by id)."""
     column = _SORT_COLUMNS[sort_by]
     order = (
@@ -286,7 +286,7 @@ async def search_threads(
     )
     statement = _filtered(session, select(threads), query).order_by(*order)
     rows = (await session.execute(statement.limit(limit).offset(offset))).mappings().all()
-    return [dict(row) for row in rows]
+    return [ThreadRecord.from_row(row) for row in rows]
 
 
 async def count_threads(session: AsyncConnection, query: ThreadQuery) -> int:
@@ -328,7 +328,7 @@ async def set_ttl(
 
 async def claim_expired_threads(
     session: AsyncConnection, limit: int, hold_seconds: float
-) -> list[dict[str, Any]]:
+) -> list[ExpiredThread]:
     """Claim up to `limit` expired threads with no pending or running run, oldest expiry first.
 
     A claim moves their expiry `hold_seconds` ahead, so a concurrent sweeper (another
@@ -350,11 +350,11 @@ async def claim_expired_threads(
         update(threads)
         .where(threads.c.thread_id.in_(due.scalar_subquery()))
         .values(expires_at=clock_plus(dialect, "p_hold"))
-        .returning(threads.c.thread_id, threads.c.ttl_strategy, threads.c.ttl_minutes)
+        .returning(*(threads.c[name] for name in EXPIRED_COLUMNS))
     )
     params = {"p_hold": seconds_param(dialect, hold_seconds)}
     rows = (await session.execute(statement, params)).mappings().all()
-    return [dict(row) for row in rows]
+    return [ExpiredThread.from_row(row) for row in rows]
 
 
 async def set_priority_settings(

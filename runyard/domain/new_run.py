@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from runyard.domain.priority import PrioritySettings
+from runyard.domain.thread import ThreadRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,10 +29,25 @@ class NewThread:
     columns: Mapping[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class TargetThread:
+    """What a new run takes from the thread it goes on, stored or created with it: its id,
+    its metadata as stored, and its priority settings (None while it has none)."""
+
+    thread_id: str
+    metadata: Any
+    settings: PrioritySettings | None = None
+
+    @classmethod
+    def of(cls, thread: ThreadRecord) -> TargetThread:
+        """What a new run takes from a stored thread."""
+        return cls(thread.thread_id, thread.metadata, thread.settings)
+
+
 class RunRows(Protocol):
     """Builds the row of a new run (sealed, without its status) on the thread it goes on."""
 
-    async def row(self, thread: Mapping[str, Any], scheduled_at: Any) -> dict[str, Any]:
+    async def row(self, thread: TargetThread, scheduled_at: Any) -> dict[str, Any]:
         """The run's row on `thread` (as stored), due at `scheduled_at` (None: now)."""
         ...
 

@@ -38,6 +38,7 @@ from runyard.domain.encrypted_fields import (
 from runyard.domain.encryption_context import CONTEXT_KEY, current_context
 from runyard.domain.errors import DecryptionError, InvalidInputError, RunyardError
 from runyard.domain.run import RunRecord
+from runyard.domain.thread import ThreadRecord
 from runyard.encryption.custom_checkpoints import (
     BlobHandlerCipher,
     CheckpointMetadataCodec,
@@ -278,6 +279,10 @@ class CustomEncryption:
         return assistant.with_json(
             await self.decrypt_fields("assistant", columns, ASSISTANT_FIELDS)
         )
+
+    async def open_thread(self, thread: ThreadRecord, fields: Iterable[str]) -> ThreadRecord:
+        """The stored thread with these JSON columns decrypted (`decrypt_fields`)."""
+        return thread.with_json(await self.decrypt_fields("thread", thread.json_columns(), fields))
 
     async def decrypt_run(self, row: dict[str, Any]) -> dict[str, Any]:
         """A copy of a stored run with its JSON decrypted, the caller's data in its kwargs

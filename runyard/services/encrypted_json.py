@@ -10,7 +10,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from runyard.db.threads import ThreadState
 from runyard.domain.assistant import StoredAssistant
 from runyard.domain.cron import CronRecord
+from runyard.domain.encrypted_fields import THREAD_FIELDS
 from runyard.domain.run import RunRecord
+from runyard.domain.thread import ThreadRecord
 
 if TYPE_CHECKING:
     from runyard.encryption.custom import CustomEncryption
@@ -75,6 +77,16 @@ async def opened_run(holder: EncryptionHolder, run: RunRecord) -> RunRecord:
     if holder.encryption is None:
         return run
     return await holder.encryption.open_run(run)
+
+
+async def opened_thread(
+    holder: EncryptionHolder, thread: ThreadRecord, fields: Iterable[str] = THREAD_FIELDS
+) -> ThreadRecord:
+    """The stored thread with these JSON columns (by default all it has) decrypted (the
+    thread itself without custom encryption)."""
+    if holder.encryption is None:
+        return thread
+    return await holder.encryption.open_thread(thread, fields)
 
 
 async def opened_cron(holder: EncryptionHolder, cron: CronRecord) -> CronRecord:

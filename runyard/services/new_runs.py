@@ -4,8 +4,7 @@ with the run's row (request, assistant, configuration) and its thread's JSON sea
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from langgraph.checkpoint.base.id import uuid6
@@ -14,14 +13,14 @@ from runyard.domain.assistant import AssistantRecord
 from runyard.domain.configurable import without_reserved
 from runyard.domain.encrypted_fields import RUN_KWARGS_FIELDS
 from runyard.domain.encryption_context import CONTEXT_KEY, current_context
-from runyard.domain.new_run import NewRun, NewThread
+from runyard.domain.new_run import NewRun, NewThread, TargetThread
 from runyard.domain.priority import PrioritySettings
 from runyard.domain.retention import ThreadTTLPolicy
 from runyard.graphs.serialize import to_jsonable
 from runyard.observability.tracing import Tracing
 from runyard.schemas.runs import RunCreate
 from runyard.services.encrypted_json import opened, sealed, sealed_fields
-from runyard.services.run_priority import RunPriority, stored_settings
+from runyard.services.run_priority import RunPriority
 from runyard.services.threads import ttl_columns
 
 if TYPE_CHECKING:
@@ -49,15 +48,17 @@ class PendingRunRows:
     configurable: dict[str, Any]
     priority: RunPriority
 
-    async def row(self, thread: Mapping[str, Any], scheduled_at: Any) -> dict[str, Any]:
+    async def row(self, thread: TargetThread, scheduled_at: Any) -> dict[str, Any]:
         """The run's row on `thread`, without its status (the lifecycle gives it)."""
         new_runs = self.new_runs
-        settings = stored_settings(thread) or self.priority.settings
+        settings = thread.settings or self.priority.settings
+        stored = {"metadata": thread.metadata}
+        metadata = (await opened(new_runs, "thread", stored, ("metadata",)))["metadata"]
         row = {
             **new_runs.run_row(
                 self.body,
                 self.assistant,
-                await opened(new_runs, "thread", dict(thread), ("metadata",)),
+                replace(thread, metadata=metadata),
                 self.stateless,
                 self.stream_modes,
                 scheduled_at,
@@ -190,7 +191,7 @@ class NewRuns:
         self,
         body: RunCreate,
         assistant: AssistantRecord,
-        thread: dict[str, Any],
+        thread: TargetThread,
         stateless: bool,
         stream_modes: list[str] | None,
         scheduled_at: Any,
@@ -201,11 +202,11 @@ class NewRuns:
         """The row of a new run on `thread` (the lifecycle makes it pending)."""
         return {
             "run_id": new_id(),
-            "thread_id": thread["thread_id"],
+            "thread_id": thread.thread_id,
             "assistant_id": assistant.assistant_id,
             "metadata": {
                 **assistant.metadata,
-                **(thread["metadata"] or {}),
+                **(thread.metadata or {}),
                 **_graph_metadata(assistant),
                 **(body.metadata or {}),
                 "assistant_id": assistant.assistant_id,

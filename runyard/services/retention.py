@@ -14,6 +14,7 @@ from runyard.db import threads as threads_db
 from runyard.db.engine import Sessions
 from runyard.domain.errors import NotFoundError
 from runyard.domain.retention import ThreadTTLPolicy
+from runyard.domain.thread import ExpiredThread
 from runyard.services.threads import ThreadService
 
 log = logging.getLogger("runyard.retention")
@@ -71,8 +72,8 @@ class ThreadRetention:
             batch = min(SWEEP_BATCH, policy.sweep_limit - swept)
             async with self.atomic() as session:
                 claimed = await threads_db.claim_expired_threads(session, batch, CLAIM_HOLD_SECONDS)
-            for row in claimed:
-                await self._expire(row)
+            for thread in claimed:
+                await self._expire(thread)
             swept += len(claimed)
             if len(claimed) < batch:
                 break
@@ -80,15 +81,15 @@ class ThreadRetention:
             log.info("threads_expired count=%s", swept)
         return swept
 
-    async def _expire(self, row: dict[str, Any]) -> None:
-        thread_id = row["thread_id"]
-        if row["ttl_strategy"] == "keep_latest":
+    async def _expire(self, thread: ExpiredThread) -> None:
+        thread_id = thread.thread_id
+        if thread.ttl_strategy == "keep_latest":
             await self.checkpointer.aprune([thread_id], strategy="keep_latest")
             # Kept: it expires again one TTL from now, pruning what it gathers meanwhile.
-            expires_at = datetime.now(UTC) + timedelta(minutes=float(row["ttl_minutes"] or 0))
+            expires_at = datetime.now(UTC) + timedelta(minutes=float(thread.ttl_minutes or 0))
             async with self.atomic() as session:
                 await threads_db.set_ttl(
-                    session, thread_id, "keep_latest", row["ttl_minutes"], expires_at
+                    session, thread_id, "keep_latest", thread.ttl_minutes, expires_at
                 )
             log.info("thread_expired thread_id=%s strategy=keep_latest", thread_id)
             return

@@ -43,13 +43,6 @@ class RunPriority:
 DEFAULTS = RunPriority(PrioritySettings(), assigned=False)
 
 
-def stored_settings(thread: Mapping[str, Any]) -> PrioritySettings | None:
-    """A thread row's settings, or None when it has none yet."""
-    if thread.get("priority") is None:
-        return None
-    return PrioritySettings(int(thread["priority"]), str(thread["fairness_group"]))
-
-
 def keyed_group(
     key: str,
     run_metadata: Mapping[str, Any],
@@ -104,10 +97,10 @@ class RunPriorities:
             async with self.autocommit() as session:
                 thread = await threads_db.get_thread(session, thread_id)
             if thread is not None:
-                known = stored_settings(thread)
+                known = thread.settings
                 if known is not None:
                     return RunPriority(known, assigned=False)
-                thread_metadata = thread["metadata"] or {}
+                thread_metadata = thread.metadata or {}
             elif body.if_not_exists != "create":
                 return DEFAULTS  # no such thread: the creating transaction answers 404
         metadata = body.metadata or {}

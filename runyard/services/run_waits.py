@@ -17,7 +17,7 @@ from runyard.domain.run import RunRecord
 from runyard.domain.status import TERMINAL_RUN_STATUSES, RunStatus, ThreadStatus
 from runyard.domain.stream_modes import event_in_modes
 from runyard.schemas.runs import RunCreate
-from runyard.services.encrypted_json import opened
+from runyard.services.encrypted_json import opened, opened_thread
 from runyard.services.runs import RunService
 from runyard.streaming.broker import (
     IDLE_CHECK_SECONDS,
@@ -220,10 +220,10 @@ class RunWaits:
             thread = await threads_db.get_thread(session, run.thread_id)
         if thread is None:
             return {}
-        thread = await opened(self, "thread", thread, ("values", "interrupts"))
-        values = dict(thread["values"]) if thread["values"] else {}
-        if thread["status"] == ThreadStatus.INTERRUPTED and thread["interrupts"]:
-            flat = [i for items in thread["interrupts"].values() for i in items]
+        thread = await opened_thread(self, thread, ("values", "interrupts"))
+        values = dict(thread.values) if thread.values else {}
+        if thread.status == ThreadStatus.INTERRUPTED and thread.interrupts:
+            flat = [i for items in thread.interrupts.values() for i in items]
             return dict(with_interrupts(values, flat))
         return values
 

@@ -21,9 +21,10 @@ from runyard.db.engine import Sessions
 from runyard.domain.errors import ConflictError, InvalidInputError, NotFoundError
 from runyard.domain.run import RunRecord
 from runyard.domain.status import TERMINAL_RUN_STATUSES, ThreadStatus
+from runyard.domain.thread import ThreadRecord
 from runyard.graphs.streaming import PROTOCOL_MODE
 from runyard.schemas.runs import RunCreate
-from runyard.services.encrypted_json import opened
+from runyard.services.encrypted_json import opened_thread
 from runyard.services.run_waits import RunWaits
 from runyard.services.runs import RunService
 from runyard.services.thread_session import ThreadSession, graph_name, is_session_run
@@ -158,19 +159,19 @@ class SessionCommands:
         thread, latest = await self._settled_thread(thread_id)
         if thread is None or latest is None:
             raise CommandError("no_such_run", "No interrupted run is bound to this thread.")
-        thread = await opened(self, "thread", thread, ("interrupts",))
+        thread = await opened_thread(self, thread, ("interrupts",))
         pending = {
             item.get("id")
-            for items in (thread["interrupts"] or {}).values()
+            for items in (thread.interrupts or {}).values()
             for item in items
             if isinstance(item, dict)
         }
         for entry in entries:
-            if thread["status"] != ThreadStatus.INTERRUPTED or entry.interrupt_id not in pending:
+            if thread.status != ThreadStatus.INTERRUPTED or entry.interrupt_id not in pending:
                 raise CommandError(
                     "no_such_interrupt",
                     f"Unknown or already-consumed interrupt: {entry.interrupt_id} "
-                    f"(the thread is {thread['status']})",
+                    f"(the thread is {thread.status.value})",
                 )
         raised = await self._interrupt_namespaces(latest)
         for entry in entries:
@@ -191,9 +192,7 @@ class SessionCommands:
         }
         return _validated(fields)
 
-    async def _settled_thread(
-        self, thread_id: str
-    ) -> tuple[dict[str, Any] | None, RunRecord | None]:
+    async def _settled_thread(self, thread_id: str) -> tuple[ThreadRecord | None, RunRecord | None]:
         """The thread and its latest run, once that run has ended and the thread is no longer
         busy with it: a client answers an interrupt as soon as it streams, a moment before the
         run has finished stopping (bounded by SETTLE_SECONDS)."""
@@ -203,7 +202,7 @@ class SessionCommands:
                 latest = await runs_db.latest_run(session, thread_id) if thread else None
             if latest is None or thread is None:
                 return thread, latest
-            if latest.status in TERMINAL_RUN_STATUSES and thread["status"] != ThreadStatus.BUSY:
+            if latest.status in TERMINAL_RUN_STATUSES and thread.status != ThreadStatus.BUSY:
                 return thread, latest
             with suppress(TimeoutError, NotFoundError):
                 await asyncio.wait_for(

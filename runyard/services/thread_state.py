@@ -18,6 +18,7 @@ from runyard.db import threads as threads_db
 from runyard.db.engine import Sessions
 from runyard.domain.errors import ConflictError, NotFoundError, RunyardError
 from runyard.domain.status import ThreadStatus
+from runyard.domain.thread import ThreadRecord
 from runyard.graphs.factories import AccessContext
 from runyard.graphs.registry import GraphRegistry
 from runyard.graphs.serialize import to_jsonable
@@ -30,7 +31,7 @@ from runyard.graphs.state import (
 )
 from runyard.lifecycle import RunLifecycle
 from runyard.schemas.threads import CheckpointConfig, StateCommand, Superstep
-from runyard.services.encrypted_json import opened, sealed_state
+from runyard.services.encrypted_json import opened_thread, sealed_state
 from runyard.streaming.broker import EventBroker
 from runyard.streaming.thread_log import publish_state_update
 
@@ -174,12 +175,12 @@ class ThreadStateService:
     ) -> dict[str, Any]:
         thread = await self._read_thread(thread_id)
         wanted = checkpoint.checkpoint_id if checkpoint is not None else None
-        graph_id = thread["metadata"].get("graph_id")
+        graph_id = (thread.metadata or {}).get("graph_id")
         if not graph_id:
             if wanted:
                 raise _checkpoint_not_found(thread_id, wanted)
             return empty_state(thread_id)
-        graph = await self.bound_graph(graph_id, thread_id, thread["config"])
+        graph = await self.bound_graph(graph_id, thread_id, thread.config)
         try:
             snapshot = await graph.aget_state(
                 checkpoint_config(thread_id, checkpoint), subgraphs=subgraphs
@@ -206,10 +207,10 @@ class ThreadStateService:
         """The thread's past states, newest first; empty for a thread that never ran."""
         select = check_state_select(select)
         thread = await self._read_thread(thread_id)
-        graph_id = thread["metadata"].get("graph_id")
+        graph_id = (thread.metadata or {}).get("graph_id")
         if not graph_id:
             return []
-        graph = await self.bound_graph(graph_id, thread_id, thread["config"])
+        graph = await self.bound_graph(graph_id, thread_id, thread.config)
         if isinstance(before, str):
             before_config: RunnableConfig | None = RunnableConfig(
                 configurable={"checkpoint_id": before}
@@ -248,7 +249,7 @@ class ThreadStateService:
             thread = await threads_db.get_thread(session, thread_id, lock=True)
             if thread is None:
                 raise thread_not_found(thread_id)
-            graph_id = thread["metadata"].get("graph_id")
+            graph_id = (thread.metadata or {}).get("graph_id")
             if not graph_id:
                 raise no_graph_error(thread_id)
             if await threads_db.has_active_runs(session, thread_id):
@@ -256,8 +257,8 @@ class ThreadStateService:
                     f"thread {thread_id} has a pending or running run; wait for it to finish "
                     "(or cancel it) before updating its state"
                 )
-            config = (await opened(self, "thread", thread, ("config",)))["config"]
-            graph = await self.bound_graph(graph_id, thread_id, config, "threads.update")
+            thread_config = (await opened_thread(self, thread, ("config",))).config
+            graph = await self.bound_graph(graph_id, thread_id, thread_config, "threads.update")
             config = checkpoint_config(thread_id, checkpoint)
             wanted = config["configurable"].get("checkpoint_id")
             if wanted and await self.checkpointer.aget_tuple(config) is None:
@@ -298,9 +299,9 @@ class ThreadStateService:
             raise RunyardError(f"cannot apply the supersteps to thread {thread_id}: {exc}") from exc
         await self.refresh_thread_from_checkpoint(session, thread_id, graph)
 
-    async def _read_thread(self, thread_id: str) -> dict[str, Any]:
+    async def _read_thread(self, thread_id: str) -> ThreadRecord:
         async with self.autocommit() as session:
             thread = await threads_db.get_thread(session, thread_id)
         if thread is None:
             raise thread_not_found(thread_id)
-        return dict(await opened(self, "thread", thread, ("metadata", "config")))
+        return await opened_thread(self, thread, ("metadata", "config"))

@@ -12,11 +12,11 @@ from langgraph.checkpoint.base.id import uuid6
 
 from runyard.db import threads as threads_db
 from runyard.db.engine import Sessions
-from runyard.domain.encrypted_fields import THREAD_FIELDS
 from runyard.domain.errors import ConflictError, InvalidInputError, NotFoundError
 from runyard.domain.new_run import NewThread
 from runyard.domain.retention import ThreadTTLPolicy
 from runyard.domain.status import ThreadStatus
+from runyard.domain.thread import ThreadRecord
 from runyard.graphs.checkpointer import StorageReporting, copy_thread_checkpoints
 from runyard.graphs.registry import GraphRegistry
 from runyard.lifecycle import RunLifecycle
@@ -28,7 +28,7 @@ from runyard.schemas.threads import (
     ThreadTTL,
 )
 from runyard.services.encrypted_filters import refuse_encrypted_keys
-from runyard.services.encrypted_json import opened, sealed
+from runyard.services.encrypted_json import opened_thread, sealed
 from runyard.services.thread_state import ThreadStateService, thread_not_found
 from runyard.streaming.thread_log import state_log
 
@@ -50,8 +50,6 @@ WIRE_FIELDS = (
     "interrupts",
     "error",
 )
-# The thread JSON custom encryption covers (encryption.path).
-THREAD_JSON = THREAD_FIELDS
 EXTRACTABLE_ROOTS = frozenset({"values", "metadata", "config", "interrupts"})
 _ALIAS = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PATH_SPLIT = re.compile(r"\.|\[")
@@ -62,29 +60,34 @@ def new_thread_id() -> str:
     return str(uuid6())
 
 
-def to_wire(row: dict[str, Any], *, include_ttl: bool = False) -> dict[str, Any]:
-    """The thread as clients receive it (timestamps as ISO 8601 strings); with
-    `include_ttl`, its time-to-live when it has one."""
-    wire = {field: row.get(field) for field in WIRE_FIELDS}
-    for stamp in ("created_at", "updated_at"):
-        wire[stamp] = row[stamp].isoformat()
-    wire["state_updated_at"] = (row.get("state_updated_at") or row["updated_at"]).isoformat()
-    wire["metadata"] = wire["metadata"] or {}
-    wire["config"] = wire["config"] or {}
-    wire["interrupts"] = wire["interrupts"] or {}
-    if include_ttl and (ttl := ttl_wire(row)) is not None:
+def to_wire(thread: ThreadRecord, *, include_ttl: bool = False) -> dict[str, Any]:
+    """The Agent Protocol view of a thread (its JSON as given: `opened_thread` first), its
+    timestamps as ISO 8601 strings; with `include_ttl`, its time-to-live when it has one."""
+    wire: dict[str, Any] = {
+        "thread_id": thread.thread_id,
+        "created_at": thread.created_at.isoformat(),
+        "updated_at": thread.updated_at.isoformat(),
+        "state_updated_at": (thread.state_updated_at or thread.updated_at).isoformat(),
+        "metadata": thread.metadata or {},
+        "status": thread.status.value,
+        "config": thread.config or {},
+        "values": thread.values,
+        "interrupts": thread.interrupts or {},
+        "error": thread.error,
+    }
+    if include_ttl and (ttl := ttl_wire(thread)) is not None:
         wire["ttl"] = ttl
     return wire
 
 
-def ttl_wire(row: dict[str, Any]) -> dict[str, Any] | None:
+def ttl_wire(thread: ThreadRecord) -> dict[str, Any] | None:
     """A thread's `ttl` as LangGraph Platform shapes it, or None when it has none."""
-    if row.get("ttl_minutes") is None:
+    if thread.ttl_minutes is None:
         return None
-    expires_at = row.get("expires_at")
+    expires_at = thread.expires_at
     return {
-        "strategy": row.get("ttl_strategy") or "delete",
-        "ttl_minutes": row["ttl_minutes"],
+        "strategy": thread.ttl_strategy or "delete",
+        "ttl_minutes": thread.ttl_minutes,
         "expires_at": expires_at.isoformat() if expires_at is not None else None,
     }
 
@@ -174,7 +177,7 @@ class ThreadService:
         self.encryption = encryption
         self.state = state
 
-    async def create_thread(self, body: ThreadCreate) -> dict[str, Any]:
+    async def create_thread(self, body: ThreadCreate) -> ThreadRecord:
         """Create a thread (and apply its supersteps), or return the existing one when asked to."""
         thread_id = str(body.thread_id) if body.thread_id else new_thread_id()
         metadata = dict(body.metadata or {})
@@ -199,7 +202,7 @@ class ThreadService:
                 existing = await threads_db.get_thread(session, thread_id)
                 if existing is None:  # deleted between the two statements
                     raise thread_not_found(thread_id)
-                return to_wire(await opened(self, "thread", existing, THREAD_JSON))
+                return await opened_thread(self, existing)
             if body.supersteps:
                 try:
                     await self.state.apply_supersteps(
@@ -212,15 +215,15 @@ class ThreadService:
                 created = await threads_db.get_thread(session, thread_id)
                 assert created is not None
         log.info("thread_created thread_id=%s graph_id=%s", thread_id, graph_id)
-        return to_wire(await opened(self, "thread", created, THREAD_JSON))
+        return await opened_thread(self, created)
 
-    async def get_thread(self, thread_id: str, *, include_ttl: bool = False) -> dict[str, Any]:
-        """The thread (with its time-to-live when asked), or NotFoundError."""
+    async def get_thread(self, thread_id: str) -> ThreadRecord:
+        """The thread, its JSON decrypted, or NotFoundError."""
         async with self.autocommit() as session:
-            row = await threads_db.get_thread(session, thread_id)
-        if row is None:
+            thread = await threads_db.get_thread(session, thread_id)
+        if thread is None:
             raise thread_not_found(thread_id)
-        return to_wire(await opened(self, "thread", row, THREAD_JSON), include_ttl=include_ttl)
+        return await opened_thread(self, thread)
 
     async def thread_storage(self, thread_id: str) -> dict[str, Any]:
         """What the thread's checkpoints occupy, as LangGraph's server reports it, or 404."""
@@ -230,7 +233,7 @@ class ThreadService:
             raise InvalidInputError("this checkpointer does not report its storage")
         return {"thread_id": thread_id, **await saver.athread_storage(thread_id)}
 
-    async def patch_thread(self, thread_id: str, body: ThreadPatch) -> dict[str, Any]:
+    async def patch_thread(self, thread_id: str, body: ThreadPatch) -> ThreadRecord:
         """Merge the given metadata into the thread's (top-level keys replaced)."""
         async with self.sessions() as session, session.begin():
             # The touch locks the row first, so a concurrent merge is never lost.
@@ -238,8 +241,8 @@ class ThreadService:
                 raise thread_not_found(thread_id)
             current = await threads_db.get_thread(session, thread_id)
             assert current is not None
-            current = await opened(self, "thread", current, THREAD_JSON)
-            merged = {**(current["metadata"] or {}), **body.metadata}
+            current = await opened_thread(self, current)
+            merged = {**(current.metadata or {}), **body.metadata}
             merged = await sealed(self, "thread", "metadata", merged)
             await threads_db.set_metadata(session, thread_id, merged)
             if body.ttl is not None:
@@ -251,9 +254,9 @@ class ThreadService:
                     columns["ttl_minutes"],
                     columns["expires_at"],
                 )
-            row = await threads_db.get_thread(session, thread_id)
-            assert row is not None
-        return to_wire(await opened(self, "thread", row, THREAD_JSON))
+            patched = await threads_db.get_thread(session, thread_id)
+            assert patched is not None
+        return await opened_thread(self, patched)
 
     async def delete_thread(self, thread_id: str) -> None:
         """Delete the thread, its runs and its checkpoints."""
@@ -274,9 +277,9 @@ class ThreadService:
                     session, query, sort_by="thread_id", descending=False, limit=500, offset=0
                 )
             gone = 0
-            for row in page:
+            for thread in page:
                 try:
-                    await self.delete_thread(row["thread_id"])
+                    await self.delete_thread(thread.thread_id)
                 except NotFoundError:
                     continue  # deleted meanwhile
                 gone += 1
@@ -295,7 +298,7 @@ class ThreadService:
         extract = _validated_extract(body.extract)
         ids = [str(thread_id) for thread_id in body.ids] if body.ids else None
         async with self.autocommit() as session:
-            rows = await threads_db.search_threads(
+            found = await threads_db.search_threads(
                 session,
                 _query(body, ids, auth_filter),
                 sort_by=body.sort_by or "created_at",
@@ -303,15 +306,15 @@ class ThreadService:
                 limit=body.limit + 1,
                 offset=body.offset,
             )
-        more = len(rows) > body.limit
+        more = len(found) > body.limit
         page = []
-        for row in rows[: body.limit]:
-            plain = await opened(self, "thread", row, THREAD_JSON)
+        for thread in found[: body.limit]:
+            plain = await opened_thread(self, thread)
             wire = to_wire(plain)
             selected: set[str] = set(body.select or ())
             if "context" in selected:
                 # Not part of a thread's default shape, as on LangGraph Platform: only on request.
-                wire["context"] = plain.get("context") or {}
+                wire["context"] = plain.context or {}
             out = {k: v for k, v in wire.items() if k in selected} if selected else wire
             if extract:
                 out["extracted"] = {
@@ -331,39 +334,39 @@ class ThreadService:
         async with self.autocommit() as session:
             return await threads_db.count_threads(session, _query(body, None, auth_filter))
 
-    async def copy_thread(self, thread_id: str) -> dict[str, Any]:
+    async def copy_thread(self, thread_id: str) -> ThreadRecord:
         """A new thread with the same metadata, config and checkpoints (so the same state)."""
         new_id = new_thread_id()
         async with self.sessions() as session, session.begin():
             source = await threads_db.get_thread(session, thread_id)
             if source is None:
                 raise thread_not_found(thread_id)
-            failed = source["status"] == ThreadStatus.ERROR.value
+            failed = source.status is ThreadStatus.ERROR
             copied = NewThread(
                 new_id,
-                metadata=source["metadata"] or {},
-                config=source["config"] or {},
-                values=source["values"],
-                interrupts=source["interrupts"] or {},
-                error=source["error"],
-                context=source["context"],
+                metadata=source.metadata or {},
+                config=source.config or {},
+                values=source.values,
+                interrupts=source.interrupts or {},
+                error=source.error,
+                context=source.context,
             )
             # A copy has no runs, so it is never busy: idle, or error as its source.
             created = await self.lifecycle.create_thread(session, copied, failed=failed)
             assert created is not None
             # graph_id is never encrypted (runyard/encryption/custom.py never_encrypted).
-            graph_id = (source["metadata"] or {}).get("graph_id")
+            graph_id = (source.metadata or {}).get("graph_id")
             try:
                 await copy_thread_checkpoints(self.checkpointer, thread_id, new_id)
                 if graph_id:
-                    config = (await opened(self, "thread", source, ("config",)))["config"]
+                    config = (await opened_thread(self, source, ("config",))).config
                     graph = await self.state.bound_graph(graph_id, new_id, config)
                     await self.state.refresh_thread_from_checkpoint(
                         session,
                         new_id,
                         graph,
                         status=ThreadStatus.ERROR if failed else None,
-                        error=source["error"],
+                        error=source.error,
                     )
                     created = await threads_db.get_thread(session, new_id)
                     assert created is not None
@@ -372,7 +375,7 @@ class ThreadService:
                 raise
         log.info("thread_copied thread_id=%s copy=%s", thread_id, new_id)
         # The copy keeps the source's ciphertexts and their stored context.
-        return to_wire(await opened(self, "thread", created, THREAD_JSON))
+        return await opened_thread(self, created)
 
     def _require_graph(self, graph_id: Any) -> None:
         if not graph_id:

@@ -73,7 +73,7 @@ async def overdue_cron(rt: Runtime, since: datetime) -> CronRecord:
     body = ThreadCronCreate(
         assistant_id="memory", schedule=YEARLY, input={"namespace": ["x"], "key": "k"}
     )
-    cron = await rt.services.crons.create_cron(thread["thread_id"], body)
+    cron = await rt.services.crons.create_cron(thread.thread_id, body)
     async with rt.sessions() as session, session.begin():
         row = await crons_db.update_cron(session, cron.cron_id, {"next_run_date": since})
     assert row is not None
