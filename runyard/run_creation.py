@@ -98,7 +98,7 @@ class RunCreation:
         creating = new_run.creates_thread
         if creating and not new_run.idempotency_key and not new_run.after_seconds:
             # The common case (every stateless run) in one statement on PostgreSQL.
-            # Settings it is created with are the ones assigned for this run (`rows` has them).
+            # A thread created with its run has no settings but the run's own (`rows` holds them).
             target = TargetThread(new_run.thread.thread_id, new_run.thread.metadata)
             first_row = await self._run_row(new_run, target, None)
             first = await self._transactions.atomic(

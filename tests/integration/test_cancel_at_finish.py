@@ -23,7 +23,8 @@ from runyard.db import runs as runs_db
 from runyard.db import threads as threads_db
 from runyard.domain.errors import NotFoundError
 from runyard.domain.run import RunRecord
-from runyard.domain.status import RunStatus
+from runyard.domain.status import RunStatus, ThreadStatus
+from runyard.domain.thread import ThreadRecord
 from runyard.runtime import Runtime
 from runyard.schemas.runs import RunCreate
 from runyard.settings import Settings
@@ -116,15 +117,14 @@ async def _stored_run(rt: Runtime, run_id: str) -> RunRecord | None:
         return await runs_db.get_run(session, run_id)
 
 
-async def _thread(rt: Runtime, thread_id: str) -> dict[str, Any] | None:
+async def _thread(rt: Runtime, thread_id: str) -> ThreadRecord | None:
     async with rt.autocommit() as session:
-        row = await threads_db.get_thread(session, thread_id)
-    return None if row is None else dict(row)
+        return await threads_db.get_thread(session, thread_id)
 
 
-def _steps(thread: dict[str, Any] | None) -> list[str]:
+def _steps(thread: ThreadRecord | None) -> list[str]:
     assert thread is not None
-    return list((thread["values"] or {}).get("steps", []))
+    return list((thread.values or {}).get("steps", []))
 
 
 async def _released_then(held: HeldFinish, request: Awaitable[Any]) -> Any:
@@ -167,7 +167,7 @@ async def test_a_cancel_landing_at_the_final_write_stops_the_run(
     assert answer["was"] == RunStatus.RUNNING.value
     ended = await asyncio.wait_for(rt.api.services.waits.wait_until_done_or_gone(run_id), 30)
     thread = await _thread(rt.api, thread_id)
-    assert thread is not None and thread["status"] == "idle"
+    assert thread is not None and thread.status == ThreadStatus.IDLE
     if action == "interrupt":
         assert ended is not None and ended.status == RunStatus.INTERRUPTED
         assert _steps(thread) == ONE_RUN

@@ -17,7 +17,8 @@ from runyard.db import runs as runs_db
 from runyard.db import threads as threads_db
 from runyard.db.engine import Sessions, on_each_statement, session_factory
 from runyard.db.threads import ThreadState
-from runyard.domain.status import RunStatus
+from runyard.domain.status import RunStatus, ThreadStatus
+from runyard.domain.thread import ThreadRecord
 from tests.support.databases import migrated_engine, until_true
 from tests.support.rows import run_row, thread_row
 
@@ -70,11 +71,11 @@ async def _finish(
         )
 
 
-async def _thread(engine: AsyncEngine, thread_id: str) -> dict[str, Any]:
+async def _thread(engine: AsyncEngine, thread_id: str) -> ThreadRecord:
     async with session_factory(engine)() as session:
         thread = await threads_db.get_thread(session, thread_id)
     assert thread is not None
-    return dict(thread)
+    return thread
 
 
 async def test_a_run_ends_with_its_thread_state_and_no_next_run(engine: AsyncEngine) -> None:
@@ -84,7 +85,7 @@ async def test_a_run_ends_with_its_thread_state_and_no_next_run(engine: AsyncEng
     finished = await _finish(engine, run_id, attempt, thread_id)
     thread = await _thread(engine, thread_id)
     assert finished.held and finished.thread_written
-    assert thread["status"] == "idle" and thread["values"] == {"n": 1}
+    assert thread.status == ThreadStatus.IDLE and thread.values == {"n": 1}
     if engine.dialect.name == "postgresql":
         assert len(counted) == 2  # the finish, then the read of the thread above
         assert finished.upcoming_known and finished.upcoming is None
@@ -104,7 +105,7 @@ async def test_the_next_pending_run_comes_back_with_the_end(engine: AsyncEngine)
     thread = await _thread(engine, thread_id)
     assert finished.held and finished.thread_written
     # A run still waits: the thread stays busy.
-    assert thread["status"] == "busy" and thread["values"] == {"n": 1}
+    assert thread.status == ThreadStatus.BUSY and thread.values == {"n": 1}
     if engine.dialect.name == "postgresql":
         assert finished.upcoming_known and finished.upcoming is not None
         assert finished.upcoming.run_id == queued[0]["run_id"]
@@ -115,7 +116,7 @@ async def test_an_attempt_that_lost_the_run_writes_nothing(engine: AsyncEngine) 
     finished = await _finish(engine, run_id, attempt + 1, thread_id)
     thread = await _thread(engine, thread_id)
     assert finished == attempts_db.Finished(held=False)
-    assert thread["status"] == "busy" and thread["values"] is None
+    assert thread.status == ThreadStatus.BUSY and thread.values is None
 
 
 @pytest.mark.postgres

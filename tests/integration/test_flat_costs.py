@@ -20,7 +20,7 @@ from runyard.db import threads as threads_db
 from runyard.db.engine import session_factory
 from runyard.db.tables import runs
 from runyard.domain.run import ClaimedRun
-from runyard.domain.status import RunStatus
+from runyard.domain.status import RunStatus, ThreadStatus
 from runyard.observability.metrics import Metrics
 from runyard.settings import Settings
 from runyard.worker.lease import LeaseKeeper
@@ -74,7 +74,7 @@ async def test_a_run_on_a_new_thread_is_one_statement_and_never_joins_an_existin
         assert again is None
         assert await runs_db.get_run(session, second) is None
         thread = await threads_db.get_thread(session, thread_id)
-    assert thread is not None and thread["status"] == "busy"
+    assert thread is not None and thread.status == ThreadStatus.BUSY
 
 
 async def _leases(db: Counted, run_ids: list[str]) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from runyard.db.tables import runs
 from runyard.db.threads import ThreadState
 from runyard.domain.errors import StaleAttemptError
 from runyard.domain.run import RunRecord
-from runyard.domain.status import RunStatus
+from runyard.domain.status import RunStatus, ThreadStatus
 from runyard.graphs.checkpointer import fenced
 from runyard.runtime import Runtime
 from runyard.schemas.runs import RunCreate
@@ -116,7 +116,7 @@ async def test_a_final_write_retried_after_its_reply_was_lost_ends_the_run(
     assert (await _events(rt, run_id))[-1:] == ["end"]
     async with rt.autocommit() as session:
         thread = await threads_db.get_thread(session, thread_id)
-    assert thread is not None and thread["status"] == "idle"
+    assert thread is not None and thread.status == ThreadStatus.IDLE
 
 
 async def test_a_final_write_of_another_attempt_is_still_refused(runtime: Runtime) -> None:
