@@ -53,7 +53,10 @@ class ThreadRecord:
         """The thread's stored priority settings, or None when it has none yet."""
         if self.priority is None:
             return None
-        return PrioritySettings(self.priority, self.fairness_group or DEFAULT_FAIRNESS_GROUP)
+        # Both are set together (`set_priority_settings`); the default stands in for a group
+        # only a hand-edited row could lack.
+        group = self.fairness_group if self.fairness_group is not None else DEFAULT_FAIRNESS_GROUP
+        return PrioritySettings(self.priority, group)
 
     def with_json(self, values: Mapping[str, Any]) -> ThreadRecord:
         """A copy with these JSON columns replaced (decrypted, say)."""
