@@ -5,16 +5,15 @@ API turns a record into the Agent Protocol's JSON at its edge (`schemas/assistan
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
-# The JSON columns of an assistant and of its versions (every one an object).
-_JSON = ("config", "context", "metadata")
+from runyard.domain.stored import StoredRow, column_names
 
 
 @dataclass(frozen=True, slots=True)
-class AssistantRecord:
+class AssistantRecord(StoredRow):
     """One row of `assistants` (runyard/db/tables.py), column for column: the assistant at
     its current version."""
 
@@ -29,25 +28,14 @@ class AssistantRecord:
     created_at: datetime
     updated_at: datetime
 
-    @classmethod
-    def from_row(cls, row: Mapping[Any, Any]) -> AssistantRecord:
-        """The record of a row holding every column of `assistants` (other keys are ignored)."""
-        return cls(**{name: row[name] for name in ASSISTANT_COLUMNS})
-
-    def with_json(self, values: Mapping[str, Any]) -> AssistantRecord:
-        """A copy with these JSON columns replaced (decrypted, say)."""
-        return replace(self, **{name: values[name] for name in _JSON if name in values})
-
-    def json_columns(self) -> dict[str, Any]:
-        """The JSON columns, by name, as a custom encryptor reads them."""
-        return {name: getattr(self, name) for name in _JSON}
+    JSON_COLUMNS: ClassVar[tuple[str, ...]] = ("config", "context", "metadata")
 
 
-ASSISTANT_COLUMNS = tuple(f.name for f in fields(AssistantRecord))
+ASSISTANT_COLUMNS = column_names(AssistantRecord)
 
 
 @dataclass(frozen=True, slots=True)
-class AssistantVersionRecord:
+class AssistantVersionRecord(StoredRow):
     """One row of `assistant_versions`, column for column: what an assistant was at one
     version, and becomes again when that version is made its current one."""
 
@@ -61,18 +49,7 @@ class AssistantVersionRecord:
     metadata: dict[str, Any]
     created_at: datetime
 
-    @classmethod
-    def from_row(cls, row: Mapping[Any, Any]) -> AssistantVersionRecord:
-        """The record of a row holding every column of `assistant_versions`."""
-        return cls(**{name: row[name] for name in VERSION_COLUMNS})
-
-    def with_json(self, values: Mapping[str, Any]) -> AssistantVersionRecord:
-        """A copy with these JSON columns replaced (decrypted, say)."""
-        return replace(self, **{name: values[name] for name in _JSON if name in values})
-
-    def json_columns(self) -> dict[str, Any]:
-        """The JSON columns, by name, as a custom encryptor reads them."""
-        return {name: getattr(self, name) for name in _JSON}
+    JSON_COLUMNS: ClassVar[tuple[str, ...]] = ("config", "context", "metadata")
 
     def current_columns(self) -> dict[str, Any]:
         """The columns of `assistants` this version sets when it becomes the current one."""
@@ -87,7 +64,7 @@ class AssistantVersionRecord:
         }
 
 
-VERSION_COLUMNS = tuple(f.name for f in fields(AssistantVersionRecord))
+VERSION_COLUMNS = column_names(AssistantVersionRecord)
 
 # Either record of an assistant: what opening its JSON (encryption.path) keeps the type of.
 StoredAssistant = TypeVar("StoredAssistant", AssistantRecord, AssistantVersionRecord)

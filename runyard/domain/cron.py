@@ -5,13 +5,15 @@ Protocol's JSON at its edge (`services/crons.py:to_wire`)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
+
+from runyard.domain.stored import StoredRow, column_names
 
 
 @dataclass(frozen=True, slots=True)
-class CronRecord:
+class CronRecord(StoredRow):
     """One row of `crons` (runyard/db/tables.py), column for column."""
 
     cron_id: str
@@ -32,26 +34,11 @@ class CronRecord:
     created_at: datetime
     updated_at: datetime
 
-    @classmethod
-    def from_row(cls, row: Mapping[Any, Any]) -> CronRecord:
-        """The record of a row holding every column of `crons` (other keys are ignored)."""
-        return cls(**{name: row[name] for name in _COLUMNS})
-
-    def with_json(self, values: Mapping[str, Any]) -> CronRecord:
-        """A copy with these JSON columns replaced (decrypted, say)."""
-        return replace(self, **{name: values[name] for name in _JSON if name in values})
-
-    def json_columns(self) -> dict[str, Any]:
-        """The JSON columns, by name, as a custom encryptor reads them."""
-        return {name: getattr(self, name) for name in _JSON}
-
-
-_COLUMNS = tuple(f.name for f in fields(CronRecord))
-_JSON = ("payload", "metadata")
+    JSON_COLUMNS: ClassVar[tuple[str, ...]] = ("payload", "metadata")
 
 
 @dataclass(frozen=True, slots=True)
-class CronFiring:
+class CronFiring(StoredRow):
     """One row of `cron_firings`: an occurrence an instance claimed, and what came of it."""
 
     cron_id: str
@@ -62,13 +49,8 @@ class CronFiring:
     run_id: str | None
     error: str | None
 
-    @classmethod
-    def from_row(cls, row: Mapping[Any, Any]) -> CronFiring:
-        """The record of a row holding every column of `cron_firings`."""
-        return cls(**{name: row[name] for name in FIRING_COLUMNS})
 
-
-FIRING_COLUMNS = tuple(f.name for f in fields(CronFiring))
+FIRING_COLUMNS = column_names(CronFiring)
 
 
 @dataclass(frozen=True, slots=True)

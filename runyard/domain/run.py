@@ -4,12 +4,13 @@ the Agent Protocol's JSON at its edge (`services/runs.py:to_wire`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from runyard.domain.status import RunStatus
+from runyard.domain.stored import StoredRow, column_names
 
 
 def deletes_thread(temporary: bool, on_completion: str | None) -> bool:
@@ -19,7 +20,7 @@ def deletes_thread(temporary: bool, on_completion: str | None) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class RunRecord:
+class RunRecord(StoredRow):
     """One row of `runs` (runyard/db/tables.py), column for column."""
 
     run_id: str
@@ -53,29 +54,13 @@ class RunRecord:
     fairness_group: str
     held_back: str | None
 
-    @classmethod
-    def from_row(cls, row: Mapping[Any, Any]) -> RunRecord:
-        """The record of a row holding every column of `runs` (other keys are ignored)."""
-        values = {name: row[name] for name in _COLUMNS}
-        values["status"] = RunStatus(values["status"])
-        return cls(**values)
+    TYPED_COLUMNS: ClassVar[Mapping[str, Callable[[Any], Any]]] = {"status": RunStatus}
+    JSON_COLUMNS: ClassVar[tuple[str, ...]] = ("metadata", "kwargs", "output", "error")
 
     @property
     def deletes_thread(self) -> bool:
         """A stateless run whose thread goes with it once it ends."""
         return deletes_thread(self.temporary, self.on_completion)
-
-    def with_json(self, values: Mapping[str, Any]) -> RunRecord:
-        """A copy with these JSON columns replaced (decrypted, say)."""
-        return replace(self, **{name: values[name] for name in _JSON if name in values})
-
-    def json_columns(self) -> dict[str, Any]:
-        """The JSON columns, by name, as a custom encryptor reads them."""
-        return {name: getattr(self, name) for name in _JSON}
-
-
-_COLUMNS = tuple(f.name for f in fields(RunRecord))
-_JSON = ("metadata", "kwargs", "output", "error")
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +78,7 @@ class ClaimedRun:
 
 
 @dataclass(frozen=True, slots=True)
-class UnreadRun:
+class UnreadRun(StoredRow):
     """A run ended without reading its JSON columns (they may be what could not be read:
     a run whose data cannot be decrypted): what its end and its webhook need."""
 
@@ -108,17 +93,13 @@ class UnreadRun:
     webhook: str | None
     fairness_group: str
 
-    @classmethod
-    def from_row(cls, row: Mapping[Any, Any]) -> UnreadRun:
-        return cls(**{name: row[name] for name in UNREAD_COLUMNS})
-
     @property
     def deletes_thread(self) -> bool:
         """A stateless run whose thread goes with it once it ends."""
         return deletes_thread(self.temporary, self.on_completion)
 
 
-UNREAD_COLUMNS = tuple(f.name for f in fields(UnreadRun))
+UNREAD_COLUMNS = column_names(UnreadRun)
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,17 +4,18 @@ the Agent Protocol's JSON at its edge (`services/threads.py:to_wire`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from runyard.domain.priority import DEFAULT_FAIRNESS_GROUP, PrioritySettings
 from runyard.domain.status import ThreadStatus
+from runyard.domain.stored import StoredRow, column_names
 
 
 @dataclass(frozen=True, slots=True)
-class ThreadRecord:
+class ThreadRecord(StoredRow):
     """One row of `threads` (runyard/db/tables.py), column for column."""
 
     thread_id: str
@@ -41,12 +42,15 @@ class ThreadRecord:
     priority: int | None
     fairness_group: str | None
 
-    @classmethod
-    def from_row(cls, row: Mapping[Any, Any]) -> ThreadRecord:
-        """The record of a row holding every column of `threads` (other keys are ignored)."""
-        values = {name: row[name] for name in _COLUMNS}
-        values["status"] = ThreadStatus(values["status"])
-        return cls(**values)
+    TYPED_COLUMNS: ClassVar[Mapping[str, Callable[[Any], Any]]] = {"status": ThreadStatus}
+    JSON_COLUMNS: ClassVar[tuple[str, ...]] = (
+        "metadata",
+        "config",
+        "values",
+        "interrupts",
+        "error",
+        "context",
+    )
 
     @property
     def settings(self) -> PrioritySettings | None:
@@ -57,18 +61,6 @@ class ThreadRecord:
         # only a hand-edited row could lack.
         group = self.fairness_group if self.fairness_group is not None else DEFAULT_FAIRNESS_GROUP
         return PrioritySettings(self.priority, group)
-
-    def with_json(self, values: Mapping[str, Any]) -> ThreadRecord:
-        """A copy with these JSON columns replaced (decrypted, say)."""
-        return replace(self, **{name: values[name] for name in _JSON if name in values})
-
-    def json_columns(self) -> dict[str, Any]:
-        """The JSON columns, by name, as a custom encryptor reads them."""
-        return {name: getattr(self, name) for name in _JSON}
-
-
-_COLUMNS = tuple(f.name for f in fields(ThreadRecord))
-_JSON = ("metadata", "config", "values", "interrupts", "error", "context")
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,19 +78,15 @@ class LockedThread:
 
 
 @dataclass(frozen=True, slots=True)
-class ExpiredThread:
+class ExpiredThread(StoredRow):
     """A thread a TTL sweep claimed: what its expiry does with it."""
 
     thread_id: str
     ttl_strategy: str | None
     ttl_minutes: float | None
 
-    @classmethod
-    def from_row(cls, row: Mapping[Any, Any]) -> ExpiredThread:
-        return cls(**{name: row[name] for name in EXPIRED_COLUMNS})
 
-
-EXPIRED_COLUMNS = tuple(f.name for f in fields(ExpiredThread))
+EXPIRED_COLUMNS = column_names(ExpiredThread)
 
 
 def thread_or_none(row: Mapping[Any, Any] | None) -> ThreadRecord | None:
