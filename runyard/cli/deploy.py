@@ -199,6 +199,7 @@ def _up_folder(args: argparse.Namespace, build: BuildConfig) -> Path:
 
 def _deployment(args: argparse.Namespace, build: BuildConfig, tag: str, folder: Path) -> Deployment:
     from runyard.deploy import compose as defaults
+    from runyard.deploy.instance import project_drain_timeout
 
     env_files = build.env_files_for(folder)
     if build.env_file is not None and not env_files:
@@ -219,6 +220,7 @@ def _deployment(args: argparse.Namespace, build: BuildConfig, tag: str, folder: 
         redis_image=args.redis_image or defaults.REDIS_IMAGE,
         nginx_image=args.nginx_image or defaults.NGINX_IMAGE,
         env_files=env_files,
+        drain_timeout=project_drain_timeout(build.env, build.env_source),
     )
 
 
