@@ -21,9 +21,10 @@ COMMANDS = (
     "build",
     "up",
     "down",
+    "k8s",
     "base-images",
 )
-CONFIG_COMMANDS = ("dev", "serve", "build-ui", "dockerfile", "build", "up", "down")
+CONFIG_COMMANDS = ("dev", "serve", "build-ui", "dockerfile", "build", "up", "down", "k8s")
 
 
 def help_of(*args: str) -> str:
