@@ -31,7 +31,8 @@ from tests.support.server import ROOT, ServerProcess, free_port
 
 WEB = ROOT / "examples" / "web"
 HERE = Path(__file__).parent
-# Where screenshots are kept for a person to look at (the README shows a copy of one).
+# Where screenshots are kept for a person to look at (the README and docs/chat-ui.md show a
+# copy of one).
 OUTPUT = HERE / "output"
 # Slow enough that a reload lands in the middle of the story, whatever the machine's load.
 TOKEN_DELAY = "0.15"

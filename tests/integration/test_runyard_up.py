@@ -2,11 +2,11 @@
 (no `.env`, though langgraph.json names one), driven through nginx with the SDK, then
 `runyard down`.
 
-Everything is real: a private dockerd (no bridge, host networking only), Debian's
-docker-compose, and the images of the README's offline recipe: `runyard base-images` makes
-a debootstrapped base and PostgreSQL, Redis and nginx images from Debian's packages (no
-registry is reachable), and `runyard up` builds the project's image on that base; they stay
-in the cached daemon data root, so later runs are warm.
+Everything is real: a private dockerd (no bridge, host networking only), Debian's docker-
+compose, and the images of the offline recipe (docs/deploying.md): `runyard base-images`
+makes a debootstrapped base and PostgreSQL, Redis and nginx images from Debian's packages
+(no registry is reachable), and `runyard up` builds the project's image on that base; they
+stay in the cached daemon data root, so later runs are warm.
 """
 
 from __future__ import annotations
@@ -86,8 +86,8 @@ def daemon(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[tuple[DockerDaemon, list[str]]]:
     """A private dockerd with the base and service images `runyard base-images` made (the
-    README's offline recipe) and the `runyard up` flags that use them, or a skip that says
-    why not."""
+    offline recipe in docs/deploying.md) and the `runyard up` flags that use them, or a skip
+    that says why not."""
     if shutil.which("docker-compose") is None:
         pytest.skip("docker-compose is not installed (apt-get install docker-compose)")
     # Another test run's daemon may hold the cached data root: wait for it rather than

@@ -2,11 +2,11 @@
 
 The daemon has its own data root, exec root and socket, no bridge network and no iptables
 rules: containers run with host networking only. No image registry is reachable here, so the
-images come from `runyard base-images`, the README's offline recipe: a debootstrap of Debian
-bookworm with Python as the base (its tarball cached outside the repository, so later test
-runs skip the debootstrap), and PostgreSQL, Redis and nginx built on it from Debian's
-packages; they live in the daemon's data root, cached in the same place, so later runs reuse
-them.
+images come from `runyard base-images`, the offline recipe of docs/deploying.md: a
+debootstrap of Debian bookworm with Python as the base (its tarball cached outside the
+repository, so later test runs skip the debootstrap), and PostgreSQL, Redis and nginx built
+on it from Debian's packages; they live in the daemon's data root, cached in the same place,
+so later runs reuse them.
 """
 
 from __future__ import annotations
@@ -191,7 +191,7 @@ def cached_data_root(wait: float = 0.0) -> Iterator[Path | None]:
 
 
 def debian_images(daemon: DockerDaemon, base_only: bool = False) -> list[str]:
-    """`runyard base-images`, the README's offline recipe, run against `daemon` with the
+    """`runyard base-images`, the offline recipe of docs/deploying.md, run against `daemon` with the
     root filesystem cached in CACHE_DIR and this machine's CA bundle (a TLS-inspecting proxy
     may stand between the builds and PyPI); the `runyard up` (or `build`) flags it prints.
     DockerUnavailable when this machine lacks what it needs (debootstrap, root)."""
