@@ -138,18 +138,20 @@ def up(
     ]
     folder = tmp_path_factory.mktemp("up")
     deployment = Up(docker, project, folder, f"http://127.0.0.1:{port}", env, options)
-    began = time.monotonic()
-    result = deployment.runyard("up", *options)
-    output = result.stdout + result.stderr
-    assert result.returncode == 0, output[-6000:]
-    steps = output.count("Using cache"), output.count(" ---> ")
-    print(f"\nrunyard up took {time.monotonic() - began:.1f}s ({steps[0]} cached build steps):")
-    print("".join(line for line in output.splitlines(True) if "] runyard: " in line))
-    assert f"3 instance(s) answer through nginx on {deployment.url}" in output
-    # Started without the missing env file, saying so, never with Compose's error.
-    assert f'{(project / ".env").resolve()} ("env" in langgraph.json) does not exist' in output
-    assert "Couldn't find env file" not in output
+    # Torn down even when `up` fails: its volumes must not outlive this run (the daemon's
+    # start removes what a killed run left, see DockerDaemon.remove_leftovers).
     try:
+        began = time.monotonic()
+        result = deployment.runyard("up", *options)
+        output = result.stdout + result.stderr
+        assert result.returncode == 0, output[-6000:]
+        steps = output.count("Using cache"), output.count(" ---> ")
+        print(f"\nrunyard up took {time.monotonic() - began:.1f}s ({steps[0]} cached build steps):")
+        print("".join(line for line in output.splitlines(True) if "] runyard: " in line))
+        assert f"3 instance(s) answer through nginx on {deployment.url}" in output
+        # Started without the missing env file, saying so, never with Compose's error.
+        assert f'{(project / ".env").resolve()} ("env" in langgraph.json) does not exist' in output
+        assert "Couldn't find env file" not in output
         yield deployment
     finally:
         deployment.runyard("down", "--volumes", timeout=300)
