@@ -41,24 +41,32 @@ def daemon(tmp_path: Path) -> DockerDaemon:
     return DockerDaemon(root=tmp_path, client=str(cli))
 
 
+@pytest.mark.parametrize(
+    ("containers", "volumes", "expected"),
+    [
+        (
+            "3f2a\n9b1c\n",
+            "template_postgres-data\ntemplate_redis-data\n",
+            [
+                "ps -aq",
+                "rm -f 3f2a 9b1c",
+                "volume ls -q",
+                "volume rm -f template_postgres-data template_redis-data",
+            ],
+        ),
+        ("", "", ["ps -aq", "volume ls -q"]),
+    ],
+    ids=["leftovers", "nothing-left"],
+)
 def test_leftover_containers_then_volumes_are_removed(
-    daemon: DockerDaemon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    daemon: DockerDaemon,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    containers: str,
+    volumes: str,
+    expected: list[str],
 ) -> None:
-    monkeypatch.setenv("CONTAINERS", "3f2a\n9b1c\n")
-    monkeypatch.setenv("VOLUMES", "template_postgres-data\ntemplate_redis-data\n")
+    monkeypatch.setenv("CONTAINERS", containers)
+    monkeypatch.setenv("VOLUMES", volumes)
     daemon.remove_leftovers()
-    assert commands_run(tmp_path) == [
-        "ps -aq",
-        "rm -f 3f2a 9b1c",
-        "volume ls -q",
-        "volume rm -f template_postgres-data template_redis-data",
-    ]
-
-
-def test_nothing_left_nothing_removed(
-    daemon: DockerDaemon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("CONTAINERS", "")
-    monkeypatch.setenv("VOLUMES", "")
-    daemon.remove_leftovers()
-    assert commands_run(tmp_path) == ["ps -aq", "volume ls -q"]
+    assert commands_run(tmp_path) == expected
