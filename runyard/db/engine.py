@@ -174,7 +174,8 @@ def alembic_config(url: str | None = None) -> Any:
     if not (MIGRATIONS_DIR / "env.py").exists():
         raise ConfigError(
             f"migration scripts not found at {MIGRATIONS_DIR}: this Runyard installation is "
-            "incomplete; reinstall it (pip install --force-reinstall runyard)"
+            "incomplete; reinstall it from the clone or wheel it came from "
+            "(pip install --force-reinstall PATH)"
         )
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))

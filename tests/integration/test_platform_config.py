@@ -37,7 +37,7 @@ def start_server(
     url = None
     if request.param == "postgres":
         if not postgres_available():
-            pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (see README)")
+            pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (docs/testing.md)")
         url = create_migrated_database()
         env = {"DATABASE_URL": url, "REDIS_URL": ""}
     mode = "dev" if request.param == "sqlite" else "serve"

@@ -138,7 +138,7 @@ def fresh_database(prefix: str = "runyard_test", migrated: bool = False) -> Iter
     import pytest  # here, not above: bench/ uses this module without the test extras
 
     if not postgres_available():
-        pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (see README)")
+        pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (docs/testing.md)")
     url = create_migrated_database(prefix) if migrated else create_database(prefix)
     try:
         yield url
@@ -204,7 +204,7 @@ async def migrated_engine(kind: str, data_dir: Path) -> AsyncIterator[AsyncEngin
         engine = create_engine(f"sqlite+aiosqlite:///{data_dir / 'runyard.sqlite'}")
     else:
         if not postgres_available():
-            pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (see README)")
+            pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (docs/testing.md)")
         url = create_migrated_database()
         engine = create_engine("postgresql+asyncpg://" + url.split("://", 1)[1])
     try:
