@@ -163,7 +163,8 @@ async def open_statement_pool(engine: AsyncEngine, size: int = 2) -> AsyncIterat
 async def migrated_postgres_engine(url: str, pool_size: int = 2) -> AsyncIterator[AsyncEngine]:
     """Runyard's engine on the PostgreSQL database at `url` (a psycopg URL), migrated, for
     the block; disposed of afterwards."""
-    from runyard.db.engine import create_engine, migrate
+    from runyard.db.engine import create_engine
+    from runyard.db.schema import migrate
 
     engine = create_engine("postgresql+asyncpg://" + url.split("://", 1)[1], pool_size=pool_size)
     try:
@@ -197,7 +198,8 @@ async def migrated_engine(kind: str, data_dir: Path) -> AsyncIterator[AsyncEngin
     the checkpointer's tables too."""
     import pytest  # here, not above: bench/ uses this module without the test extras
 
-    from runyard.db.engine import create_engine, migrate
+    from runyard.db.engine import create_engine
+    from runyard.db.schema import migrate
 
     url = None
     if kind == "sqlite":
