@@ -1,0 +1,157 @@
+"""What one tenant names never reaches another: idempotency keys are the caller's. Users of
+the tenants' auth handlers (tests/graphs/auth_tenants.py)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support.backends import backend_server
+from tests.support.server import ROOT, ServerProcess
+
+pytestmark = pytest.mark.timeout(120)
+
+TENANTS_CONFIG = ROOT / "tests" / "graphs" / "langgraph_auth_tenants.json"
+METRICS_TOKEN = "metrics-" + "s" * 24
+PENDING_CAP = 4
+LATER = 3600.0  # a run scheduled this far ahead stays pending through the test
+QUICK = {"assistant_id": "pipeline", "input": {"text": "a b"}}
+
+
+def bearer(user: str) -> dict[str, str]:
+    """The test handlers' credentials of `user`."""
+    return {"Authorization": f"Bearer {user}"}
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def tenant_server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServerProcess]:
+    """A server with the tenants' auth handlers, a group per user, a metrics token and a
+    small bound on pending runs (beside its default, which test_limits.py keeps)."""
+    workdir: Path = tmp_path_factory.mktemp(f"tenants-{request.param}")
+    env = {
+        "RUNYARD_METRICS_TOKEN": METRICS_TOKEN,
+        "RUNYARD_FAIRNESS_KEY": "langgraph_auth_user_id",
+        "RUNYARD_MAX_PENDING_RUNS_PER_GROUP": str(PENDING_CAP),
+    }
+    with backend_server(request.param, workdir, config=TENANTS_CONFIG, env=env) as proc:
+        yield proc
+
+
+@pytest.fixture
+async def as_user(
+    tenant_server: ServerProcess,
+) -> AsyncIterator[Callable[[str], httpx.AsyncClient]]:
+    """Plain HTTP clients, one per user named."""
+    opened: dict[str, httpx.AsyncClient] = {}
+
+    def client(user: str) -> httpx.AsyncClient:
+        if user not in opened:
+            opened[user] = httpx.AsyncClient(
+                base_url=tenant_server.url, timeout=30, headers=bearer(user)
+            )
+        return opened[user]
+
+    try:
+        yield client
+    finally:
+        for http in opened.values():
+            await http.aclose()
+
+
+async def groups_pending(http: httpx.AsyncClient) -> dict[str, int]:
+    """Pending runs per fairness group, as the operator's scrape sees them."""
+    auth = {"Authorization": f"Bearer {METRICS_TOKEN}"}
+    answer = await http.get("/metrics", params={"format": "json"}, headers=auth)
+    assert answer.status_code == 200, answer.text
+    return {g["group"]: g["n_pending"] for g in answer.json()["queue"]["groups"]}
+
+
+async def cancel(http: httpx.AsyncClient, runs: list[dict[str, Any]]) -> None:
+    """Cancel runs left pending, so that their user's group is empty again."""
+    for run in runs:
+        path = f"/threads/{run['thread_id']}/runs/{run['run_id']}/cancel"
+        answer = await http.post(path)
+        assert answer.status_code in (200, 202), answer.text
+
+
+def run_id_of(answer: httpx.Response) -> str:
+    """The run a /runs/wait answer belongs to (its Content-Location)."""
+    return answer.headers["content-location"].rsplit("/", 1)[-1]
+
+
+# --- idempotency keys ---------------------------------------------------------------------
+
+
+async def test_another_users_identical_request_is_a_new_run(
+    as_user: Callable[[str], httpx.AsyncClient],
+) -> None:
+    bob, bea = as_user("bob"), as_user("bea")
+    key = {"Idempotency-Key": f"order-{uuid.uuid4().hex[:8]}"}
+    # The issue's probe: the very same /runs/wait and key from another user.
+    bobs = await bob.post("/runs/wait", json=QUICK, headers=key)
+    beas = await bea.post("/runs/wait", json=QUICK, headers=key)
+    assert bobs.status_code == beas.status_code == 200, (bobs.text, beas.text)
+    assert run_id_of(beas) != run_id_of(bobs)
+
+    # A background run (kept pending, so that it outlives the retries): bea's own new run,
+    # and nothing of bob's in her answer.
+    key = {"Idempotency-Key": f"order-{uuid.uuid4().hex[:8]}"}
+    later = {**QUICK, "after_seconds": LATER}
+    first = await bob.post("/runs", json=later, headers=key)
+    theirs = await bea.post("/runs", json=later, headers=key)
+    try:
+        assert first.status_code == theirs.status_code == 200, (first.text, theirs.text)
+        assert theirs.json()["run_id"] != first.json()["run_id"]
+        assert "bob" not in theirs.text
+        user = theirs.json()["kwargs"]["config"]["configurable"]["langgraph_auth_user_id"]
+        assert user == "bea"
+        # Each user's retry is their own run still.
+        for http, mine in ((bob, first), (bea, theirs)):
+            again = await http.post("/runs", json=later, headers=key)
+            assert again.json()["run_id"] == mine.json()["run_id"], again.text
+    finally:
+        await cancel(bob, [first.json()])
+        await cancel(bea, [theirs.json()])
+
+
+async def test_another_users_key_with_another_body_says_nothing_of_the_first(
+    as_user: Callable[[str], httpx.AsyncClient],
+) -> None:
+    ann, bob = as_user("ann"), as_user("bob")
+    key = {"Idempotency-Key": f"order-{uuid.uuid4().hex[:8]}"}
+    body = {**QUICK, "if_not_exists": "create"}
+    first = await ann.post(f"/threads/{uuid.uuid4()}/runs", json=body, headers=key)
+    assert first.status_code == 200, first.text
+
+    other = {**body, "input": {"text": "something else"}}
+    thread = str(uuid.uuid4())
+    theirs = await bob.post(f"/threads/{thread}/runs", json=other, headers=key)
+    assert theirs.status_code == 200, theirs.text
+    assert theirs.json()["thread_id"] == thread
+    # The key is still ann's: her own other request under it is her conflict.
+    conflict = await ann.post(f"/threads/{uuid.uuid4()}/runs", json=other, headers=key)
+    assert conflict.status_code == 409, conflict.text
+    assert "Idempotency-Key" in conflict.json()["detail"]
+
+
+async def test_members_of_one_owner_filter_share_their_keys(
+    as_user: Callable[[str], httpx.AsyncClient],
+) -> None:
+    """The handler's filter is the scope, as an account is Stripe's: ann's run is amy's to
+    see already, and amy's retry of the same request is that run."""
+    ann, amy = as_user("ann"), as_user("amy")
+    key = {"Idempotency-Key": f"order-{uuid.uuid4().hex[:8]}"}
+    first = await ann.post("/runs", json=QUICK, headers=key)
+    assert first.status_code == 200, first.text
+    again = await amy.post("/runs", json=QUICK, headers=key)
+    assert again.status_code == 200, again.text
+    assert again.json()["run_id"] == first.json()["run_id"]
+    other = await amy.post("/runs", json={**QUICK, "input": {"text": "c"}}, headers=key)
+    assert other.status_code == 409, other.text
