@@ -94,8 +94,9 @@ class Settings(BaseSettings):
     # Sleeping runs (waiting on I/O) cost no CPU: slots should not be what limits them.
     n_jobs_per_worker: int = Field(default=500, ge=1, alias="N_JOBS_PER_WORKER")
     bg_job_timeout_secs: float = Field(default=3600.0, gt=0, alias="BG_JOB_TIMEOUT_SECS")
-    # Without priority.path: the run metadata key whose value is a run's fairness group
-    # (else the authenticated user's identity, else "default"). Unset: every run "default".
+    # Without priority.path, what names a run's fairness group: `langgraph_auth_user_id`, the
+    # authenticated user; any other name is a run metadata key, refused at start with auth
+    # configured (a client writes its own metadata). Unset: every run "default".
     fairness_key: str | None = Field(default=None, min_length=1, alias="RUNYARD_FAIRNESS_KEY")
     # Per-group caps on dispatch (0: no cap), the default for every group, and overrides as
     # JSON ({"group": {"max_running": 3, "max_starts_per_minute": 60}}).

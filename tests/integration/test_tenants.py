@@ -1,5 +1,6 @@
-"""What one tenant names never reaches another: idempotency keys are the caller's. Users of
-the tenants' auth handlers (tests/graphs/auth_tenants.py)."""
+"""What one tenant names never reaches another: idempotency keys are the caller's, and
+fairness groups come from the authenticated user. Users of the tenants' auth handlers
+(tests/graphs/auth_tenants.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.backends import backend_server
+from runyard.domain.errors import ConfigError
+from tests.support.backends import backend_runtime, backend_server
 from tests.support.server import ROOT, ServerProcess
 
 pytestmark = pytest.mark.timeout(120)
@@ -155,3 +157,34 @@ async def test_members_of_one_owner_filter_share_their_keys(
     assert again.json()["run_id"] == first.json()["run_id"]
     other = await amy.post("/runs", json={**QUICK, "input": {"text": "c"}}, headers=key)
     assert other.status_code == 409, other.text
+
+
+# --- fairness groups ----------------------------------------------------------------------
+
+
+async def test_client_metadata_never_chooses_the_fairness_group(
+    as_user: Callable[[str], httpx.AsyncClient],
+) -> None:
+    bob = as_user("bob")
+    # What a client could send to pass for bea.
+    metadata = {"langgraph_auth_user_id": "bea", "org_id": "bea"}
+    body = {**QUICK, "after_seconds": LATER, "metadata": metadata}
+    created = await bob.post("/runs", json=body)
+    assert created.status_code == 200, created.text
+    try:
+        pending = await groups_pending(bob)
+        assert pending.get("bob") == 1, pending
+        assert "bea" not in pending, pending
+    finally:
+        await cancel(bob, [created.json()])
+
+
+async def test_a_metadata_fairness_key_with_auth_is_refused_at_start(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as refused:
+        async with backend_runtime(
+            "sqlite", tmp_path, config=TENANTS_CONFIG, RUNYARD_FAIRNESS_KEY="org_id"
+        ):
+            pass
+    message = refused.value.message
+    assert "RUNYARD_FAIRNESS_KEY" in message and "org_id" in message
+    assert "langgraph_auth_user_id" in message and "priority.path" in message
