@@ -169,9 +169,14 @@ class Settings(BaseSettings):
     # `runyard serve` on a non-loopback address with no auth configured: refused unless this
     # is true (or --allow-unauthenticated is passed), e.g. behind a gateway that authenticates.
     allow_unauthenticated: bool = Field(default=False, alias="RUNYARD_ALLOW_UNAUTHENTICATED")
-    # With auth configured: /metrics, /docs, /redoc and /openapi.json run the authenticate
-    # handler too (a refusal answers 401). Off by default: a Prometheus scraper sends no token.
+    # With auth configured: /docs, /redoc and /openapi.json run the authenticate handler too
+    # (a refusal answers 401). Off by default.
     auth_metrics_and_docs: bool = Field(default=False, alias="RUNYARD_AUTH_METRICS_AND_DOCS")
+    # /metrics asks for `Authorization: Bearer <this>` when set; with auth configured and no
+    # token, /metrics answers 403 (its fairness groups name the users).
+    metrics_token: str | None = Field(
+        default=None, min_length=16, alias="RUNYARD_METRICS_TOKEN", repr=False
+    )
 
     # Serve every route under this path (as LangGraph's server, MOUNT_PREFIX wins over
     # http.mount_prefix in langgraph.json).
@@ -210,6 +215,7 @@ class Settings(BaseSettings):
         "aes_json_keys",
         "aes_decrypt_keys",
         "group_limits",
+        "metrics_token",
         mode="before",
     )
     @classmethod

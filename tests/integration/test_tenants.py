@@ -1,6 +1,6 @@
-"""What one tenant names never reaches another: idempotency keys are the caller's, and
-fairness groups come from the authenticated user. Users of the tenants' auth handlers
-(tests/graphs/auth_tenants.py)."""
+"""What one tenant names never reaches another: idempotency keys are the caller's, fairness
+groups come from the authenticated user, and `/metrics` needs a token of its own. Users of the
+tenants' auth handlers (tests/graphs/auth_tenants.py)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ import httpx
 import pytest
 
 from runyard.domain.errors import ConfigError
+from runyard.main import create_app
+from runyard.settings import Settings
 from tests.support.backends import backend_runtime, backend_server
 from tests.support.server import ROOT, ServerProcess
 
@@ -188,3 +190,32 @@ async def test_a_metadata_fairness_key_with_auth_is_refused_at_start(tmp_path: P
     message = refused.value.message
     assert "RUNYARD_FAIRNESS_KEY" in message and "org_id" in message
     assert "langgraph_auth_user_id" in message and "priority.path" in message
+
+
+# --- /metrics -----------------------------------------------------------------------------
+
+
+async def test_metrics_need_their_own_token(tenant_server: ServerProcess) -> None:
+    async with httpx.AsyncClient(base_url=tenant_server.url, timeout=30) as http:
+        for path in ("/metrics", "/metrics?format=json"):
+            for headers in ({}, bearer("bob"), bearer("wrong-token")):
+                refused = await http.get(path, headers=headers)
+                assert refused.status_code == 401, (path, headers, refused.text)
+                assert "RUNYARD_METRICS_TOKEN" in refused.json()["detail"]
+                assert "runyard_" not in refused.text
+        scraped = await http.get("/metrics", headers=bearer(METRICS_TOKEN))
+        assert scraped.status_code == 200, scraped.text
+        assert "runyard_queue_depth" in scraped.text
+
+
+async def test_with_auth_and_no_token_metrics_are_closed(tmp_path: Path) -> None:
+    settings = Settings(RUNYARD_CONFIG=TENANTS_CONFIG, RUNYARD_DATA_DIR=tmp_path / "data")
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://runyard") as http:
+            for headers in ({}, bearer("bob")):
+                closed = await http.get("/metrics", headers=headers)
+                assert closed.status_code == 403, closed.text
+                assert "RUNYARD_METRICS_TOKEN" in closed.json()["detail"]
+            assert (await http.get("/ok")).status_code == 200
