@@ -98,6 +98,11 @@ class Settings(BaseSettings):
     # authenticated user; any other name is a run metadata key, refused at start with auth
     # configured (a client writes its own metadata). Unset: every run "default".
     fairness_key: str | None = Field(default=None, min_length=1, alias="RUNYARD_FAIRNESS_KEY")
+    # Pending runs one fairness group may hold (per user when groups are per user).
+    max_pending_runs_per_group: int = Field(
+        default=10_000, ge=1, alias="RUNYARD_MAX_PENDING_RUNS_PER_GROUP"
+    )
+    max_batch_runs: int = Field(default=1000, ge=1, alias="RUNYARD_MAX_BATCH_RUNS")
     # Per-group caps on dispatch (0: no cap), the default for every group, and overrides as
     # JSON ({"group": {"max_running": 3, "max_starts_per_minute": 60}}).
     group_max_running: int = Field(default=0, ge=0, alias="RUNYARD_GROUP_MAX_RUNNING")
@@ -151,8 +156,8 @@ class Settings(BaseSettings):
     cron_interval_seconds: float = Field(
         default=1.0, gt=0, le=60, alias="RUNYARD_CRON_INTERVAL_SECONDS"
     )
-    # The shortest gap a cron's schedule may leave between two firings, and how many enabled
-    # crons one user (all anonymous callers together, with no auth) may have.
+    # The shortest gap a cron's schedule may leave between two firings, and how many crons,
+    # enabled or not, one user (all anonymous callers together, with no auth) may have.
     cron_min_interval_seconds: int = Field(
         default=60, ge=1, alias="RUNYARD_CRON_MIN_INTERVAL_SECONDS"
     )
@@ -189,6 +194,12 @@ class Settings(BaseSettings):
     # head than max_head_bytes gets 431.
     head_timeout_seconds: float = Field(default=10.0, gt=0, alias="RUNYARD_HEAD_TIMEOUT_SECONDS")
     max_head_bytes: int = Field(default=64 * 1024, ge=4096, alias="RUNYARD_MAX_HEAD_BYTES")
+    # A new store item's key and namespace (as the client sends it), in characters.
+    store_max_key_chars: int = Field(default=512, ge=1, alias="RUNYARD_STORE_MAX_KEY_CHARS")
+    store_max_label_chars: int = Field(default=128, ge=1, alias="RUNYARD_STORE_MAX_LABEL_CHARS")
+    store_max_namespace_labels: int = Field(
+        default=10, ge=1, alias="RUNYARD_STORE_MAX_NAMESPACE_LABELS"
+    )
 
     # Tracing (OpenTelemetry, needs the `tracing` extra). Empty: OTLP when an OTLP endpoint
     # is set, else off.

@@ -32,8 +32,6 @@ from runyard.streaming.broker import StreamEvent
 
 router = APIRouter(tags=["Runs"])
 
-# A batch is answered in one response: keep it to what one request can reasonably carry.
-BATCH_LIMIT = 1000
 IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", max_length=255)]
 
 
@@ -177,12 +175,14 @@ async def create_stateless_run(
 
 @router.post("/runs/batch", response_model=list[Run])
 async def create_stateless_run_batch(
-    body: Annotated[list[RunCreate], Body(min_length=1, max_length=BATCH_LIMIT)],
+    body: Annotated[list[RunCreate], Body(min_length=1)],
     svc: RunServicesDep,
     caller: CallerDep,
     configurable: RunConfigurableDep,
 ) -> list[dict[str, Any]]:
-    """Create one background run on a temporary thread per payload, all in one request."""
+    """Create one background run on a temporary thread per payload, all in one request
+    (at most RUNYARD_MAX_BATCH_RUNS)."""
+    svc.runs.check_batch_size(len(body))
     for payload in body:
         await authorize_new_run(svc.threads, svc.assistants, caller, None, payload)
     return [to_wire(run) for run in await svc.runs.create_batch(body, configurable)]

@@ -1,6 +1,6 @@
 """What one tenant names never reaches another: idempotency keys are the caller's, fairness
-groups come from the authenticated user, and `/metrics` needs a token of its own. Users of the
-tenants' auth handlers (tests/graphs/auth_tenants.py)."""
+groups come from the authenticated user, `/metrics` needs a token of its own, and a user's
+pending runs are bounded. Users of the tenants' auth handlers (tests/graphs/auth_tenants.py)."""
 
 from __future__ import annotations
 
@@ -219,3 +219,36 @@ async def test_with_auth_and_no_token_metrics_are_closed(tmp_path: Path) -> None
                 assert closed.status_code == 403, closed.text
                 assert "RUNYARD_METRICS_TOKEN" in closed.json()["detail"]
             assert (await http.get("/ok")).status_code == 200
+
+
+# --- pending runs per group ---------------------------------------------------------------
+
+
+async def test_pending_runs_of_one_user_are_bounded(
+    as_user: Callable[[str], httpx.AsyncClient],
+) -> None:
+    bob, bea = as_user("bob"), as_user("bea")
+    body = {**QUICK, "after_seconds": LATER}
+    mine: list[dict[str, Any]] = []
+    theirs: list[dict[str, Any]] = []
+    try:
+        for _ in range(PENDING_CAP):
+            created = await bob.post("/runs", json=body)
+            assert created.status_code == 200, created.text
+            mine.append(created.json())
+        over = await bob.post("/runs", json=body)
+        assert over.status_code == 429, over.text
+        detail = over.json()["detail"]
+        assert "RUNYARD_MAX_PENDING_RUNS_PER_GROUP" in detail and str(PENDING_CAP) in detail
+        # Another user's group has room of its own.
+        created = await bea.post("/runs", json=body)
+        assert created.status_code == 200, created.text
+        theirs.append(created.json())
+        # A batch that would pass the bound creates none of its runs.
+        batch = await bea.post("/runs/batch", json=[body] * PENDING_CAP)
+        assert batch.status_code == 429, batch.text
+        assert "RUNYARD_MAX_PENDING_RUNS_PER_GROUP" in batch.json()["detail"]
+        assert (await groups_pending(bea)).get("bea") == 1
+    finally:
+        await cancel(bob, mine)
+        await cancel(bea, theirs)
