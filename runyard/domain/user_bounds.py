@@ -36,6 +36,12 @@ class RunBounds:
     batch_runs: int
 
 
+# PostgreSQL indexes a store item by its namespace (labels joined by periods) and key: an
+# index entry holds at most 2,704 bytes. What a client sends may take 2,048 of them, in UTF-8,
+# which leaves room for a label an auth handler puts in front (the user's identity).
+STORE_ENTRY_BYTES = 2048
+
+
 @dataclass(frozen=True, slots=True)
 class StoreBounds:
     """How long a store item's key and namespace labels may be, and how many labels."""
@@ -68,6 +74,19 @@ class StoreBounds:
                 "RUNYARD_STORE_MAX_LABEL_CHARS",
                 "use shorter labels",
             )
+        size = _utf8_bytes(".".join(namespace)) + _utf8_bytes(key)
+        require_at_most(
+            size,
+            STORE_ENTRY_BYTES,
+            f"the namespace and key take {size} bytes of UTF-8 together",
+            "STORE_ENTRY_BYTES (runyard/domain/user_bounds.py, within PostgreSQL's index entry)",
+            "use shorter labels or a shorter key",
+        )
+
+
+def _utf8_bytes(text: str) -> int:
+    # A lone surrogate is refused before (json_bounds); counted here, not raised.
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 def require_at_most(

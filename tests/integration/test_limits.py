@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -265,6 +266,24 @@ async def test_store_items_past_a_bound_are_422_naming_it(
     assert setting in detail(refused)
     found = await http.post("/store/items/search", json={"namespace_prefix": [tag]})
     assert found.json()["items"] == []
+
+
+async def test_a_store_item_past_the_index_entry_is_422_within_the_character_bounds(
+    http: httpx.AsyncClient,
+) -> None:
+    """Ten labels of 128 CJK characters and a key of 512 take 5,400 bytes: more than
+    PostgreSQL's index entry holds (it answered 500), though within every character bound."""
+    # Random text: PostgreSQL compresses a repetitive entry below its bound.
+    draw = random.Random(45)
+
+    def cjk(length: int) -> str:
+        return "".join(chr(0x4E00 + draw.randrange(20000)) for _ in range(length))
+
+    namespace = [new_tag()["test_tag"], *(cjk(128) for _ in range(9))]
+    body = {"namespace": namespace, "key": cjk(512), "value": {"v": 1}}
+    refused = await http.put("/store/items", json=body)
+    assert refused.status_code == 422, refused.text
+    assert "bytes of UTF-8" in detail(refused) and "STORE_ENTRY_BYTES" in detail(refused)
 
 
 async def test_store_items_at_the_bounds_are_accepted(http: httpx.AsyncClient) -> None:
