@@ -94,9 +94,15 @@ class Settings(BaseSettings):
     # Sleeping runs (waiting on I/O) cost no CPU: slots should not be what limits them.
     n_jobs_per_worker: int = Field(default=500, ge=1, alias="N_JOBS_PER_WORKER")
     bg_job_timeout_secs: float = Field(default=3600.0, gt=0, alias="BG_JOB_TIMEOUT_SECS")
-    # Without priority.path: the run metadata key whose value is a run's fairness group
-    # (else the authenticated user's identity, else "default"). Unset: every run "default".
+    # Without priority.path, what names a run's fairness group: `langgraph_auth_user_id`, the
+    # authenticated user; any other name is a run metadata key, refused at start with auth
+    # configured (a client writes its own metadata). Unset: every run "default".
     fairness_key: str | None = Field(default=None, min_length=1, alias="RUNYARD_FAIRNESS_KEY")
+    # Pending runs one fairness group may hold (per user when groups are per user).
+    max_pending_runs_per_group: int = Field(
+        default=10_000, ge=1, alias="RUNYARD_MAX_PENDING_RUNS_PER_GROUP"
+    )
+    max_batch_runs: int = Field(default=1000, ge=1, alias="RUNYARD_MAX_BATCH_RUNS")
     # Per-group caps on dispatch (0: no cap), the default for every group, and overrides as
     # JSON ({"group": {"max_running": 3, "max_starts_per_minute": 60}}).
     group_max_running: int = Field(default=0, ge=0, alias="RUNYARD_GROUP_MAX_RUNNING")
@@ -150,8 +156,8 @@ class Settings(BaseSettings):
     cron_interval_seconds: float = Field(
         default=1.0, gt=0, le=60, alias="RUNYARD_CRON_INTERVAL_SECONDS"
     )
-    # The shortest gap a cron's schedule may leave between two firings, and how many enabled
-    # crons one user (all anonymous callers together, with no auth) may have.
+    # The shortest gap a cron's schedule may leave between two firings, and how many crons,
+    # enabled or not, one user (all anonymous callers together, with no auth) may have.
     cron_min_interval_seconds: int = Field(
         default=60, ge=1, alias="RUNYARD_CRON_MIN_INTERVAL_SECONDS"
     )
@@ -168,9 +174,14 @@ class Settings(BaseSettings):
     # `runyard serve` on a non-loopback address with no auth configured: refused unless this
     # is true (or --allow-unauthenticated is passed), e.g. behind a gateway that authenticates.
     allow_unauthenticated: bool = Field(default=False, alias="RUNYARD_ALLOW_UNAUTHENTICATED")
-    # With auth configured: /metrics, /docs, /redoc and /openapi.json run the authenticate
-    # handler too (a refusal answers 401). Off by default: a Prometheus scraper sends no token.
+    # With auth configured: /docs, /redoc and /openapi.json run the authenticate handler too
+    # (a refusal answers 401). Off by default.
     auth_metrics_and_docs: bool = Field(default=False, alias="RUNYARD_AUTH_METRICS_AND_DOCS")
+    # /metrics asks for `Authorization: Bearer <this>` when set; with auth configured and no
+    # token, /metrics answers 403 (its fairness groups name the users).
+    metrics_token: str | None = Field(
+        default=None, min_length=16, alias="RUNYARD_METRICS_TOKEN", repr=False
+    )
 
     # Serve every route under this path (as LangGraph's server, MOUNT_PREFIX wins over
     # http.mount_prefix in langgraph.json).
@@ -183,6 +194,12 @@ class Settings(BaseSettings):
     # head than max_head_bytes gets 431.
     head_timeout_seconds: float = Field(default=10.0, gt=0, alias="RUNYARD_HEAD_TIMEOUT_SECONDS")
     max_head_bytes: int = Field(default=64 * 1024, ge=4096, alias="RUNYARD_MAX_HEAD_BYTES")
+    # A new store item's key and namespace (as the client sends it), in characters.
+    store_max_key_chars: int = Field(default=512, ge=1, alias="RUNYARD_STORE_MAX_KEY_CHARS")
+    store_max_label_chars: int = Field(default=128, ge=1, alias="RUNYARD_STORE_MAX_LABEL_CHARS")
+    store_max_namespace_labels: int = Field(
+        default=10, ge=1, alias="RUNYARD_STORE_MAX_NAMESPACE_LABELS"
+    )
 
     # Tracing (OpenTelemetry, needs the `tracing` extra). Empty: OTLP when an OTLP endpoint
     # is set, else off.
@@ -209,6 +226,7 @@ class Settings(BaseSettings):
         "aes_json_keys",
         "aes_decrypt_keys",
         "group_limits",
+        "metrics_token",
         mode="before",
     )
     @classmethod
