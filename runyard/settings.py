@@ -123,6 +123,11 @@ class Settings(BaseSettings):
         alias="WORKER_DRAIN_TIMEOUT",
         validation_alias=official("WORKER_DRAIN_TIMEOUT"),
     )
+    # At-most-once tools (runyard.tools): a recorded result larger than this (as stored) is
+    # not kept; a resumed run then tells the model it was too large instead of replaying it.
+    max_tool_result_bytes: int = Field(
+        default=1024 * 1024, ge=1024, alias="RUNYARD_MAX_TOOL_RESULT_BYTES"
+    )
 
     # Streaming.
     stream_keepalive_seconds: float = Field(default=5.0, gt=0, alias="RUNYARD_KEEPALIVE_SECONDS")
