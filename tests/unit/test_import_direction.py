@@ -24,6 +24,8 @@ LAYERS: dict[str, int] = {
     "outbound": 1,
     "schemas": 1,
     "sdk_handlers": 1,
+    # The public module graphs import (at-most-once tools): only domain below it.
+    "tools": 1,
     "queue": 2,
     "encryption": 2,
     "migrations": 2,
