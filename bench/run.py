@@ -24,6 +24,7 @@ from bench.recovery import recovery
 from bench.scenarios import Fleet, Target, scenario_target, warm_up
 from bench.session import session_cost
 from bench.streams import streams
+from bench.tools import tool_cost
 
 log = logging.getLogger("bench")
 
@@ -43,6 +44,8 @@ SCENARIOS: dict[str, tuple[ScenarioFn, int]] = {
     "idle_readers": (idle_readers, 50),
     # A small tenant's waits alone, then behind a big tenant's backlog (bench/fairness.py).
     "fairness": (fairness, 20),
+    # Not in `all`: an at-most-once tool call's cost beside an ordinary one (bench/tools.py).
+    "tools": (tool_cost, 200),
 }
 DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import AliasChoices, Field, PrivateAttr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from runyard.domain.group_caps import parse_group_limits
 
 # Runyard's name of a setting -> LangGraph's server's name for it.
 OFFICIAL_NAMES = {
@@ -128,6 +129,11 @@ class Settings(BaseSettings):
         ge=0,
         alias="WORKER_DRAIN_TIMEOUT",
         validation_alias=official("WORKER_DRAIN_TIMEOUT"),
+    )
+    # At-most-once tools (runyard.tools): a recorded result larger than this (as stored) is
+    # not kept; a resumed run then tells the model it was too large instead of replaying it.
+    max_tool_result_bytes: int = Field(
+        default=1024 * 1024, ge=1024, alias="RUNYARD_MAX_TOOL_RESULT_BYTES"
     )
 
     # Streaming.
@@ -267,7 +273,7 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _check_group_limits(self) -> Settings:
-        self._group_limits = _parsed_group_limits(self.group_limits) if self.group_limits else {}
+        self._group_limits = parse_group_limits(self.group_limits) if self.group_limits else {}
         return self
 
     @property
@@ -364,35 +370,3 @@ class Settings(BaseSettings):
         if self.database_url:
             return self.database_url
         return f"sqlite+aiosqlite:///{(self.data_dir / 'runyard.sqlite').resolve()}"
-
-
-_LIMIT_KEYS = ("max_running", "max_starts_per_minute")
-
-
-def _parsed_group_limits(raw: str) -> dict[str, dict[str, int]]:
-    """RUNYARD_GROUP_LIMITS, checked: a JSON object of group name to an object of
-    `max_running` and/or `max_starts_per_minute` (integers >= 0, 0: no cap). ValueError
-    names what is wrong."""
-    try:
-        parsed: Any = json.loads(raw)
-    except ValueError as exc:
-        raise ValueError(f"RUNYARD_GROUP_LIMITS is not valid JSON: {exc}") from None
-    if not isinstance(parsed, dict):
-        raise ValueError(
-            'RUNYARD_GROUP_LIMITS must be a JSON object such as {"group": {"max_running": 3}}'
-        )
-    limits: dict[str, dict[str, int]] = {}
-    for group, entry in parsed.items():
-        where = f"RUNYARD_GROUP_LIMITS[{group!r}]"
-        if not isinstance(entry, dict):
-            raise ValueError(f"{where} must be an object with max_running, max_starts_per_minute")
-        unknown = sorted(set(entry) - set(_LIMIT_KEYS))
-        if unknown:
-            raise ValueError(
-                f"{where} has unknown keys {unknown}; allowed: max_running, max_starts_per_minute"
-            )
-        for key, value in entry.items():
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"{where}.{key} must be an integer >= 0 (0: no cap)")
-        limits[group] = dict(entry)
-    return limits

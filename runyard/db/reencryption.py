@@ -31,7 +31,7 @@ class Target:
     kind: str
 
 
-_RUNYARD_JSON = [
+_RUNYARD_TABLES = [
     Target("runyard", "assistants", ("assistant_id",), ("config", "context", "metadata"), "json"),
     Target(
         "runyard",
@@ -50,10 +50,12 @@ _RUNYARD_JSON = [
     Target("runyard", "runs", ("run_id",), ("metadata", "kwargs", "output", "error"), "json"),
     Target("runyard", "crons", ("cron_id",), ("payload", "metadata"), "json"),
     Target("runyard", "webhook_deliveries", ("delivery_id",), ("payload",), "json"),
+    # At-most-once tool calls' results, serialized as checkpoint values are.
+    Target("runyard", "tool_calls", ("thread_id", "call_key"), ("result_type", "result"), "blob"),
 ]
 _CHECKPOINT = ("thread_id", "checkpoint_ns", "checkpoint_id")
 POSTGRES_TARGETS = [
-    *_RUNYARD_JSON,
+    *_RUNYARD_TABLES,
     Target("runyard", "checkpoints", _CHECKPOINT, ("metadata",), "json"),
     Target(
         "runyard",
@@ -68,7 +70,7 @@ POSTGRES_TARGETS = [
     Target("runyard", "store", ("prefix", "key"), ("value",), "json"),
 ]
 SQLITE_TARGETS = [
-    *_RUNYARD_JSON,
+    *_RUNYARD_TABLES,
     Target("checkpoints", "checkpoints", _CHECKPOINT, ("type", "checkpoint"), "blob"),
     Target("checkpoints", "checkpoints", _CHECKPOINT, ("metadata",), "json"),
     Target("checkpoints", "writes", (*_CHECKPOINT, "task_id", "idx"), ("type", "value"), "blob"),

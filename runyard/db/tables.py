@@ -15,6 +15,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -25,6 +26,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 
 from runyard.domain.status import RunStatus, ThreadStatus
+from runyard.domain.tool_calls import ToolCallStatus
 
 metadata = MetaData()
 
@@ -259,4 +261,33 @@ schema_compatibility = Table(
     Column("revision", String(32), primary_key=True),
     Column("serves_code_from", String(32), nullable=False),
     Column("recorded_at", UTCDateTime, nullable=False, server_default=_now()),
+)
+
+# At-most-once tool calls (runyard/tools/): a decorated call's intent, then its outcome, each
+# written only while the attempt that writes it holds its run. A call is keyed within its
+# thread (`call_key`: the step's namespace and the model's tool call id), and goes with it.
+tool_calls = Table(
+    "tool_calls",
+    metadata,
+    Column(
+        "thread_id",
+        String(64),
+        ForeignKey("threads.thread_id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    Column("call_key", String(36), primary_key=True),
+    Column("checkpoint_ns", Text, nullable=False),
+    Column("tool_call_id", Text, nullable=False),
+    Column("tool", Text, nullable=False),
+    # The attempt that made the call (or, for an outcome a person answered, recorded it).
+    Column("run_id", String(64), nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("status", String(16), nullable=False, default=ToolCallStatus.INTENT.value),
+    # The result as the checkpointer serializes (and encrypts) a value: its type and bytes.
+    # Null with `result_bytes` set: it was larger than RUNYARD_MAX_TOOL_RESULT_BYTES.
+    Column("result_type", String(64), nullable=True),
+    Column("result", LargeBinary, nullable=True),
+    Column("result_bytes", Integer, nullable=True),
+    Column("created_at", UTCDateTime, nullable=False, server_default=_now()),
+    Column("updated_at", UTCDateTime, nullable=False, server_default=_now()),
 )

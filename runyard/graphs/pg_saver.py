@@ -42,6 +42,7 @@ from langgraph.checkpoint.base import (
 from runyard.db import checkpoints as sql
 from runyard.domain.errors import StaleAttemptError
 from runyard.graphs.encrypted_checkpoints import naming_checkpoint
+from runyard.graphs.loop_calls import from_thread
 from runyard.graphs.pg_errors import client_data_errors
 from runyard.graphs.pg_library import LibrarySaver, library_migrations
 from runyard.graphs.pg_rows import (
@@ -385,15 +386,10 @@ class PostgresSaver(BaseCheckpointSaver[str]):
             return await call
 
     def _blocking(self, call: Coroutine[Any, Any, Any]) -> Any:
-        try:
-            on_loop = asyncio.get_running_loop() is self.loop
-        except RuntimeError:
-            on_loop = False
-        if on_loop:
-            call.close()
-            raise asyncio.InvalidStateError(
-                "synchronous calls to the PostgreSQL checkpointer are only allowed from "
-                "another thread; on the event loop use its async methods (aget_tuple, "
-                "alist…) or `await graph.ainvoke(...)`"
-            )
-        return asyncio.run_coroutine_threadsafe(call, self.loop).result()
+        return from_thread(
+            call,
+            self.loop,
+            "synchronous calls to the PostgreSQL checkpointer are only allowed from another "
+            "thread; on the event loop use its async methods (aget_tuple, alist…) or "
+            "`await graph.ainvoke(...)`",
+        )

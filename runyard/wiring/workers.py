@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from runyard.background.reaper import Reaper, ReaperSettings
 from runyard.db import run_recovery as recovery_db
 from runyard.db.engine import Sessions
+from runyard.graphs.tool_calls import ToolCallRecords
 from runyard.lifecycle import RunLifecycle
 from runyard.queue.run_queue import RunQueue
 from runyard.settings import Settings
@@ -59,6 +60,12 @@ def run_executor(
         graphs=graphs,
         checkpointer=storage.checkpointer,
         store=storage.store,
+        tool_calls=ToolCallRecords(
+            storage.databases.autocommit,
+            storage.checkpointer.serde,
+            settings.max_tool_result_bytes,
+            settings.lease_duration_seconds,
+        ),
         encryption=encryption,
         finalizer=finalizer,
         metrics=metrics,

@@ -18,6 +18,7 @@ from runyard.domain.errors import DecryptionError, StaleAttemptError
 from runyard.domain.group_caps import HeldBack
 from runyard.domain.run import ClaimedRun, RunRecord
 from runyard.domain.status import RunStatus
+from runyard.domain.tool_calls import use_book
 from runyard.graphs.checkpointer import (
     fenced,
     riding_out_store_faults,
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
 
     from runyard.encryption.custom import CustomEncryption
     from runyard.graphs.registry import GraphRegistry
+    from runyard.graphs.tool_calls import ToolCallRecords
     from runyard.lifecycle import RunLifecycle
     from runyard.observability.metrics import Metrics
     from runyard.observability.tracing import Tracing
@@ -54,7 +56,8 @@ log = logging.getLogger("runyard.worker")
 class ExecutorParts:
     """What executing a run uses: the lifecycle and the run queue (claims, hand-backs),
     the broker (events), the registry of running runs, the graphs with their checkpointer
-    and store, the custom encryption (None when not set), the finalizer and observability."""
+    and store, the records of at-most-once tool calls, the custom encryption (None when not
+    set), the finalizer and observability."""
 
     instance_id: str
     settings: Settings
@@ -65,6 +68,7 @@ class ExecutorParts:
     graphs: GraphRegistry
     checkpointer: BaseCheckpointSaver
     store: BaseStore
+    tool_calls: ToolCallRecords
     encryption: CustomEncryption | None
     finalizer: RunFinalizer
     metrics: Metrics
@@ -269,6 +273,8 @@ class RunExecutor:
         attempt = entry.attempt
         # The checkpoints this run writes are encrypted under its creator's context.
         use_context(kwargs.get(CONTEXT_KEY) or {})
+        # Its at-most-once tool calls are recorded, fenced by this attempt (runyard/tools/).
+        use_book(parts.tool_calls.for_attempt(run_id, attempt, run.thread_id))
         graph: Pregel | None = None
         final = FinalState()
         limit = asyncio.timeout_at(deadline)

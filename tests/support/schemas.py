@@ -9,7 +9,17 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, DateTime, Float, Integer, MetaData, String, select
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    Float,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    select,
+)
 from sqlalchemy.engine import Connection
 
 from tests.support.databases import fresh_database
@@ -116,6 +126,8 @@ def _value(kind: Any, name: str, n: int) -> Any:
         return datetime(2026, 1, 1, tzinfo=UTC) + timedelta(days=n)
     if isinstance(kind, JSON):
         return {"n": n, "name": name, "list": [1, "two"]}
+    if isinstance(kind, LargeBinary):
+        return f"{n}-{name}".encode()
     if isinstance(kind, String):
         text = f"{n}-{name}"
         return text[: kind.length] if kind.length else text

@@ -17,13 +17,16 @@ PACKAGE = Path(__file__).resolve().parents[2] / "runyard"
 LAYERS: dict[str, int] = {
     "__version__": 0,
     "domain": 0,
-    "settings": 0,
     "loops": 0,
     "db": 1,
+    # Settings parse with domain code (the group caps of RUNYARD_GROUP_LIMITS).
+    "settings": 1,
     "streaming": 1,
     "outbound": 1,
     "schemas": 1,
     "sdk_handlers": 1,
+    # The public module graphs import (at-most-once tools): only domain below it.
+    "tools": 1,
     "queue": 2,
     "encryption": 2,
     "migrations": 2,
