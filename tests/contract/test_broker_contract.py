@@ -9,6 +9,7 @@ import pytest
 
 from runyard.domain.errors import StaleAttemptError
 from tests.contract.conftest import IDLE_CHECK_SECONDS
+from tests.support.alarms import ended_before
 
 
 async def _collect(
@@ -297,17 +298,10 @@ async def _opened_after_the_end(broker: Any, run_id: str, after: str) -> list[st
     async def collect() -> list[str]:
         return [event.event async for event in broker.subscribe(run_id, after, ended=ended)]
 
-    subscription = asyncio.create_task(collect())
-    asking = asyncio.create_task(asked.wait())
-    try:
-        await asyncio.wait({subscription, asking}, timeout=30, return_when=asyncio.FIRST_COMPLETED)
-        assert not asked.is_set(), "the subscription waited to ask whether the run had ended"
-        assert subscription.done(), "the subscription did not end"
-        return subscription.result()
-    finally:
-        for task in (subscription, asking):
-            task.cancel()
-        await asyncio.gather(subscription, asking, return_exceptions=True)
+    def why() -> str:
+        return "the subscription waited to ask whether the run had ended"
+
+    return await ended_before(collect(), asked, why, timeout=30)
 
 
 async def test_a_live_only_subscription_opened_after_the_stream_finished_ends_at_once(

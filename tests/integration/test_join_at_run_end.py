@@ -30,6 +30,7 @@ from runyard.services.run_waits import LIVE_ONLY
 from runyard.services.session_commands import run_body
 from runyard.services.thread_streams import parse_thread_stream_modes
 from runyard.streaming.broker import CompletionWaiter, StreamEvent
+from tests.support.alarms import ended_before
 from tests.support.instances import HeldFinish, Instances, started_instances
 
 pytestmark = pytest.mark.timeout(90)
@@ -147,17 +148,11 @@ async def _end(rt: Instances, run_id: str, held: HeldFinish, probe: TimerProbe) 
 
 async def _at_once(probe: TimerProbe, view: Awaitable[T]) -> T:
     """What the view gives, once it ends; a failure if a fallback timer fired first."""
-    task = asyncio.ensure_future(view)
-    fired = asyncio.ensure_future(probe.any_fired.wait())
-    try:
-        await asyncio.wait({task, fired}, timeout=60, return_when=asyncio.FIRST_COMPLETED)
-        assert not probe.fired, f"the view waited for a timer after the run ended: {probe.fired}"
-        assert task.done(), "the view did not end"
-        return task.result()
-    finally:
-        for pending in (task, fired):
-            pending.cancel()
-        await asyncio.gather(task, fired, return_exceptions=True)
+
+    def why() -> str:
+        return f"the view waited for a timer after the run ended: {probe.fired}"
+
+    return await ended_before(view, probe.any_fired, why, timeout=60)
 
 
 async def _all(events: AsyncIterator[StreamEvent]) -> list[StreamEvent]:
