@@ -20,6 +20,7 @@ from bench.chaos import chaos
 from bench.client import HTTPError, open_client
 from bench.fairness import fairness
 from bench.idle_readers import idle_readers
+from bench.joins import joins
 from bench.recovery import recovery
 from bench.scenarios import Fleet, Target, scenario_target, warm_up
 from bench.session import session_cost
@@ -46,6 +47,8 @@ SCENARIOS: dict[str, tuple[ScenarioFn, int]] = {
     "fairness": (fairness, 20),
     # Not in `all`: an at-most-once tool call's cost beside an ordinary one (bench/tools.py).
     "tools": (tool_cost, 200),
+    # Joins of short runs: how long after its run's end each ends (bench/joins.py).
+    "joins": (joins, 20_000),
 }
 DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
 
@@ -231,6 +234,9 @@ async def _run_one(
     if name == "streams":
         # Three levels, each waiting up to five timeouts for its slowest stream.
         budget = args.timeout * 16
+    if name == "joins":
+        # Thousands of runs one after another in each lane: a tenth of a second each.
+        budget = args.timeout + runs * 0.1
     # Recovery restarts instances and is about time, not cost: it has no per-run figures.
     per_leg = scenarios.MEASURED_RUNS_PER_LEG.get(name)
     log.info("bench_scenario_started scenario=%s runs=%s", name, runs)

@@ -329,4 +329,10 @@ SCENARIOS: dict[str, tuple[Callable[[Target, int], Awaitable[dict[str, Any]]], i
 
 # Runs each scenario's measured part makes, per `runs`: wait and stream have two legs. The
 # server's cost is divided by that; a scenario missing here (recovery) gets no cost figures.
-MEASURED_RUNS_PER_LEG: dict[str, int] = {"throughput": 1, "wait": 2, "stream": 2, "sleepers": 1}
+MEASURED_RUNS_PER_LEG: dict[str, int] = {
+    "throughput": 1,
+    "wait": 2,
+    "stream": 2,
+    "sleepers": 1,
+    "joins": 1,
+}

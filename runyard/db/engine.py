@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 from collections.abc import Callable
@@ -161,7 +162,24 @@ class StoreConnection(AsyncConnection):
     then the store's, as runyard/db/faults.py tells it apart, not the caller's."""
 
     async def start(self, is_ctxmanager: bool = False) -> AsyncConnection:
-        return await super().start(is_ctxmanager)
+        """Check the connection out. A caller cancelled meanwhile (a stream whose client
+        left, a poller stopped) waits for the checkout to end and gives the connection back:
+        cancelled half-way, it would be left checked out to the garbage collector."""
+        checkout = asyncio.ensure_future(super().start(is_ctxmanager))
+        try:
+            return await asyncio.shield(checkout)
+        except asyncio.CancelledError:
+            await asyncio.shield(_given_back(self, checkout))
+            raise
+
+
+async def _given_back(connection: AsyncConnection, checkout: asyncio.Future[Any]) -> None:
+    """Return a connection whose checkout outlived its caller, once it is checked out."""
+    try:
+        await checkout
+    except Exception:
+        return  # never checked out: nothing to give back
+    await connection.close()
 
 
 async def require_database(engine: AsyncEngine) -> None:

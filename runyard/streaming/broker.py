@@ -82,7 +82,8 @@ class EventBroker(Protocol):
         """Events after `after` (all when None), then live ones until the stream finishes.
 
         With follow=False only what is already stored is replayed (the run has ended);
-        after="$" skips everything stored and delivers only new events. `ended` is asked
+        after="$" skips everything stored and delivers only new events (none, and the
+        subscription ends at once, when the stream has finished). `ended` is asked
         whenever no event came for a while: once it says the run has ended, what is stored
         is delivered and the subscription stops, even if the stream was never finished
         (its last events could not be written). While the broker cannot be reached the

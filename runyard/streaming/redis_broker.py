@@ -240,6 +240,8 @@ class RedisEventBroker:
         """
         key = self._stream(run_id)
         cursor = await self._start(key, after, ended)
+        if cursor is None:
+            return  # live only, and the stream has finished: nothing more will come
         if not follow:
             async for event in self._replay(key, cursor, ended, known_ended=True):
                 if event.event == _CONTROL_DONE:
@@ -312,14 +314,24 @@ class RedisEventBroker:
             await asyncio.sleep(min(pause, left))
             pause = min(pause * 2, 1.0)
 
-    async def _start(self, key: str, after: str | None, ended: Ended | None) -> str:
-        """The id after which a subscription starts ("$": the newest stored one)."""
+    async def _start(self, key: str, after: str | None, ended: Ended | None) -> str | None:
+        """The id after which a subscription starts ("$": the newest stored one), or None
+        when "$" finds the stream finished (its newest entry is the done entry).
+
+        A join reads its run before it subscribes: a run that ends in between has its done
+        entry stored already, and following on after it would wait for an end that has
+        passed (until the idle check asked the database, then the grace for the last
+        events ran out: ten seconds).
+        """
         if after != "$":
             return after if after and looks_like_id(after) else "0-0"
         last: Any = await read_retrying(
             lambda: self._reads.xrevrange(key, count=1), ended, self._idle_check
         )
-        return as_text(last[0][0]) if last else "0-0"
+        if not last:
+            return "0-0"
+        newest = decode_entry(*last[0])
+        return None if newest.event == _CONTROL_DONE else newest.id
 
     async def _replay(
         self,

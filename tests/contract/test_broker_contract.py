@@ -9,6 +9,7 @@ import pytest
 
 from runyard.domain.errors import StaleAttemptError
 from tests.contract.conftest import IDLE_CHECK_SECONDS
+from tests.support.alarms import ended_before
 
 
 async def _collect(
@@ -281,3 +282,56 @@ async def test_the_completion_signal_wakes_waiters_on_every_instance(two_brokers
         await executor.finish("r21", None, [("end", "null")], signal_done=True)
         assert await there.wait(timeout=10) is True
         assert await here.wait(timeout=10) is True
+
+
+async def _opened_after_the_end(broker: Any, run_id: str, after: str) -> list[str]:
+    """What a following subscription opened once the run's stream finished delivers (a join
+    that read its run as running, its run ending before it subscribed). It must stop on what
+    is stored: one that had to ask `ended` (after the idle check, the fallback for a stream
+    that never finishes) fails here."""
+    asked = asyncio.Event()
+
+    async def ended() -> bool:
+        asked.set()
+        return True
+
+    async def collect() -> list[str]:
+        return [event.event async for event in broker.subscribe(run_id, after, ended=ended)]
+
+    def why() -> str:
+        return "the subscription waited to ask whether the run had ended"
+
+    return await ended_before(collect(), asked, why, timeout=30)
+
+
+async def test_a_live_only_subscription_opened_after_the_stream_finished_ends_at_once(
+    broker: Any,
+) -> None:
+    await broker.begin_attempt("r22", 1, [("metadata", "m")])
+    await broker.publish("r22", "values", "v", 1)
+    await broker.finish("r22", 1, [("end", "null")], signal_done=True)
+    # Live only: nothing new comes after the end, so nothing at all.
+    assert await _opened_after_the_end(broker, "r22", "$") == []
+
+
+async def test_a_resume_opened_after_the_stream_finished_gets_the_rest_at_once(
+    broker: Any,
+) -> None:
+    await broker.begin_attempt("r23", 1, [("metadata", "m")])
+    seen = await broker.publish("r23", "values", "v", 1)
+    await broker.publish("r23", "values", "w", 1)
+    await broker.finish("r23", 1, [("end", "null")], signal_done=True)
+    assert await _opened_after_the_end(broker, "r23", seen) == ["values", "end"]
+    end = [e.id for e in await _collect(broker, "r23")][-1]
+    assert await _opened_after_the_end(broker, "r23", end) == []
+
+
+async def test_a_live_only_subscription_on_another_instance_after_the_end_ends_at_once(
+    two_brokers: Any,
+) -> None:
+    executor, other = two_brokers
+    await executor.begin_attempt("r24", 1, [("metadata", "m")])
+    seen = await executor.publish("r24", "values", "v", 1)
+    await executor.finish("r24", 1, [("end", "null")], signal_done=True)
+    assert await _opened_after_the_end(other, "r24", "$") == []
+    assert await _opened_after_the_end(other, "r24", seen) == ["end"]

@@ -81,6 +81,18 @@ def test_unknown_assistant_is_reported_as_a_failure(server: ServerProcess) -> No
     assert "failure" in line
 
 
+def test_joins_scenario_counts_each_join_after_its_run(server: ServerProcess) -> None:
+    code, lines, stderr = _bench(server.url, "joins")
+
+    assert code == 0, stderr
+    (line,) = lines
+    assert line["scenario"] == "joins" and line["errors"] == 0
+    assert line["total"] == RUNS and line["slower_than_2s"] == 0
+    assert sum(line["after_end_distribution"].values()) == RUNS
+    lags = [line[f"join_after_end_{p}_ms"] for p in ("p50", "p99", "p999", "max")]
+    assert 0 <= lags[0] <= lags[1] <= lags[2] <= lags[3]
+
+
 def test_several_urls_are_one_target(server: ServerProcess) -> None:
     urls = f"{server.url},{server.url}"
     code, lines, stderr = _bench(urls, "throughput")

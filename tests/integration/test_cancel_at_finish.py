@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator, Awaitable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +26,7 @@ from runyard.domain.status import RunStatus, ThreadStatus
 from runyard.domain.thread import ThreadRecord
 from runyard.runtime import Runtime
 from runyard.schemas.runs import RunCreate
-from runyard.settings import Settings
-from tests.support.redis_keys import postgres_and_redis
-from tests.support.server import TEST_CONFIG
+from tests.support.instances import HeldFinish, Instances, started_instances
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -37,65 +34,11 @@ pytestmark = pytest.mark.timeout(60)
 ONE_RUN = ["first", "second"]
 
 
-@dataclass
-class Instances:
-    """Where runs execute (`worker`) and where clients' requests land (`api`)."""
-
-    worker: Runtime
-    api: Runtime
-
-
-def _settings(tmp_path: Path, **env: Any) -> Settings:
-    return Settings(
-        RUNYARD_CONFIG=TEST_CONFIG,
-        RUNYARD_DATA_DIR=tmp_path / "data",
-        WORKER_DRAIN_TIMEOUT=1,
-        **env,
-    )
-
-
 @pytest.fixture(params=["sqlite", "postgres"])
 async def instances(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Instances]:
     """`runyard dev` (one runtime), or two instances on one PostgreSQL database and Redis."""
-    if request.param == "sqlite":
-        rt = Runtime(_settings(tmp_path))
-        await rt.start()
-        try:
-            yield Instances(rt, rt)
-        finally:
-            await rt.stop()
-        return
-    with postgres_and_redis("runyard_cancel_finish") as shared:
-        worker = Runtime(_settings(tmp_path, **shared))
-        api = Runtime(_settings(tmp_path, **shared, WORKER_COUNT=0))
-        try:
-            await worker.start()
-            await api.start()
-            yield Instances(worker, api)
-        finally:
-            await api.stop()
-            await worker.stop()
-
-
-class HeldFinish:
-    """Holds the worker's first `success` write of a run until `release`."""
-
-    def __init__(self, rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.reached = asyncio.Event()
-        self._go = asyncio.Event()
-        finish = rt.lifecycle.finish
-
-        async def held(run: Any, attempt: int, status: RunStatus, *args: Any, **kwargs: Any) -> Any:
-            if status is RunStatus.SUCCESS and not self.reached.is_set():
-                self.reached.set()
-                await self._go.wait()
-            return await finish(run, attempt, status, *args, **kwargs)
-
-        monkeypatch.setattr(rt.lifecycle, "finish", held)
-
-    def release(self) -> None:
-        """Let the held write go on."""
-        self._go.set()
+    async with started_instances(request.param, tmp_path, "runyard_cancel_finish") as made:
+        yield made
 
 
 async def _run_held_at_its_end(
