@@ -39,6 +39,7 @@ INTERNAL_LOOPBACK = [
     "http://0x7f000001/",
     "http://[::1]/",
     "http://[::ffff:127.0.0.1]/",
+    "http://[::ffff:0:7f00:1]/",
 ]
 INTERNAL_ALWAYS = {
     "http://0.0.0.0:8123/threads": "unspecified IP range",

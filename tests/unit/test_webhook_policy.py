@@ -10,6 +10,7 @@ from runyard.domain.errors import ConfigError
 from runyard.domain.webhook_policy import (
     WebhookPolicy,
     WebhookRefusedError,
+    check_address,
     check_url,
     literal_address,
 )
@@ -32,6 +33,18 @@ DEFAULT = WebhookPolicy()
         ("http://[::ffff:127.0.0.1]/", "loopback IP range"),
         ("http://[::ffff:7f00:1]/", "loopback IP range"),
         ("http://[64:ff9b::7f00:1]/", "loopback IP range"),
+        # IPv4-translated (::ffff:0:0:0/96), where ::ffff:0:7f00:1 is 127.0.0.1.
+        ("http://[::ffff:0:7f00:1]/", "loopback IP range"),
+        ("http://[::ffff:0:127.0.0.1]/", "loopback IP range"),
+        ("http://[::ffff:0:a00:5]/", "private IP range"),
+        ("http://[::ffff:0:a9fe:a9fe]/", "cloud metadata endpoint"),
+        ("http://[::ffff:0:0:0]/", "unspecified IP range"),
+        # NAT64: the well-known prefix; the local-use /48 is never a receiver, whatever IPv4
+        # address it carries (here 127.0.0.1, then a public one).
+        ("http://[64:ff9b::a00:5]/", "private IP range"),
+        ("http://[64:ff9b::a9fe:a9fe]/", "cloud metadata endpoint"),
+        ("http://[64:ff9b:1:7f00:0:100::]/", "blocked IP range"),
+        ("http://[64:ff9b:1:5db8:d8:2200::]/", "blocked IP range"),
         ("http://localhost:8123/threads", "localhost address"),
         ("http://LOCALHOST./", "localhost address"),
         ("http://0.0.0.0/", "unspecified IP range"),
@@ -103,6 +116,26 @@ def test_public_addresses_pass_and_names_are_left_to_resolution() -> None:
     assert target.settled and str(target.address) == "93.184.216.34"
     target = check_url("https://hooks.example.com/hook", DEFAULT)
     assert not target.settled and target.port == 443
+
+
+@pytest.mark.parametrize(
+    ("address", "reason"),
+    [
+        ("::ffff:0:7f00:1", "loopback IP range"),
+        ("::ffff:0:c0a8:101", "private IP range"),
+        ("64:ff9b::7f00:1", "loopback IP range"),
+        ("64:ff9b:1:a9fe:a9:fe00::", "blocked IP range"),
+    ],
+)
+def test_a_resolved_ipv6_form_of_a_blocked_address_is_refused(address: str, reason: str) -> None:
+    """What a name resolves to goes through the same check (a AAAA record can carry it)."""
+    with pytest.raises(WebhookRefusedError, match=f"Webhook host blocked: {reason}"):
+        check_address(address, DEFAULT)
+
+
+def test_ipv6_forms_of_a_public_address_pass() -> None:
+    for address in ("::ffff:0:5db8:d822", "64:ff9b::5db8:d822", "::ffff:93.184.216.34"):
+        check_address(address, DEFAULT)
 
 
 def test_literal_spellings_read_as_a_resolver_reads_them() -> None:
