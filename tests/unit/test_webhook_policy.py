@@ -194,16 +194,24 @@ def test_defaults_of_each_mode() -> None:
     assert written.loopback_written and written.policy(dev=True).disable_loopback
 
 
+LISTED = {"allowed_domains": ["hooks.example.com"]}
+
+
 def test_headers_are_templated_from_the_environment_under_the_prefix() -> None:
     env = {"LG_WEBHOOK_TOKEN": "s3cret", "MY_TEAM": "blue"}
     config = parse_webhooks(
         "langgraph.json",
-        {"headers": {"Authorization": "Bearer ${{ env.LG_WEBHOOK_TOKEN }}", "X-Plain": "v"}},
+        {
+            "url": LISTED,
+            "headers": {"Authorization": "Bearer ${{ env.LG_WEBHOOK_TOKEN }}", "X-Plain": "v"},
+        },
         env,
     )
     assert config.headers == {"Authorization": "Bearer s3cret", "X-Plain": "v"}
     custom = parse_webhooks(
-        "langgraph.json", {"env_prefix": "MY_", "headers": {"X-Team": "${{env.MY_TEAM}}"}}, env
+        "langgraph.json",
+        {"url": LISTED, "env_prefix": "MY_", "headers": {"X-Team": "${{env.MY_TEAM}}"}},
+        env,
     )
     assert custom.headers == {"X-Team": "blue"}
     for headers, problem in [
@@ -212,4 +220,23 @@ def test_headers_are_templated_from_the_environment_under_the_prefix() -> None:
         ({"X": "${{ secrets.LG_WEBHOOK_TOKEN }}"}, "env.VAR"),
     ]:
         with pytest.raises(ConfigError, match=problem):
-            parse_webhooks("langgraph.json", {"headers": headers}, env)
+            parse_webhooks("langgraph.json", {"url": LISTED, "headers": headers}, env)
+
+
+@pytest.mark.parametrize(
+    "url", [None, {}, {"allowed_domains": []}, {"require_https": True}], ids=str
+)
+def test_headers_without_allowed_domains_are_refused_at_start(url: object) -> None:
+    """Any user who creates a run picks its webhook URL: a header (a token, say) configured
+    for every delivery would go wherever they point it."""
+    raw: dict[str, object] = {"headers": {"Authorization": "Bearer ${{ env.LG_WEBHOOK_TOKEN }}"}}
+    if url is not None:
+        raw["url"] = url
+    with pytest.raises(ConfigError) as refused:
+        parse_webhooks("langgraph.json", raw, {"LG_WEBHOOK_TOKEN": "s3cret"})
+    message = refused.value.message
+    assert "webhooks.headers" in message and "webhooks.url.allowed_domains" in message
+    assert "any URL" in message
+    assert "s3cret" not in message
+    # No headers: nothing to leak, nothing to refuse.
+    assert parse_webhooks("langgraph.json", {"headers": {}}).headers == {}
