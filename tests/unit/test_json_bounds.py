@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from runyard.domain.json_bounds import MAX_JSON_DEPTH, JsonBoundError, load_bounded_json
-from runyard.domain.urls import masked_url
 
 
 @pytest.mark.parametrize(
@@ -45,16 +44,3 @@ def test_in_bound_json_reads_as_the_standard_library_reads_it(raw: str) -> None:
 def test_not_json_is_a_value_error() -> None:
     with pytest.raises(ValueError):
         load_bounded_json("[1, 2")
-
-
-@pytest.mark.parametrize(
-    ("url", "shown"),
-    [
-        ("redis://:secret@host:6379/10", "redis://:***@host:6379/10"),
-        ("postgresql+asyncpg://user:p%40ss@db/x", "postgresql+asyncpg://user:***@db/x"),
-        ("redis://host:6379/0", "redis://host:6379/0"),
-        ("failed: redis://u:pw@h/1 unreachable", "failed: redis://u:***@h/1 unreachable"),
-    ],
-)
-def test_masked_url_hides_every_password(url: str, shown: str) -> None:
-    assert masked_url(url) == shown
