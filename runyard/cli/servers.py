@@ -7,6 +7,7 @@ import errno
 import ipaddress
 import os
 import socket
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from runyard.cli.common import (
@@ -117,14 +118,39 @@ def _require_auth_off_loopback(args: argparse.Namespace) -> None:
     if args.allow_unauthenticated or settings.allow_unauthenticated:
         return
     config = find_config(settings.config_path)
-    if declared_auth_path(config):
+    path = declared_auth_path(config)
+    if path and _authenticates(config):
         return
+    unless = (
+        "bind a loopback address (--host 127.0.0.1), or, behind a gateway that "
+        "authenticates, allow it explicitly with --allow-unauthenticated or "
+        "RUNYARD_ALLOW_UNAUTHENTICATED=true"
+    )
+    if path:
+        raise CliError(
+            f"refusing to serve on {args.host}: the auth object of auth.path ({path}) registers "
+            "no @auth.authenticate handler, so every request is anonymous and anyone who can "
+            f"reach it could use every route. Add an @auth.authenticate handler, {unless}"
+        )
     raise CliError(
         f"refusing to serve on {args.host} with no auth configured: anyone who can reach it "
-        f"could use every route. Set auth.path in {config.name}, bind a loopback address "
-        "(--host 127.0.0.1), or, behind a gateway that authenticates, allow it explicitly "
-        "with --allow-unauthenticated or RUNYARD_ALLOW_UNAUTHENTICATED=true"
+        f"could use every route. Set auth.path in {config.name}, {unless}"
     )
+
+
+def _authenticates(config: Path) -> bool:
+    """Whether the project's auth object registers an authenticate handler (its module is
+    imported here, as the server imports it; a broken one is refused with its error)."""
+    from runyard.auth.handlers import declared_handlers
+    from runyard.graphs.config import apply_environment, load_config
+
+    try:
+        project = load_config(config)
+        apply_environment(project)
+        handlers = declared_handlers(project)
+    except RunyardError as exc:
+        raise CliError(exc.message) from None
+    return handlers is not None and handlers.authenticate is not None
 
 
 def is_loopback(host: str) -> bool:
