@@ -105,6 +105,7 @@ class Settings(BaseSettings):
     )
     group_limits: str | None = Field(default=None, alias="RUNYARD_GROUP_LIMITS")
     _group_limits: dict[str, dict[str, int]] = PrivateAttr(default_factory=dict)
+    _dev_mode: bool = PrivateAttr(default=False)
     bg_job_max_retries: int = Field(default=3, ge=1, alias="BG_JOB_MAX_RETRIES")
     # A crashed instance's runs continue elsewhere about one lease (plus up to one reaper
     # interval) after the crash; the lease outlasts three missed heartbeats.
@@ -162,7 +163,7 @@ class Settings(BaseSettings):
     # `http.cors` in langgraph.json, when it lists allow_origins, takes precedence.
     cors_allow_origins: str | None = Field(default=None, alias="CORS_ALLOW_ORIGINS")
     # Answer Chrome's private-network preflights, so a public page may call a server on this
-    # machine. Empty: on for the embedded store (`runyard dev`), off in production.
+    # machine. Empty: on for `runyard dev`, off for `runyard serve` (on any store).
     allow_private_network: bool | None = Field(default=None, alias="ALLOW_PRIVATE_NETWORK")
 
     # `runyard serve` on a non-loopback address with no auth configured: refused unless this
@@ -304,6 +305,19 @@ class Settings(BaseSettings):
         """
         return self.worker_count if self.redis_url else max(self.worker_count, 1)
 
+    def in_dev_mode(self) -> Settings:
+        """These settings as `runyard dev` runs them: developer defaults on (webhooks to
+        loopback, private-network preflights). Never read from the environment: `serve`,
+        on any store, is production."""
+        dev = self.model_copy()
+        dev._dev_mode = True
+        return dev
+
+    @property
+    def dev_mode(self) -> bool:
+        """True under `runyard dev` only (see `in_dev_mode`)."""
+        return self._dev_mode
+
     @property
     def is_embedded(self) -> bool:
         """True when no external database is configured (dev mode on SQLite)."""
@@ -328,7 +342,7 @@ class Settings(BaseSettings):
         """Whether private-network preflights are allowed: by default only in dev mode."""
         if self.allow_private_network is not None:
             return self.allow_private_network
-        return self.is_embedded
+        return self.dev_mode
 
     @property
     def resolved_tracing(self) -> str:

@@ -77,7 +77,7 @@ def _dev(args: argparse.Namespace) -> None:
             print(f"runyard: port {DEFAULT_DEV_PORT} is in use, using {port} instead", flush=True)
     else:
         port = _require_free_port(args.host, args.port)
-    _run_server(args, port, reload=not args.no_reload)
+    _run_dev_server(args, port, reload=not args.no_reload)
 
 
 def _serve(args: argparse.Namespace) -> None:
@@ -201,7 +201,7 @@ def _run_production_server(args: argparse.Namespace, port: int) -> None:
         raise SystemExit(STARTUP_FAILURE)
 
 
-def _run_server(args: argparse.Namespace, port: int, reload: bool) -> None:
+def _run_dev_server(args: argparse.Namespace, port: int, reload: bool) -> None:
     from uvicorn.main import STARTUP_FAILURE
 
     from runyard.server import AnnouncingServer, ServerConfig, reloader
@@ -214,7 +214,7 @@ def _run_server(args: argparse.Namespace, port: int, reload: bool) -> None:
     settings = load_settings(Settings)  # with the data folder the project's
     includes, excludes = _ui_reload(settings) if reload else ([], [])
     config = ServerConfig(
-        "runyard.main:create_app",
+        "runyard.main:create_dev_app",
         head_timeout_seconds=settings.head_timeout_seconds,
         max_head_bytes=settings.max_head_bytes,
         factory=True,
