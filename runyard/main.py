@@ -117,7 +117,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 def create_dev_app() -> FastAPI:
     """The app `runyard dev` serves (its reloader imports it by name): the environment's
     settings with developer defaults on, which no other mode has."""
-    return create_app(Settings().in_dev_mode())
+    return create_app(Settings().enable_dev_mode())
 
 
 def _add_system_routes(app: FastAPI, settings: Settings, http: HttpConfig) -> None:

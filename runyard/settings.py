@@ -305,17 +305,16 @@ class Settings(BaseSettings):
         """
         return self.worker_count if self.redis_url else max(self.worker_count, 1)
 
-    def in_dev_mode(self) -> Settings:
-        """These settings as `runyard dev` runs them: developer defaults on (webhooks to
-        loopback, private-network preflights). Never read from the environment: `serve`,
-        on any store, is production."""
-        dev = self.model_copy()
-        dev._dev_mode = True
-        return dev
+    def enable_dev_mode(self) -> Settings:
+        """Turn these settings into `runyard dev`'s, with developer defaults (webhooks to
+        loopback, private-network preflights), and return them. Never read from the
+        environment: `serve`, on any store, is production."""
+        self._dev_mode = True
+        return self
 
     @property
     def dev_mode(self) -> bool:
-        """True under `runyard dev` only (see `in_dev_mode`)."""
+        """True under `runyard dev` only (see `enable_dev_mode`)."""
         return self._dev_mode
 
     @property
