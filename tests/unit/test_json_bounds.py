@@ -1,4 +1,4 @@
-"""The JSON bound (runyard/domain/json_bounds.py) and URL masking (runyard/domain/urls.py)."""
+"""The JSON bound (runyard/domain/json_bounds.py)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,9 @@ from runyard.domain.json_bounds import MAX_JSON_DEPTH, JsonBoundError, load_boun
         ('{"limit": NaN}', "limit", "NaN"),
         ('{"x": [-Infinity]}', "x.0", "Infinity"),
         ('{"x": 1e400}', "x", "1e400"),
+        ('{"input": {"messages": [{"content": "a\\u0000b"}]}}', "input.messages.0.content", "NUL"),
+        ('{"metadata": {"k\\u0000": 1}}', "metadata", "NUL"),
+        ('"\\u0000"', "command", "NUL"),
         ("[" * (MAX_JSON_DEPTH + 1) + "]" * (MAX_JSON_DEPTH + 1), "0.0.0", "levels"),
         ("[" * 10_000 + "]" * 10_000, "command", "levels"),
     ],
@@ -33,6 +36,7 @@ def test_out_of_bound_json_is_refused_naming_where(raw: str, where: str, word: s
         '{"emoji": "\\ud83d\\ude00", "text": "d\u00e9j\u00e0"}',
         "123456789012345678901234567890",  # read as an integer, not as orjson's float
         '{"many": [' + ",".join(["{}"] * 500) + "]}",
+        '{"path": "C:\\\\u0000"}',  # an escaped backslash before u0000: text, no NUL
     ],
 )
 def test_in_bound_json_reads_as_the_standard_library_reads_it(raw: str) -> None:
