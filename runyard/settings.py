@@ -134,6 +134,12 @@ class Settings(BaseSettings):
         validation_alias=official("RUNYARD_EVENT_RETENTION_SECONDS"),
     )
     webhook_max_attempts: int = Field(default=3, ge=1, alias="RUNYARD_WEBHOOK_MAX_ATTEMPTS")
+    # Deliveries an instance sends at once, in all and to one receiver (scheme, host, port);
+    # the others wait their turn, their outbox leases renewed meanwhile.
+    webhook_max_concurrent: int = Field(default=100, ge=1, alias="RUNYARD_WEBHOOK_MAX_CONCURRENT")
+    webhook_max_per_receiver: int = Field(
+        default=10, ge=1, alias="RUNYARD_WEBHOOK_MAX_PER_RECEIVER"
+    )
     # Signs every delivery (Standard Webhooks: webhook-id, webhook-timestamp,
     # webhook-signature). `whsec_` + base64, or any string used as its bytes. Empty: unsigned.
     webhook_secret: str | None = Field(default=None, alias="RUNYARD_WEBHOOK_SECRET", repr=False)

@@ -53,6 +53,8 @@ def webhook_sender(
             allowed_fields=project.webhooks.allowed_fields,
             enabled=http.enabled("webhooks"),
             poll_interval=settings.postgres_poll_interval_seconds,
+            max_concurrent=settings.webhook_max_concurrent,
+            max_per_receiver=settings.webhook_max_per_receiver,
         ),
         metrics,
         sessions=autocommit,
