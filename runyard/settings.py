@@ -190,6 +190,11 @@ class Settings(BaseSettings):
     # head than max_head_bytes gets 431.
     head_timeout_seconds: float = Field(default=10.0, gt=0, alias="RUNYARD_HEAD_TIMEOUT_SECONDS")
     max_head_bytes: int = Field(default=64 * 1024, ge=4096, alias="RUNYARD_MAX_HEAD_BYTES")
+    # A body not complete this long after its head gets 408 (the connection is just closed
+    # if the request was answered already). Connections past max_connections get 503 and
+    # Retry-After at once, but for /ok and /livez; see docs/security.md for the open-files limit.
+    body_timeout_seconds: float = Field(default=60.0, gt=0, alias="RUNYARD_BODY_TIMEOUT_SECONDS")
+    max_connections: int = Field(default=25_000, ge=1, alias="RUNYARD_MAX_CONNECTIONS")
 
     # Tracing (OpenTelemetry, needs the `tracing` extra). Empty: OTLP when an OTLP endpoint
     # is set, else off.

@@ -189,6 +189,8 @@ def _run_production_server(args: argparse.Namespace, port: int) -> None:
         app,
         head_timeout_seconds=settings.head_timeout_seconds,
         max_head_bytes=settings.max_head_bytes,
+        body_timeout_seconds=settings.body_timeout_seconds,
+        max_connections=settings.max_connections,
         host=args.host,
         port=port,
         log_level="info",
@@ -204,7 +206,8 @@ def _run_production_server(args: argparse.Namespace, port: int) -> None:
 def _run_dev_server(args: argparse.Namespace, port: int, reload: bool) -> None:
     from uvicorn.main import STARTUP_FAILURE
 
-    from runyard.server import AnnouncingServer, ServerConfig, reloader
+    from runyard.reloading import reloader
+    from runyard.server import AnnouncingServer, ServerConfig
     from runyard.settings import Settings
 
     if args.config is not None:
@@ -217,6 +220,8 @@ def _run_dev_server(args: argparse.Namespace, port: int, reload: bool) -> None:
         "runyard.main:create_dev_app",
         head_timeout_seconds=settings.head_timeout_seconds,
         max_head_bytes=settings.max_head_bytes,
+        body_timeout_seconds=settings.body_timeout_seconds,
+        max_connections=settings.max_connections,
         factory=True,
         host=args.host,
         port=port,
