@@ -2,7 +2,7 @@
 # Redis if REDIS_URL is set, serving the bundled examples (/app/langgraph.json).
 #   docker build --network host -t runyard:latest .
 # For your own project, `runyard build` (or `runyard dockerfile`) in its folder writes the same
-# image with your graphs and dependencies in it; see the README's deploy section.
+# image with your graphs and dependencies in it; see docs/deploying.md.
 ARG BASE_IMAGE=python:3.11-slim
 FROM ${BASE_IMAGE}
 

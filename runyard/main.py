@@ -82,7 +82,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         redoc_url=None,
     )
     install_error_handlers(app)
-    _add_system_routes(app, settings, http)
+    _add_system_routes(app, settings, http, bool(project and (project.auth or {}).get("path")))
     system_routes = list(app.router.routes)
     _add_resource_routes(app, http)
     protected = app.router.routes[len(system_routes) :]
@@ -120,14 +120,17 @@ def create_dev_app() -> FastAPI:
     return create_app(Settings().enable_dev_mode())
 
 
-def _add_system_routes(app: FastAPI, settings: Settings, http: HttpConfig) -> None:
+def _add_system_routes(
+    app: FastAPI, settings: Settings, http: HttpConfig, auth_configured: bool
+) -> None:
     """The probes, and unless `http.disable_meta` the meta routes, metrics and docs."""
     meta = http.enabled("meta")
     add_routes(app, _system_router(meta))
     if meta:
-        # Open unless RUNYARD_AUTH_METRICS_AND_DOCS: a Prometheus scraper sends no token.
+        metrics_guard = system.metrics_guard(settings.metrics_token, auth_configured)
+        add_routes(app, system.metrics_router, dependencies=[Depends(metrics_guard)])
+        # Open unless RUNYARD_AUTH_METRICS_AND_DOCS.
         guard = [Depends(get_caller)] if settings.auth_metrics_and_docs else None
-        add_routes(app, system.metrics_router, dependencies=guard)
         add_routes(app, docs.router, dependencies=guard)
         add_routes(app, docs.assets_router)
     if http.enabled("ui"):

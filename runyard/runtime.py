@@ -42,6 +42,7 @@ from runyard.services.assistants import ensure_default_assistants
 from runyard.services.catalog import Instance, Project, Services, Streams, build_services
 from runyard.services.health import InstanceInfo
 from runyard.services.run_arrivals import RunArrivals
+from runyard.services.run_priority import require_trusted_fairness_key
 from runyard.settings import Settings
 from runyard.streaming.broker import EventBroker
 from runyard.streaming.fanout import Fanouts
@@ -169,6 +170,7 @@ class Runtime:
         self.thread_ttl = parse_checkpointer(self.project.checkpointer, str(self.project.path))
         self.graphs = GraphRegistry.load(self.project)
         self.auth = load_auth(self.project)
+        require_trusted_fairness_key(settings.fairness_key, self.auth is not None)
         self.encryption = load_encryption(self.project)
         self.priority = PriorityAssigner.load(self.project)
         # Before the database: a UI that cannot be built stops the start-up at once.

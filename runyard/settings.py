@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import AliasChoices, Field, PrivateAttr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from runyard.domain.group_caps import parse_group_limits
 
 # Runyard's name of a setting -> LangGraph's server's name for it.
 OFFICIAL_NAMES = {
@@ -94,9 +95,15 @@ class Settings(BaseSettings):
     # Sleeping runs (waiting on I/O) cost no CPU: slots should not be what limits them.
     n_jobs_per_worker: int = Field(default=500, ge=1, alias="N_JOBS_PER_WORKER")
     bg_job_timeout_secs: float = Field(default=3600.0, gt=0, alias="BG_JOB_TIMEOUT_SECS")
-    # Without priority.path: the run metadata key whose value is a run's fairness group
-    # (else the authenticated user's identity, else "default"). Unset: every run "default".
+    # Without priority.path, what names a run's fairness group: `langgraph_auth_user_id`, the
+    # authenticated user; any other name is a run metadata key, refused at start with auth
+    # configured (a client writes its own metadata). Unset: every run "default".
     fairness_key: str | None = Field(default=None, min_length=1, alias="RUNYARD_FAIRNESS_KEY")
+    # Pending runs one fairness group may hold (per user when groups are per user).
+    max_pending_runs_per_group: int = Field(
+        default=10_000, ge=1, alias="RUNYARD_MAX_PENDING_RUNS_PER_GROUP"
+    )
+    max_batch_runs: int = Field(default=1000, ge=1, alias="RUNYARD_MAX_BATCH_RUNS")
     # Per-group caps on dispatch (0: no cap), the default for every group, and overrides as
     # JSON ({"group": {"max_running": 3, "max_starts_per_minute": 60}}).
     group_max_running: int = Field(default=0, ge=0, alias="RUNYARD_GROUP_MAX_RUNNING")
@@ -157,8 +164,8 @@ class Settings(BaseSettings):
     cron_interval_seconds: float = Field(
         default=1.0, gt=0, le=60, alias="RUNYARD_CRON_INTERVAL_SECONDS"
     )
-    # The shortest gap a cron's schedule may leave between two firings, and how many enabled
-    # crons one user (all anonymous callers together, with no auth) may have.
+    # The shortest gap a cron's schedule may leave between two firings, and how many crons,
+    # enabled or not, one user (all anonymous callers together, with no auth) may have.
     cron_min_interval_seconds: int = Field(
         default=60, ge=1, alias="RUNYARD_CRON_MIN_INTERVAL_SECONDS"
     )
@@ -175,9 +182,14 @@ class Settings(BaseSettings):
     # `runyard serve` on a non-loopback address with no auth configured: refused unless this
     # is true (or --allow-unauthenticated is passed), e.g. behind a gateway that authenticates.
     allow_unauthenticated: bool = Field(default=False, alias="RUNYARD_ALLOW_UNAUTHENTICATED")
-    # With auth configured: /metrics, /docs, /redoc and /openapi.json run the authenticate
-    # handler too (a refusal answers 401). Off by default: a Prometheus scraper sends no token.
+    # With auth configured: /docs, /redoc and /openapi.json run the authenticate handler too
+    # (a refusal answers 401). Off by default.
     auth_metrics_and_docs: bool = Field(default=False, alias="RUNYARD_AUTH_METRICS_AND_DOCS")
+    # /metrics asks for `Authorization: Bearer <this>` when set; with auth configured and no
+    # token, /metrics answers 403 (its fairness groups name the users).
+    metrics_token: str | None = Field(
+        default=None, min_length=16, alias="RUNYARD_METRICS_TOKEN", repr=False
+    )
 
     # Serve every route under this path (as LangGraph's server, MOUNT_PREFIX wins over
     # http.mount_prefix in langgraph.json).
@@ -195,6 +207,12 @@ class Settings(BaseSettings):
     # Retry-After at once, but for /ok and /livez; see docs/security.md for the open-files limit.
     body_timeout_seconds: float = Field(default=60.0, gt=0, alias="RUNYARD_BODY_TIMEOUT_SECONDS")
     max_connections: int = Field(default=25_000, ge=1, alias="RUNYARD_MAX_CONNECTIONS")
+    # A new store item's key and namespace (as the client sends it), in characters.
+    store_max_key_chars: int = Field(default=512, ge=1, alias="RUNYARD_STORE_MAX_KEY_CHARS")
+    store_max_label_chars: int = Field(default=128, ge=1, alias="RUNYARD_STORE_MAX_LABEL_CHARS")
+    store_max_namespace_labels: int = Field(
+        default=10, ge=1, alias="RUNYARD_STORE_MAX_NAMESPACE_LABELS"
+    )
 
     # Tracing (OpenTelemetry, needs the `tracing` extra). Empty: OTLP when an OTLP endpoint
     # is set, else off.
@@ -221,6 +239,7 @@ class Settings(BaseSettings):
         "aes_json_keys",
         "aes_decrypt_keys",
         "group_limits",
+        "metrics_token",
         mode="before",
     )
     @classmethod
@@ -261,7 +280,7 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _check_group_limits(self) -> Settings:
-        self._group_limits = _parsed_group_limits(self.group_limits) if self.group_limits else {}
+        self._group_limits = parse_group_limits(self.group_limits) if self.group_limits else {}
         return self
 
     @property
@@ -370,35 +389,3 @@ class Settings(BaseSettings):
         if self.database_url:
             return self.database_url
         return f"sqlite+aiosqlite:///{(self.data_dir / 'runyard.sqlite').resolve()}"
-
-
-_LIMIT_KEYS = ("max_running", "max_starts_per_minute")
-
-
-def _parsed_group_limits(raw: str) -> dict[str, dict[str, int]]:
-    """RUNYARD_GROUP_LIMITS, checked: a JSON object of group name to an object of
-    `max_running` and/or `max_starts_per_minute` (integers >= 0, 0: no cap). ValueError
-    names what is wrong."""
-    try:
-        parsed: Any = json.loads(raw)
-    except ValueError as exc:
-        raise ValueError(f"RUNYARD_GROUP_LIMITS is not valid JSON: {exc}") from None
-    if not isinstance(parsed, dict):
-        raise ValueError(
-            'RUNYARD_GROUP_LIMITS must be a JSON object such as {"group": {"max_running": 3}}'
-        )
-    limits: dict[str, dict[str, int]] = {}
-    for group, entry in parsed.items():
-        where = f"RUNYARD_GROUP_LIMITS[{group!r}]"
-        if not isinstance(entry, dict):
-            raise ValueError(f"{where} must be an object with max_running, max_starts_per_minute")
-        unknown = sorted(set(entry) - set(_LIMIT_KEYS))
-        if unknown:
-            raise ValueError(
-                f"{where} has unknown keys {unknown}; allowed: max_running, max_starts_per_minute"
-            )
-        for key, value in entry.items():
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"{where}.{key} must be an integer >= 0 (0: no cap)")
-        limits[group] = dict(entry)
-    return limits

@@ -38,7 +38,7 @@ from a2a.utils.errors import (
 from runyard.api.a2a_unoffered import UnofferedOperations
 from runyard.api.deps import RunServices
 from runyard.api.errors import STORE_OUTAGE_MESSAGE, is_store_outage
-from runyard.api.runs import authorize_new_run
+from runyard.api.run_access import authorize_new_run
 from runyard.auth.guards import require_assistant, require_thread
 from runyard.auth.handlers import Caller
 from runyard.domain.assistant import AssistantRecord

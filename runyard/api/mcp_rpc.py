@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from runyard import __version__
 from runyard.api.deps import RunServices
 from runyard.api.errors import STORE_OUTAGE_MESSAGE, is_store_outage
-from runyard.api.runs import authorize_new_run
+from runyard.api.run_access import authorize_new_run
 from runyard.api.sse import EventStream
 from runyard.auth.handlers import Caller
 from runyard.domain.assistant import AssistantRecord

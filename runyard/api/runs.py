@@ -17,26 +17,21 @@ from runyard.api.deps import (
     RunServicesDep,
     ThreadId,
 )
+from runyard.api.run_access import authorize_new_run, grant_new_run
 from runyard.api.sse import EventStream, sse_response
-from runyard.auth.guards import require_assistant, require_thread
-from runyard.auth.handlers import Caller, rewritten, sent_copy
+from runyard.auth.guards import require_thread
+from runyard.auth.handlers import Caller
 from runyard.domain.errors import ForbiddenError, InvalidInputError
 from runyard.domain.run import RunRecord
 from runyard.domain.stream_modes import STREAM_MODES
 from runyard.schemas.common import MAX_OFFSET
 from runyard.schemas.runs import CancelMany, Run, RunCreate, RunField
-from runyard.services.assistants import AssistantService
 from runyard.services.run_waits import LIVE_ONLY
 from runyard.services.runs import to_wire
-from runyard.services.threads import ThreadService
 from runyard.streaming.broker import StreamEvent
 
 router = APIRouter(tags=["Runs"])
 
-# A batch is answered in one response: keep it to what one request can reasonably carry.
-BATCH_LIMIT = 1000
-# What a create_run handler may change in `kwargs`, as LangGraph obeys it.
-RUN_EDITABLE = ("input", "command", "config", "context")
 IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", max_length=255)]
 
 
@@ -52,46 +47,6 @@ def _sse(svc: RunServices, events: AsyncIterator[StreamEvent], run: RunRecord) -
     )
 
 
-async def authorize_new_run(
-    threads: ThreadService,
-    assistants: AssistantService,
-    caller: Caller,
-    thread_id: str | None,
-    body: RunCreate,
-) -> dict[str, Any] | None:
-    """The caller must see the thread (when it exists) and the assistant of a new run.
-
-    Metadata the create_run handler stamps goes on the run (and a thread it creates).
-    Returns the metadata the threads create handler stamps on a thread the run may create.
-    """
-    if caller.auth is None:
-        return None
-    value: dict[str, Any] = {
-        "thread_id": thread_id,
-        "assistant_id": body.assistant_id,
-        "metadata": body.metadata or {},
-        "kwargs": body.model_dump(mode="json"),
-    }
-    sent = sent_copy(value["kwargs"])
-    if thread_id is None:
-        await caller.authorize("threads", "create_run", value)
-    else:
-        missing_ok = body.if_not_exists == "create"
-        await require_thread(threads, caller, thread_id, "create_run", value, missing_ok=missing_ok)
-    if value.get("metadata"):
-        body.metadata = dict(value["metadata"])
-    # What the run executes with, as the handler left it (a configurable stamped, say).
-    changed = rewritten(body, sent, value["kwargs"], RUN_EDITABLE)
-    for name in RUN_EDITABLE:
-        setattr(body, name, getattr(changed, name))
-    await require_assistant(assistants, caller, body.assistant_id, "read")
-    if thread_id is None or body.if_not_exists != "create":
-        return None
-    new_thread: dict[str, Any] = {"thread_id": thread_id, "metadata": {}, "if_exists": "do_nothing"}
-    await caller.authorize("threads", "create", new_thread)
-    return dict(new_thread["metadata"])
-
-
 async def _stream_new_run(
     svc: RunServices,
     caller: Caller,
@@ -100,12 +55,12 @@ async def _stream_new_run(
     key: str | None,
     configurable: dict[str, Any],
 ) -> EventStream:
-    owner = await authorize_new_run(svc.threads, svc.assistants, caller, thread_id, body)
+    grant = await grant_new_run(svc.threads, svc.assistants, caller, thread_id, body, key)
     run = await svc.runs.create_run(
         thread_id,
         body,
-        idempotency_key=key,
-        new_thread_metadata=owner,
+        idempotency_key=grant.idempotency_key,
+        new_thread_metadata=grant.thread_metadata,
         configurable=configurable,
     )
     events = svc.waits.run_events(
@@ -122,7 +77,7 @@ async def _wait_new_run(
     key: str | None,
     configurable: dict[str, Any],
 ) -> StreamingResponse:
-    owner = await authorize_new_run(svc.threads, svc.assistants, caller, thread_id, body)
+    grant = await grant_new_run(svc.threads, svc.assistants, caller, thread_id, body, key)
     modes = list(dict.fromkeys(["values", *body.stream_modes()]))
     watch = svc.waits.completion_watch()
     try:
@@ -130,8 +85,8 @@ async def _wait_new_run(
             thread_id,
             body,
             stream_modes=modes,
-            idempotency_key=key,
-            new_thread_metadata=owner,
+            idempotency_key=grant.idempotency_key,
+            new_thread_metadata=grant.thread_metadata,
             on_created=watch.register,
             configurable=configurable,
         )
@@ -162,12 +117,12 @@ async def create_run(
     key: IdempotencyKey = None,
 ) -> dict[str, Any]:
     """Create a background run on a thread."""
-    owner = await authorize_new_run(svc.threads, svc.assistants, caller, str(thread_id), body)
+    grant = await grant_new_run(svc.threads, svc.assistants, caller, str(thread_id), body, key)
     run = await svc.runs.create_run(
         str(thread_id),
         body,
-        idempotency_key=key,
-        new_thread_metadata=owner,
+        idempotency_key=grant.idempotency_key,
+        new_thread_metadata=grant.thread_metadata,
         configurable=configurable,
     )
     response.headers["Content-Location"] = _run_path(run)
@@ -210,20 +165,24 @@ async def create_stateless_run(
     key: IdempotencyKey = None,
 ) -> dict[str, Any]:
     """Create a background run on a temporary thread."""
-    await authorize_new_run(svc.threads, svc.assistants, caller, None, body)
-    run = await svc.runs.create_run(None, body, idempotency_key=key, configurable=configurable)
+    grant = await grant_new_run(svc.threads, svc.assistants, caller, None, body, key)
+    run = await svc.runs.create_run(
+        None, body, idempotency_key=grant.idempotency_key, configurable=configurable
+    )
     response.headers["Content-Location"] = f"/runs/{run.run_id}"
     return to_wire(run)
 
 
 @router.post("/runs/batch", response_model=list[Run])
 async def create_stateless_run_batch(
-    body: Annotated[list[RunCreate], Body(min_length=1, max_length=BATCH_LIMIT)],
+    body: Annotated[list[RunCreate], Body(min_length=1)],
     svc: RunServicesDep,
     caller: CallerDep,
     configurable: RunConfigurableDep,
 ) -> list[dict[str, Any]]:
-    """Create one background run on a temporary thread per payload, all in one request."""
+    """Create one background run on a temporary thread per payload, all in one request
+    (at most RUNYARD_MAX_BATCH_RUNS)."""
+    svc.runs.check_batch_size(len(body))
     for payload in body:
         await authorize_new_run(svc.threads, svc.assistants, caller, None, payload)
     return [to_wire(run) for run in await svc.runs.create_batch(body, configurable)]

@@ -32,6 +32,8 @@ async def _scoped(caller: Caller, action: str, value: dict[str, Any]) -> list[st
 @router.put("/store/items", status_code=204)
 async def put_item(service: StoreServiceDep, caller: CallerDep, body: StorePut) -> Response:
     """Create or replace an item."""
+    # As the client sent them: a handler that prefixes the user's namespace adds its label.
+    service.check_new_item(body.namespace, body.key)
     value = {"namespace": body.namespace, "key": body.key, "value": body.value}
     body = body.model_copy(update={"namespace": await _scoped(caller, "put", value)})
     await service.put_item(body)

@@ -7,6 +7,8 @@ callers it accepts (everyone, when no auth is configured)."""
 
 from __future__ import annotations
 
+import hmac
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request
@@ -14,11 +16,17 @@ from fastapi.responses import JSONResponse, Response
 
 from runyard import __version__
 from runyard.api.deps import HealthDep, InstanceInfoDep, MetricsReportDep, is_insider
+from runyard.domain.errors import ForbiddenError, UnauthorizedError
 from runyard.services.health import InstanceInfo, is_ready
 
 router = APIRouter(tags=["System"])
-# /metrics: open, or behind auth with RUNYARD_AUTH_METRICS_AND_DOCS.
+# /metrics: behind `metrics_guard`.
 metrics_router = APIRouter(tags=["System"])
+METRICS_CLOSED = (
+    "/metrics is closed: with auth configured it needs a token of its own (its fairness groups "
+    "name users); set RUNYARD_METRICS_TOKEN and scrape with 'Authorization: Bearer <token>'"
+)
+METRICS_REFUSED = "/metrics needs 'Authorization: Bearer <RUNYARD_METRICS_TOKEN>'"
 FLAGS = {"assistants": True, "crons": True, "langsmith": False}
 
 CheckDb = Annotated[
@@ -90,6 +98,25 @@ async def readyz(health: HealthDep, request: Request) -> JSONResponse:
     if await is_insider(request):
         body.update(report)
     return JSONResponse(body, status_code=200 if ready else 503)
+
+
+def metrics_guard(token: str | None, auth_configured: bool) -> Callable[[Request], Awaitable[None]]:
+    """The check /metrics runs: the bearer token RUNYARD_METRICS_TOKEN when one is set (401
+    otherwise); with none, open without auth configured and closed (403) with it, as the
+    metrics are no tenant directory. Never the users' own credentials: a tenant is no
+    operator."""
+    expected = token.encode() if token is not None else None
+
+    async def require_metrics_access(request: Request) -> None:
+        if expected is None:
+            if auth_configured:
+                raise ForbiddenError(METRICS_CLOSED)
+            return
+        scheme, _, given = (request.headers.get("authorization") or "").partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(given.encode(), expected):
+            raise UnauthorizedError(METRICS_REFUSED)
+
+    return require_metrics_access
 
 
 @metrics_router.get("/metrics", response_class=Response)

@@ -24,7 +24,7 @@ from runyard.api.deps import (
 )
 from runyard.api.errors import SERVER_ERROR_MESSAGE, is_store_outage
 from runyard.api.responses import ErrorBody
-from runyard.api.runs import authorize_new_run
+from runyard.api.run_access import authorize_new_run
 from runyard.api.sse import EventStream, sse_response
 from runyard.auth.guards import require_thread
 from runyard.auth.handlers import Caller

@@ -73,24 +73,26 @@ async def require_thread(
     value: dict[str, Any] | None = None,
     *,
     missing_ok: bool = False,
-) -> None:
-    """Authorize `action` on the thread; NotFoundError if the caller may not see it.
+) -> Filter | None:
+    """Authorize `action` on the thread; NotFoundError if the caller may not see it. The
+    handler's filter, if it returned one.
 
     With `missing_ok`, a thread that does not exist yet passes (a run may create it).
     """
     if caller.auth is None:
-        return
+        return None
     spec = await caller.authorize("threads", action, value or {"thread_id": thread_id})
     if spec is None:
-        return
+        return None
     try:
         thread = await threads.get_thread(thread_id)
     except NotFoundError:
         if missing_ok:
-            return
+            return spec
         raise
     if not metadata_matches(thread.metadata, spec):
         raise thread_not_found(thread_id)
+    return spec
 
 
 async def require_assistant(

@@ -1,5 +1,5 @@
 """The `runyard` command: dev, serve, migrate, reencrypt, build-ui, dockerfile, build, up,
-down, base-images. Each group of subcommands is a module of this package."""
+down, k8s, base-images. Each group of subcommands is a module of this package."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ import argparse
 import asyncio
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runyard.cli.common import (
     CliError,
@@ -16,6 +16,9 @@ from runyard.cli.common import (
     load_settings,
 )
 
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
 
 def add_commands(sub: Any) -> None:
     """migrate, reencrypt, build-ui."""
@@ -23,6 +26,19 @@ def add_commands(sub: Any) -> None:
         sub,
         "migrate",
         "apply database migrations to DATABASE_URL (or DATABASE_URI), then exit",
+    )
+    moves = mig.add_mutually_exclusive_group()
+    moves.add_argument(
+        "--to",
+        metavar="REVISION",
+        default=None,
+        help="upgrade or downgrade to this migration (e.g. 0008, or head) instead of the newest",
+    )
+    moves.add_argument(
+        "--status",
+        action="store_true",
+        help="print the database's migration, this Runyard's newest, and whether this Runyard "
+        "can serve on it; change nothing",
     )
     mig.set_defaults(handler=_migrate)
 
@@ -53,22 +69,70 @@ def add_commands(sub: Any) -> None:
     build_ui.set_defaults(handler=_build_ui)
 
 
-def _migrate(_args: argparse.Namespace) -> None:
-    from runyard.db.engine import create_engine, migrate, require_database
+def _migrate(args: argparse.Namespace) -> None:
+    from runyard.db.engine import create_engine, require_database
     from runyard.settings import Settings
 
     settings = load_settings(Settings)
 
-    async def run() -> None:
+    async def run() -> list[str]:
         engine = create_engine(settings.resolved_database_url())
         try:
             await require_database(engine)
-            await migrate(engine)
+            if args.status:
+                return await _status(engine)
+            return await _move(engine, args.to)
         finally:
             await engine.dispose()
 
-    asyncio.run(run())
-    print("runyard: database is at the newest migration", flush=True)
+    for line in asyncio.run(run()):
+        print(f"runyard: {line}", flush=True)
+
+
+async def _move(engine: AsyncEngine, to: str | None) -> list[str]:
+    """Migrate (to `to`, else up to the newest): what was done, in words."""
+    from runyard.db.engine import SCHEMA_REVISION
+    from runyard.db.schema import migrate
+
+    if to == "head":
+        to = SCHEMA_REVISION
+    move = await migrate(engine, to, on_wait=_say_waiting)
+    if move.before == move.after:
+        if move.after == SCHEMA_REVISION:
+            return [f"database is at the newest migration ({SCHEMA_REVISION})"]
+        if to is None:
+            return [
+                f"database is at migration {move.after}, newer than this Runyard's "
+                f"{SCHEMA_REVISION}, which serves on it: nothing to do"
+            ]
+        return [f"database is already at migration {move.after}"]
+    before = move.before or "no Runyard tables"
+    if move.after == SCHEMA_REVISION:
+        return [f"database is at the newest migration ({SCHEMA_REVISION}; was {before})"]
+    return [f"database moved from migration {before} to {move.after}"]
+
+
+def _say_waiting() -> None:
+    print("runyard: another migration is running; waiting for it to finish", flush=True)
+
+
+async def _status(engine: AsyncEngine) -> list[str]:
+    """The database's migration, this Runyard's newest, and whether it serves on it."""
+    from runyard.db.schema import SchemaFit, schema_state, where
+
+    state = await schema_state(engine)
+    if state.fit is SchemaFit.NEWER:
+        serves = f"yes (code from migration {state.serves_code_from} on serves on it)"
+    elif state.served:
+        serves = "yes"
+    else:
+        serves = f"no: {state.refusal(where(engine))}"
+    return [
+        f"database {where(engine)}",
+        f"current revision: {state.found or 'none (no Runyard tables)'}",
+        f"newest revision: {state.code} (this Runyard's)",
+        f"this Runyard can serve on it: {serves}",
+    ]
 
 
 def _reencrypt(args: argparse.Namespace) -> None:

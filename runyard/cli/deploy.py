@@ -1,8 +1,10 @@
-"""`runyard dockerfile`, `build`, `up`, `down` and `base-images`: images and deployments."""
+"""`runyard dockerfile`, `build`, `up`, `down`, `k8s` and `base-images`: images and
+deployments."""
 
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,7 +16,7 @@ if TYPE_CHECKING:
 
 
 def add_commands(sub: Any) -> None:
-    """dockerfile, build, up, down, base-images."""
+    """dockerfile, build, up, down, k8s, base-images."""
     dockerfile = command(
         sub, "dockerfile", "write the Dockerfile of the project (and the Runyard wheel it installs)"
     )
@@ -41,6 +43,15 @@ def add_commands(sub: Any) -> None:
         "-v", "--volumes", action="store_true", help="also remove the database and Redis data"
     )
     down.set_defaults(handler=_down)
+
+    k8s = command(
+        sub,
+        "k8s",
+        "write Kubernetes manifests of the project's image (a kustomization: the migrations "
+        "Job, the instances, their Service, budget, autoscaler and network policy)",
+    )
+    _add_k8s_options(k8s)
+    k8s.set_defaults(handler=_k8s)
 
     base_images = command(
         sub,
@@ -85,6 +96,32 @@ def _add_up_options(up: argparse.ArgumentParser) -> None:
         type=float,
         default=300.0,
         help="seconds to wait for every instance to answer through nginx (300)",
+    )
+
+
+def _add_k8s_options(parser: argparse.ArgumentParser) -> None:
+    from runyard.deploy.kubernetes.app import DEFAULT_INGRESS_NAMESPACE
+
+    add_project_options(parser)
+    parser.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        default=None,
+        help="folder to write (default: k8s/ beside the config file)",
+    )
+    parser.add_argument(
+        "-t",
+        "--tag",
+        default=None,
+        help="the image the pods run, as `runyard build -t` tagged and pushed it "
+        "(registry/name:tag or name@sha256:...; default runyard-<project>:latest)",
+    )
+    parser.add_argument(
+        "--ingress-namespace",
+        default=DEFAULT_INGRESS_NAMESPACE,
+        help="the namespace of the ingress controller, the only pods let in "
+        f"(default {DEFAULT_INGRESS_NAMESPACE})",
     )
 
 
@@ -199,6 +236,7 @@ def _up_folder(args: argparse.Namespace, build: BuildConfig) -> Path:
 
 def _deployment(args: argparse.Namespace, build: BuildConfig, tag: str, folder: Path) -> Deployment:
     from runyard.deploy import compose as defaults
+    from runyard.deploy.instance import project_drain_timeout
 
     env_files = build.env_files_for(folder)
     if build.env_file is not None and not env_files:
@@ -219,6 +257,7 @@ def _deployment(args: argparse.Namespace, build: BuildConfig, tag: str, folder: 
         redis_image=args.redis_image or defaults.REDIS_IMAGE,
         nginx_image=args.nginx_image or defaults.NGINX_IMAGE,
         env_files=env_files,
+        drain_timeout=project_drain_timeout(build.env, build.env_source),
     )
 
 
@@ -240,6 +279,31 @@ def _down(args: argparse.Namespace) -> None:
             "the next `runyard up` finds them, `runyard down --volumes` removes them",
             flush=True,
         )
+
+
+def _k8s(args: argparse.Namespace) -> None:
+    from runyard.deploy.images import default_tag
+    from runyard.deploy.kubernetes.files import SECRET_EXAMPLE, TRIAL_DIR, write_manifests
+    from runyard.deploy.kubernetes.project import project_app
+
+    build = _project(args)
+    folder = (args.output or build.project_dir / "k8s").resolve()
+    app = project_app(build, args.tag or default_tag(build), args.ingress_namespace)
+    write_manifests(app, folder)
+    shown = os.path.relpath(folder) if folder.is_relative_to(Path.cwd()) else str(folder)
+    print(
+        f"runyard: wrote {shown} for the image {app.image}; its pods drain for "
+        f"{app.drain_timeout:g} s (WORKER_DRAIN_TIMEOUT) within {app.grace_seconds} s to stop",
+        flush=True,
+    )
+    print(
+        f"runyard: create the Secret {app.secret_name} (see {shown}/{SECRET_EXAMPLE}), then:\n"
+        f"  kubectl apply -k {shown} -l app.kubernetes.io/component=migrate\n"
+        f"  kubectl wait --for=condition=complete --timeout=30m job/{app.migrate_name}\n"
+        f"  kubectl apply -k {shown}\n"
+        f"runyard: {shown}/{TRIAL_DIR} adds PostgreSQL and Redis in the cluster, for trials only",
+        flush=True,
+    )
 
 
 def _base_images(args: argparse.Namespace) -> None:

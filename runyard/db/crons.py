@@ -64,10 +64,10 @@ async def lock_user_crons(session: AsyncConnection, user_id: str | None) -> None
     await session.execute(text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": key})
 
 
-async def count_enabled_crons(session: AsyncConnection, user_id: str | None) -> int:
-    """How many enabled crons the user (None: crons created with no user) has."""
+async def count_user_crons(session: AsyncConnection, user_id: str | None) -> int:
+    """How many crons, enabled or not, the user (None: crons created with no user) has."""
     owner = crons.c.user_id.is_(None) if user_id is None else crons.c.user_id == user_id
-    statement = select(func.count()).select_from(crons).where(crons.c.enabled.is_(True), owner)
+    statement = select(func.count()).select_from(crons).where(owner)
     return int((await session.execute(statement)).scalar_one())
 
 

@@ -1,4 +1,4 @@
-"""Builds the async SQLAlchemy engine for PostgreSQL or SQLite and applies migrations."""
+"""Builds the async SQLAlchemy engine for PostgreSQL or SQLite."""
 
 from __future__ import annotations
 
@@ -9,22 +9,19 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import orjson
-from sqlalchemy import event, inspect, text
-from sqlalchemy.engine import Connection
+from sqlalchemy import event, text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from runyard.db.driver import STATEMENT_CALLBACK, DeferredConnection, StatementPool
 from runyard.db.faults import missing_database
 from runyard.domain.errors import ConfigError
-from runyard.domain.urls import masked_url
 
 # What `session_factory` returns: each call opens a session (a pooled connection).
 Sessions = Callable[[], AsyncConnection]
-MIGRATIONS_DIR = Path(__file__).resolve().parents[1] / "migrations"
-MIGRATION_LOCK = 72_797_100
 # The newest migration of migrations/versions (a test keeps the two in step). Knowing it
-# here lets an instance whose database is current start without importing Alembic.
-SCHEMA_REVISION = "0008"
+# here lets an instance whose database is current start without importing Alembic
+# (runyard/db/schema.py reads the database's revision).
+SCHEMA_REVISION = "0009"
 
 
 class JsonCodec(Protocol):
@@ -167,22 +164,6 @@ class StoreConnection(AsyncConnection):
         return await super().start(is_ctxmanager)
 
 
-def alembic_config(url: str | None = None) -> Any:
-    """The Alembic configuration pointing at Runyard's migration scripts."""
-    from alembic.config import Config
-
-    if not (MIGRATIONS_DIR / "env.py").exists():
-        raise ConfigError(
-            f"migration scripts not found at {MIGRATIONS_DIR}: this Runyard installation is "
-            "incomplete; reinstall it (pip install --force-reinstall runyard)"
-        )
-    config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS_DIR))
-    if url:
-        config.set_main_option("sqlalchemy.url", url)
-    return config
-
-
 async def require_database(engine: AsyncEngine) -> None:
     """Refuse to start on a PostgreSQL database that does not exist, saying how to create it."""
     if engine.dialect.name != "postgresql":
@@ -202,54 +183,7 @@ async def require_database(engine: AsyncEngine) -> None:
         ) from None
 
 
-async def migrate(engine: AsyncEngine) -> None:
-    """Bring the schema to the newest migration (idempotent; free when it is current)."""
-    if await schema_is_current(engine):
-        return
-    from alembic import command
-
-    config = alembic_config()
-
-    def upgrade(connection: Connection) -> None:
-        config.attributes["connection"] = connection
-        command.upgrade(config, "head")
-
-    async with engine.begin() as conn:
-        if conn.dialect.name == "postgresql":
-            # Instances starting together take turns; the later ones find nothing to do.
-            await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
-        await conn.run_sync(upgrade)
-
-
-async def schema_revisions(engine: AsyncEngine) -> set[str]:
-    """The migrations the database is at: empty when it has no Runyard schema."""
-    async with engine.connect() as conn:
-        if not await conn.run_sync(lambda sync: inspect(sync).has_table("alembic_version")):
-            return set()
-        rows = await conn.execute(text("SELECT version_num FROM alembic_version"))
-        return {row[0] for row in rows}
-
-
 async def ping(engine: AsyncEngine) -> None:
     """One round trip to the database (raises when it does not answer)."""
     async with engine.connect() as conn:
         await conn.execute(text("SELECT 1"))
-
-
-async def schema_is_current(engine: AsyncEngine) -> bool:
-    """True when the database is at the newest migration (no Alembic import needed)."""
-    return await schema_revisions(engine) == {SCHEMA_REVISION}
-
-
-async def require_current_schema(engine: AsyncEngine) -> None:
-    """Refuse to start on a database that is not at the newest migration."""
-    found = await schema_revisions(engine)
-    if found == {SCHEMA_REVISION}:
-        return
-    where = masked_url(engine.url.render_as_string(hide_password=False))
-    state = f"at migration {', '.join(sorted(found))}" if found else "without Runyard's tables"
-    raise ConfigError(
-        f"the database {where} is {state}, and this Runyard needs migration {SCHEMA_REVISION}. "
-        "Run `runyard migrate` first, or start without --no-migrate "
-        "(RUNYARD_MIGRATE_ON_START=true) to migrate at start-up."
-    )

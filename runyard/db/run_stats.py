@@ -1,11 +1,13 @@
-"""Counts of the runs waiting and executing across the deployment (for /metrics?format=json)."""
+"""Counts of the runs waiting and executing across the deployment (for /metrics?format=json,
+and the bound on one fairness group's pending runs)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from functools import cache
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Select, bindparam, func, literal, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from runyard.db.tables import runs
@@ -52,3 +54,25 @@ async def pending_by_group(session: AsyncConnection, limit: int) -> list[dict[st
         }
         for row in await session.execute(statement)
     ]
+
+
+@cache
+def _pending_in_group_statement() -> Select[Any]:
+    # Counted up to the bound: the cost stays that of the bound, whatever the backlog
+    # (ix_runs_group_status serves it).
+    held = (
+        select(literal(1))
+        .where(
+            runs.c.fairness_group == bindparam("p_group"),
+            runs.c.status == RunStatus.PENDING.value,
+        )
+        .limit(bindparam("p_limit"))
+        .subquery()
+    )
+    return select(func.count()).select_from(held)
+
+
+async def count_pending_in_group(session: AsyncConnection, group: str, limit: int) -> int:
+    """How many pending runs the fairness group holds, counted up to `limit`."""
+    params = {"p_group": group, "p_limit": limit}
+    return int((await session.execute(_pending_in_group_statement(), params)).scalar_one())

@@ -249,3 +249,14 @@ webhook_deliveries = Table(
     Column("updated_at", UTCDateTime, nullable=False, server_default=_now()),
     Index("ix_webhook_deliveries_due", "status", "lease_expires_at"),
 )
+
+# Which code serves on the schema (runyard/db/schema.py): one row per migration applied from
+# 0009 on, naming the oldest code revision that still serves on the schema it leaves, so that
+# an instance finding a revision it does not know learns from the database whether it may.
+schema_compatibility = Table(
+    "schema_compatibility",
+    metadata,
+    Column("revision", String(32), primary_key=True),
+    Column("serves_code_from", String(32), nullable=False),
+    Column("recorded_at", UTCDateTime, nullable=False, server_default=_now()),
+)

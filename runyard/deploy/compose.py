@@ -11,12 +11,19 @@ beside them (`POSTGRES_PASSWORD`), and the image does not hold it either.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from runyard.deploy.dockerfile import SERVER_PORT
+from runyard.deploy.instance import (
+    DEFAULT_DRAIN_TIMEOUT,
+    MIGRATE_COMMAND,
+    instance_environment,
+    serve_command,
+    stop_grace_seconds,
+)
+from runyard.deploy.yaml_text import yaml_lines
 
 POSTGRES_IMAGE = "postgres:15"
 REDIS_IMAGE = "redis:7"
@@ -53,6 +60,8 @@ class Deployment:
     # The project's env files (langgraph.json's "env"), relative to the compose file: the
     # instances read them at run time, so they need not be in the image.
     env_files: tuple[str, ...] = field(default=())
+    # WORKER_DRAIN_TIMEOUT of the instances; their stop grace period follows from it.
+    drain_timeout: float = DEFAULT_DRAIN_TIMEOUT
 
     @property
     def bind_host(self) -> str:
@@ -166,7 +175,7 @@ def render_compose(
             d,
             {
                 "image": d.image,
-                "command": ["runyard", "migrate"],
+                "command": list(MIGRATE_COMMAND),
                 "environment": {"DATABASE_URL": d.database_url},
                 "depends_on": {"postgres": {"condition": "service_healthy"}},
                 "restart": "no",
@@ -186,7 +195,7 @@ def render_compose(
         lb["ports"] = [published if d.host is None else f"{d.host}:{published}"]
     services["lb"] = _network(d, lb)
     document = {"services": services, "volumes": {"postgres-data": {}, "redis-data": {}}}
-    return "\n".join([*_comment(d, header), *_yaml(document, 0)]) + "\n"
+    return "\n".join([*_comment(d, header), *yaml_lines(document, gap_depth=1)]) + "\n"
 
 
 def _comment(d: Deployment, header: str) -> list[str]:
@@ -202,8 +211,10 @@ def _comment(d: Deployment, header: str) -> list[str]:
         f"# migration, {d.instances} Runyard instance(s) and nginx in front of them.",
         f"# {shape}",
         f"# The database password is {PASSWORD_VARIABLE} in the .env beside this file (not in the",
-        "# image). On SIGTERM an instance drains its runs (WORKER_DRAIN_TIMEOUT, 30 s by",
-        "# default), then hands the rest to the others, within its 40 s stop grace period.",
+        "# image). On SIGTERM an instance drains its runs (WORKER_DRAIN_TIMEOUT, "
+        f"{d.drain_timeout:g} s),",
+        "# then hands the rest to the others, within its "
+        f"{stop_grace_seconds(d.drain_timeout)} s stop grace period.",
         "# RUNYARD_ALLOW_UNAUTHENTICATED=true: the instances listen on every address of their",
         "# container, but nginx is their only way in. It serves without authentication:",
         "# configure `auth` in langgraph.json before exposing this to anyone but yourself.",
@@ -268,22 +279,13 @@ def _instance(d: Deployment, name: str, port: int) -> dict[str, Any]:
         "import urllib.request; "
         f"urllib.request.urlopen('http://127.0.0.1:{port}/readyz', timeout=2)"
     )
-    service: dict[str, Any] = {
-        "image": d.image,
-        "command": ["runyard", "serve", "--host", bind, "--port", str(port), "--no-migrate"],
-    }
+    service: dict[str, Any] = {"image": d.image, "command": serve_command(bind, port)}
     if d.env_files:
         service["env_file"] = list(d.env_files)
+    # nginx is the gateway; see the comment at the top of this file.
+    environment = instance_environment(d.database_url, d.redis_url, name, d.drain_timeout)
     service |= {
-        "environment": {
-            "DATABASE_URL": d.database_url,
-            "REDIS_URL": d.redis_url,
-            "RUNYARD_LOG_FORMAT": "json",
-            # nginx is the gateway; see the comment at the top of this file.
-            "RUNYARD_ALLOW_UNAUTHENTICATED": "true",
-            # Which instance this is, for logs and graphs.
-            "RUNYARD_INSTANCE": name,
-        },
+        "environment": environment,
         "depends_on": {
             "migrate": {"condition": "service_completed_successfully"},
             "redis": {"condition": "service_healthy"},
@@ -295,7 +297,7 @@ def _instance(d: Deployment, name: str, port: int) -> dict[str, Any]:
             "start_period": "30s",
             "retries": 5,
         },
-        "stop_grace_period": "40s",
+        "stop_grace_period": f"{stop_grace_seconds(d.drain_timeout)}s",
         "restart": "unless-stopped",
     }
     return _network(d, service)
@@ -303,18 +305,3 @@ def _instance(d: Deployment, name: str, port: int) -> dict[str, Any]:
 
 def _check(command: list[str]) -> dict[str, Any]:
     return {"test": ["CMD", *command], "interval": "1s", "timeout": "3s", "retries": 60}
-
-
-def _yaml(value: dict[str, Any], depth: int) -> list[str]:
-    # Block mappings, flow sequences; every scalar JSON-encoded, which YAML reads exactly.
-    lines = []
-    pad = "  " * depth
-    for number, (key, item) in enumerate(value.items()):
-        if isinstance(item, dict) and item:
-            gap = [""] if depth <= 1 and number else []  # blank lines between services
-            lines += [*gap, f"{pad}{key}:", *_yaml(item, depth + 1)]
-        elif isinstance(item, dict):
-            lines.append(f"{pad}{key}: {{}}")
-        else:
-            lines.append(f"{pad}{key}: {json.dumps(item)}")
-    return lines

@@ -28,6 +28,8 @@ from runyard.graphs.ui_bundles import builder_command, builder_env
 WHEEL_DIR = ".runyard-dist"
 DEPS_DIR = "/deps"
 SERVER_PORT = 8000
+# The image's `runyard` user: an orchestrator checking that it runs as no root needs the number.
+IMAGE_UID = 10001
 # Where the image keeps the built generative UI (outside /data, which a volume may cover).
 UI_DIR = "/opt/runyard-ui"
 
@@ -141,7 +143,7 @@ def _server(build: BuildConfig, home: str) -> list[str]:
     )
     return [
         f"RUN rm -rf {home}/{WHEEL_DIR} \\",
-        "    && useradd --create-home --uid 10001 runyard \\",
+        f"    && useradd --create-home --uid {IMAGE_UID} runyard \\",
         "    && mkdir -p /data && chown runyard:runyard /data",
         "ENV " + " ".join(f"{key}={json.dumps(value)}" for key, value in env.items()),
         f"WORKDIR {home}",

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from runyard.domain.errors import ConfigError
+from runyard.domain.webhook_policy import WebhookPolicy
 from runyard.graphs.config import load_config
 
 DEFAULT_PYTHON_VERSION = "3.11"
@@ -32,7 +33,8 @@ class Dependency:
 
 @dataclass(frozen=True)
 class BuildConfig:
-    """What an image of the project needs: the project folder and the build keys."""
+    """What an image of the project needs (the project folder and the build keys), and what
+    its deployments need besides (its variables, its webhook rules)."""
 
     config_file: Path
     python_version: str
@@ -47,6 +49,10 @@ class BuildConfig:
     ui: dict[str, str] = field(default_factory=dict)
     ui_shared: list[str] = field(default_factory=list)
     node_version: str = DEFAULT_NODE_VERSION
+    # The project's variables as the server applies them ("env": a file's or inline).
+    env: dict[str, str] = field(default_factory=dict)
+    # `webhooks.url` as the server applies it: what the pods must be able to reach.
+    webhook_policy: WebhookPolicy = field(default_factory=WebhookPolicy)
 
     def env_files_for(self, folder: Path) -> tuple[str, ...]:
         """The env file, relative to the deployment's `folder`, when it exists: a missing one
@@ -54,6 +60,13 @@ class BuildConfig:
         if self.env_file is None or not self.env_file.is_file():
             return ()
         return (os.path.relpath(self.env_file, folder),)
+
+    @property
+    def env_source(self) -> str:
+        """Where the project's variables are written, for messages about one of them."""
+        if self.env_file is not None:
+            return str(self.env_file)
+        return f'{self.config_file} ("env")'
 
     @property
     def project_dir(self) -> Path:
@@ -87,6 +100,8 @@ def load_build_config(config_file: Path) -> BuildConfig:
         ui=project.ui,
         ui_shared=project.ui_shared,
         node_version=_node_version(config_file, raw.get("node_version")),
+        env=project.env,
+        webhook_policy=project.webhooks.policy(dev=False),
     )
 
 

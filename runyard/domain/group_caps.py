@@ -7,8 +7,10 @@ and goes back to its group's place in the queue, which skips the group for a whi
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 # Seconds a group at its running cap is skipped before one of its runs is tried again: short,
 # since any of its running runs may end at any moment.
@@ -106,3 +108,35 @@ def caps_from(
             for group, limits in overrides.items()
         },
     )
+
+
+LIMIT_KEYS = ("max_running", "max_starts_per_minute")
+
+
+def parse_group_limits(raw: str) -> dict[str, dict[str, int]]:
+    """RUNYARD_GROUP_LIMITS, checked: a JSON object of group name to an object of
+    `max_running` and/or `max_starts_per_minute` (integers >= 0, 0: no cap). ValueError
+    names what is wrong."""
+    try:
+        parsed: Any = json.loads(raw)
+    except ValueError as exc:
+        raise ValueError(f"RUNYARD_GROUP_LIMITS is not valid JSON: {exc}") from None
+    if not isinstance(parsed, dict):
+        raise ValueError(
+            'RUNYARD_GROUP_LIMITS must be a JSON object such as {"group": {"max_running": 3}}'
+        )
+    limits: dict[str, dict[str, int]] = {}
+    for group, entry in parsed.items():
+        where = f"RUNYARD_GROUP_LIMITS[{group!r}]"
+        if not isinstance(entry, dict):
+            raise ValueError(f"{where} must be an object with max_running, max_starts_per_minute")
+        unknown = sorted(set(entry) - set(LIMIT_KEYS))
+        if unknown:
+            raise ValueError(
+                f"{where} has unknown keys {unknown}; allowed: max_running, max_starts_per_minute"
+            )
+        for key, value in entry.items():
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{where}.{key} must be an integer >= 0 (0: no cap)")
+        limits[group] = dict(entry)
+    return limits

@@ -88,7 +88,7 @@ def depth_problem() -> str:
     """What a client reads when its JSON is nested too deep."""
     return (
         f"nested deeper than {MAX_JSON_DEPTH} levels of objects and arrays, the bound on every "
-        "JSON Runyard stores (README, Security); flatten the value"
+        "JSON Runyard stores (docs/open-routes-and-limits.md); flatten the value"
     )
 
 

@@ -26,7 +26,14 @@ log = logging.getLogger("runyard.tracing")
 TRACE_CONTEXT_KEY = "trace_context"
 # Probes and scrapes would drown the traces that matter.
 UNTRACED_URLS = "/ok$,/health$,/livez$,/readyz$,/metrics$"
-INSTALL_HINT = "pip install 'runyard[tracing]'"
+# The `tracing` extra's packages, named as PyPI has them: Runyard itself is on no index, so a
+# hint that names Runyard with its extra would fail wherever Runyard came from.
+TRACING_PACKAGES = (
+    "opentelemetry-sdk",
+    "opentelemetry-exporter-otlp",
+    "opentelemetry-instrumentation-fastapi",
+)
+INSTALL_HINT = "pip install " + " ".join(TRACING_PACKAGES)
 SHUTDOWN_TIMEOUT = 5.0
 
 

@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from runyard.db.engine import Sessions
 from runyard.domain.retention import ThreadTTLPolicy
+from runyard.domain.user_bounds import RunBounds, StoreBounds
 from runyard.graphs.priority import PriorityAssigner
 from runyard.graphs.registry import GraphRegistry
 from runyard.graphs.store import StoreOptions
@@ -160,7 +161,7 @@ def build_services(
         storage, project, settings, broker, streams, runs, waits
     )
     return Services(
-        store=StoreService(storage.store, storage.store_options),
+        store=StoreService(storage.store, storage.store_options, store_bounds(settings)),
         thread_state=thread_state,
         threads=threads,
         retention=ThreadRetention(
@@ -176,6 +177,15 @@ def build_services(
         health=HealthChecks(storage.engine, redis, instance.dead_parts, instance.draining),
         metrics=MetricsReport(storage.sessions, metrics, queue, instance.active, instance.capacity),
         info=info,
+    )
+
+
+def store_bounds(settings: Settings) -> StoreBounds:
+    """The bounds on a new store item RUNYARD_STORE_MAX_* set."""
+    return StoreBounds(
+        settings.store_max_key_chars,
+        settings.store_max_label_chars,
+        settings.store_max_namespace_labels,
     )
 
 
@@ -221,6 +231,7 @@ def _runs(
         new_runs,
         priorities,
         project.encryption,
+        RunBounds(settings.max_pending_runs_per_group, settings.max_batch_runs),
     )
 
 

@@ -26,6 +26,7 @@ from runyard.domain.cron_schedule import (
 from runyard.domain.encrypted_fields import CRON_PAYLOAD_FIELDS
 from runyard.domain.encryption_context import CONTEXT_KEY, current_context
 from runyard.domain.errors import InvalidInputError, NotFoundError
+from runyard.domain.user_bounds import check_cron_room
 from runyard.outbound.guard import WebhookGuard
 from runyard.schemas.crons import (
     RUN_FIELDS,
@@ -213,8 +214,7 @@ class CronService:
                     and await threads_db.get_thread(session, thread_id) is None
                 ):
                     raise _thread_not_found(thread_id)
-                if body.enabled:
-                    await self._require_room(session, (owner or {}).get(AUTH_USER_ID_KEY))
+                await self._require_room(session, (owner or {}).get(AUTH_USER_ID_KEY))
                 now = await database_now(session)
                 cron = await crons_db.insert_cron(
                     session,
@@ -312,8 +312,6 @@ class CronService:
                     "cron", values["payload"], CRON_PAYLOAD_FIELDS, creator
                 )
             enabling = body.enabled is True and not current.enabled
-            if enabling:
-                await self._require_room(session, current.user_id)
             if enabling or any(field in sent for field in _RESCHEDULING):
                 merged = replace(current, **values)
                 zone = parse_timezone(merged.timezone)
@@ -327,14 +325,10 @@ class CronService:
         return await self.opened(cron)
 
     async def _require_room(self, session: AsyncConnection, user_id: str | None) -> None:
-        """InvalidInputError when the user has RUNYARD_MAX_CRONS_PER_USER enabled crons already."""
-        cap = self.max_per_user
+        """OverBoundError when the user has RUNYARD_MAX_CRONS_PER_USER crons already, enabled
+        or not."""
         await crons_db.lock_user_crons(session, user_id)
-        if await crons_db.count_enabled_crons(session, user_id) >= cap:
-            raise InvalidInputError(
-                f"this user has {cap} enabled crons, the most RUNYARD_MAX_CRONS_PER_USER allows; "
-                "delete or disable one first"
-            )
+        check_cron_room(await crons_db.count_user_crons(session, user_id), self.max_per_user)
 
     async def delete_cron(self, cron_id: str) -> None:
         """Delete a cron; runs it already created are left alone."""

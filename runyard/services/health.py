@@ -9,7 +9,8 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from runyard.db.engine import ping, schema_is_current
+from runyard.db.engine import ping
+from runyard.db.schema import SchemaFit, SchemaState, schema_state
 from runyard.domain.urls import masked_url
 
 CHECK_TIMEOUT = 2.0
@@ -50,8 +51,8 @@ class HealthChecks:
         if report["database"] == OK:
             try:
                 async with asyncio.timeout(CHECK_TIMEOUT):
-                    current = await schema_is_current(self.engine)
-                report["migrations"] = OK if current else "schema is behind; run `runyard migrate`"
+                    state = await schema_state(self.engine)
+                report["migrations"] = _schema_report(state)
             except Exception as exc:
                 report["migrations"] = f"unknown: {_unreachable(exc)}"
         else:
@@ -90,6 +91,14 @@ class HealthChecks:
 def is_ready(report: dict[str, str]) -> bool:
     """True when every check of a readiness report passed."""
     return all(value == OK for value in report.values())
+
+
+def _schema_report(state: SchemaState) -> str:
+    if state.served:
+        return OK
+    if state.fit in (SchemaFit.EMPTY, SchemaFit.OLDER):
+        return "schema is behind; run `runyard migrate`"
+    return f"schema is at {state.found}, which this code (at {state.code}) does not serve on"
 
 
 def _unreachable(exc: BaseException) -> str:

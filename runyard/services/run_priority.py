@@ -5,9 +5,11 @@ the assign function returns, computed before the creating transaction (a user fu
 never runs while a thread row is locked) and stored by it only if the thread still has no
 settings, so of two concurrent first runs one result is stored and both runs use it.
 Without `priority.path`, every run gets priority 0 and nothing is stored on the thread;
-its fairness group is "default", or with RUNYARD_FAIRNESS_KEY the value of that key in the
-run's metadata (the thread's, for a thread the run creates), else the authenticated user's
-identity, else "default".
+its fairness group is "default", or what RUNYARD_FAIRNESS_KEY names: `langgraph_auth_user_id`
+is the authenticated user's identity (the value the server sets in the run's `configurable`,
+which no client can); any other name is a key of the run's metadata (the thread's, for a
+thread the run creates), else the identity, else "default". A client writes its own metadata,
+so with auth configured only the identity may name groups (`require_trusted_fairness_key`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from runyard.db import threads as threads_db
 from runyard.db.engine import Sessions
 from runyard.domain.assistant import AssistantRecord
 from runyard.domain.configurable import AUTH_USER_ID_KEY
-from runyard.domain.errors import InvalidInputError
+from runyard.domain.errors import ConfigError, InvalidInputError
 from runyard.domain.priority import (
     DEFAULT_FAIRNESS_GROUP,
     FAIRNESS_GROUP_MAX_CHARS,
@@ -50,7 +52,7 @@ def keyed_group(
     configurable: Mapping[str, Any],
 ) -> str:
     """The fairness group RUNYARD_FAIRNESS_KEY names for a run (see the module)."""
-    value = run_metadata.get(key, thread_metadata.get(key))
+    value = None if key == AUTH_USER_ID_KEY else run_metadata.get(key, thread_metadata.get(key))
     if value is None or value == "":
         value = configurable.get(AUTH_USER_ID_KEY) or DEFAULT_FAIRNESS_GROUP
     group = str(value)
@@ -60,6 +62,20 @@ def keyed_group(
             f"{len(group)} characters long; at most {FAIRNESS_GROUP_MAX_CHARS} are allowed"
         )
     return group
+
+
+def require_trusted_fairness_key(key: str | None, auth_configured: bool) -> None:
+    """ConfigError when RUNYARD_FAIRNESS_KEY names a metadata key while auth is configured:
+    a client writes its run's metadata, and would choose another user's fairness group."""
+    if key is None or key == AUTH_USER_ID_KEY or not auth_configured:
+        return
+    raise ConfigError(
+        f"RUNYARD_FAIRNESS_KEY={key} names a run metadata key, which a client chooses: with "
+        f"auth configured, a user could put runs in another user's fairness group and take "
+        f"its slots. Set RUNYARD_FAIRNESS_KEY={AUTH_USER_ID_KEY} for one group per "
+        "authenticated user, or assign groups from trusted data in a priority.path function "
+        "(and unset RUNYARD_FAIRNESS_KEY)"
+    )
 
 
 class RunPriorities:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections import Counter
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.exc import IntegrityError
@@ -13,10 +15,13 @@ from sqlalchemy.exc import IntegrityError
 from runyard.db import runs as runs_db
 from runyard.db import threads as threads_db
 from runyard.db.engine import Sessions
+from runyard.db.run_stats import count_pending_in_group
 from runyard.domain.encryption_context import CONTEXT_KEY
 from runyard.domain.errors import ConflictError, InvalidInputError, NotFoundError
+from runyard.domain.new_run import NewRun
 from runyard.domain.run import RunRecord
 from runyard.domain.status import TERMINAL_RUN_STATUSES
+from runyard.domain.user_bounds import RunBounds, check_batch_size, check_pending_room
 from runyard.lifecycle import Created, RunLifecycle
 from runyard.outbound.guard import WebhookGuard
 from runyard.queue.run_queue import RunQueue
@@ -63,6 +68,27 @@ def to_wire(run: RunRecord) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True, slots=True)
+class RunRequest:
+    """What a request asks of a new run, its Idempotency-Key as stored and the hash of the
+    request it was sent with."""
+
+    thread_id: str | None
+    body: RunCreate
+    stream_modes: list[str] | None
+    idempotency_key: str | None
+    request_hash: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class PendingRun:
+    """A run checked and ready to commit, and the fairness group it will wait in."""
+
+    new_run: NewRun
+    after_seconds: float | None
+    fairness_group: str
+
+
 class RunService:
     """Run use cases: create under the thread's multitask strategy, read, list, delete, cancel."""
 
@@ -77,6 +103,7 @@ class RunService:
         new_runs: NewRuns,
         priorities: RunPriorities,
         encryption: CustomEncryption | None,
+        bounds: RunBounds,
     ) -> None:
         self.autocommit = autocommit
         self.lifecycle = lifecycle
@@ -87,6 +114,7 @@ class RunService:
         self.new_runs = new_runs
         self.priorities = priorities
         self.encryption = encryption
+        self.bounds = bounds
 
     async def create_run(
         self,
@@ -104,50 +132,80 @@ class RunService:
         `new_thread_metadata` goes on a thread the run creates (`if_not_exists="create"`).
         `configurable` is what the server adds to the run's `configurable` (the authenticated
         user, chosen request headers); a client cannot set those keys itself.
+        `idempotency_key` is the key as stored (scoped to its caller by the API).
         `on_created(run_id)` is awaited between the commit and the dispatch of a new run (not
         for an existing run answered instead): nothing can have executed it yet. The run
         returned has its JSON decrypted (encryption.path)."""
+        # Only an Idempotency-Key ever compares requests: hash the body only then.
+        request_hash = _request_hash(thread_id, body) if idempotency_key else None
+        replay = await self._idempotent_replay(idempotency_key, request_hash)
+        if replay is not None:
+            return replay
+        request = RunRequest(thread_id, body, stream_modes, idempotency_key, request_hash)
+        pending = await self._pending_run(request, new_thread_metadata or {}, configurable or {})
+        await self._require_room([pending])
+        return await self._create(pending, on_created)
+
+    async def _pending_run(
+        self,
+        request: RunRequest,
+        new_thread_metadata: dict[str, Any],
+        configurable: dict[str, Any],
+    ) -> PendingRun:
+        """The run a request asks for, checked and with its priority decided; not written."""
+        thread_id, body = request.thread_id, request.body
         assistant = await self.assistants.get_assistant(body.assistant_id)
         stateless = thread_id is None
         if stateless:
             _check_stateless(body)
         if body.webhook is not None:
             await self.webhook_guard.check(body.webhook)
-        target_thread = thread_id or new_id()
-        # Only an Idempotency-Key ever compares requests: hash the body only then.
-        request_hash = _request_hash(thread_id, body) if idempotency_key else None
-        existing = await self._idempotent_replay(idempotency_key, request_hash)
-        if existing is not None:
-            return existing
         # Before anything is written: an assign function that fails leaves nothing behind.
         priority = await self.priorities.for_new_run(
-            thread_id, body, assistant, new_thread_metadata or {}, configurable or {}
+            thread_id, body, assistant, new_thread_metadata, configurable
         )
         rows = PendingRunRows(
             self.new_runs,
             body,
             assistant,
             stateless,
-            stream_modes,
-            idempotency_key,
-            request_hash,
-            configurable or {},
+            request.stream_modes,
+            request.idempotency_key,
+            request.request_hash,
+            configurable,
             priority,
         )
         new_run = await self.new_runs.build_new_run(
-            target_thread, body, rows, new_thread_metadata or {}
+            thread_id or new_id(), body, rows, new_thread_metadata
         )
+        return PendingRun(new_run, body.after_seconds, priority.settings.fairness_group)
+
+    async def _create(
+        self, pending: PendingRun, on_created: Callable[[str], Awaitable[object]] | None
+    ) -> RunRecord:
+        """Commit a pending run and dispatch it (or answer the run its key was used for)."""
+        new_run = pending.new_run
         try:
             created = await self.lifecycle.create(new_run)
         except IntegrityError:
             # Another instance committed the same Idempotency-Key first: answer with its run.
-            replay = await self._idempotent_replay(idempotency_key, request_hash)
+            replay = await self._idempotent_replay(new_run.idempotency_key, new_run.request_hash)
             if replay is None:
                 raise
             return replay
         if created.created:
-            await self._dispatch(created, body.after_seconds, on_created)
+            await self._dispatch(created, pending.after_seconds, on_created)
         return await self.opened(created.run)
+
+    async def _require_room(self, pending: list[PendingRun]) -> None:
+        """QueueFullError when these runs would take a fairness group past
+        RUNYARD_MAX_PENDING_RUNS_PER_GROUP; nothing is written then."""
+        adding = Counter(run.fairness_group for run in pending)
+        limit = self.bounds.pending_runs_per_group
+        for group, count in adding.items():
+            async with self.autocommit() as session:
+                held = await count_pending_in_group(session, group, limit)
+            check_pending_room(group, held, count, limit)
 
     async def _dispatch(
         self,
@@ -164,24 +222,32 @@ class RunService:
         await self.queue.push(run.run_id, after_seconds or 0.0, run.priority, run.fairness_group)
         log.info("run_created run_id=%s thread_id=%s", run.run_id, run.thread_id)
 
+    def check_batch_size(self, size: int) -> None:
+        """OverBoundError when a batch holds more runs than RUNYARD_MAX_BATCH_RUNS."""
+        check_batch_size(size, self.bounds.batch_runs)
+
     async def create_batch(
         self, bodies: list[RunCreate], configurable: dict[str, Any] | None = None
     ) -> list[RunRecord]:
         """Create one stateless background run per body, in order (each given `configurable`,
         as `create_run`).
 
-        Every body is checked (assistant, stateless-only fields) before the first run is
-        created, so a bad payload anywhere in the batch creates none.
+        Every body is checked (assistant, stateless-only fields, priority) and the room left
+        in its fairness group counted before the first run is created, so a bad payload
+        anywhere in the batch, or a batch its groups cannot hold, creates none.
         """
+        self.check_batch_size(len(bodies))
+        pending = []
         for index, body in enumerate(bodies):
             try:
-                await self.assistants.get_assistant(body.assistant_id)
-                _check_stateless(body)
-                if body.webhook is not None:
-                    await self.webhook_guard.check(body.webhook)
-            except (NotFoundError, InvalidInputError) as exc:
-                raise type(exc)(f"batch payload {index}: {exc}") from exc
-        created = [await self.create_run(None, body, configurable=configurable) for body in bodies]
+                request = RunRequest(None, body, None, None, None)
+                pending.append(await self._pending_run(request, {}, configurable or {}))
+            except NotFoundError as exc:
+                raise NotFoundError(f"batch payload {index}: {exc}") from exc
+            except InvalidInputError as exc:
+                raise InvalidInputError(f"batch payload {index}: {exc}") from exc
+        await self._require_room(pending)
+        created = [await self._create(run, None) for run in pending]
         log.info("run_batch_created runs=%s", len(created))
         return created
 

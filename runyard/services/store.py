@@ -16,6 +16,7 @@ from langgraph.store.base import (
 )
 
 from runyard.domain.errors import InvalidInputError
+from runyard.domain.user_bounds import StoreBounds
 from runyard.graphs.store import INDEX_EXAMPLE, StoreOptions
 from runyard.schemas.store import StoreDelete, StoreNamespaces, StorePut, StoreSearch
 
@@ -67,9 +68,15 @@ def to_wire(item: Item) -> dict[str, Any]:
 class StoreService:
     """Long-term store use cases on the configured store."""
 
-    def __init__(self, store: BaseStore, options: StoreOptions) -> None:
+    def __init__(self, store: BaseStore, options: StoreOptions, bounds: StoreBounds) -> None:
         self.store = store
         self.options = options
+        self.bounds = bounds
+
+    def check_new_item(self, namespace: Sequence[str], key: str) -> None:
+        """OverBoundError when a new item's key or namespace, as the client sent them, is
+        past RUNYARD_STORE_MAX_KEY_CHARS, _LABEL_CHARS or _NAMESPACE_LABELS."""
+        self.bounds.check_item(namespace, key)
 
     async def put_item(self, body: StorePut) -> None:
         """Create or replace an item; without `ttl` the configured default TTL applies."""

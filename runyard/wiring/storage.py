@@ -3,6 +3,7 @@ schema, the checkpointer and the store, each closed by the runtime's exit stack.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -16,12 +17,11 @@ from runyard.db.driver import StatementPool
 from runyard.db.engine import (
     Sessions,
     create_engine,
-    migrate,
     on_each_statement,
-    require_current_schema,
     require_database,
     session_factory,
 )
+from runyard.db.schema import SchemaFit, migrate, schema_state, where
 from runyard.domain.errors import ConfigError
 from runyard.graphs.checkpointer import open_checkpointer
 from runyard.graphs.config import ProjectConfig
@@ -33,6 +33,8 @@ from runyard.settings import Settings
 if TYPE_CHECKING:
     from runyard.encryption.at_rest import AtRest
     from runyard.encryption.custom import CustomEncryption
+
+log = logging.getLogger("runyard.storage")
 
 
 @dataclass(frozen=True)
@@ -90,10 +92,7 @@ async def open_storage(
     start_custom_encryption(encryption, at_rest, stack)
     databases = await open_databases(url, settings.db_pool_size, at_rest, metrics, stack)
     await require_database(databases.engine)
-    if settings.migrate_on_start or settings.is_embedded:
-        await migrate(databases.engine)
-    else:
-        await require_current_schema(databases.engine)
+    await open_schema(databases.engine, settings.migrate_on_start or settings.is_embedded)
     pool_size, statements = settings.db_pool_size, databases.statements
     checkpointer = await stack.enter_async_context(
         open_checkpointer(
@@ -111,6 +110,29 @@ async def open_storage(
         open_store(url, settings.data_dir, options, pool_size, statements, at_rest, encryption)
     )
     return Storage(at_rest, databases, checkpointer, store, options)
+
+
+async def open_schema(engine: AsyncEngine, migrate_on_start: bool) -> None:
+    """Serve on the schema as it is when this code can (a newer one included, never
+    downgraded); migrate an older one when allowed; otherwise refuse, saying what to run."""
+    state = await schema_state(engine)
+    if state.fit is SchemaFit.NEWER:
+        log.info(
+            "schema_newer_than_code code_revision=%s schema_revision=%s serves_code_from=%s",
+            state.code,
+            state.found,
+            state.serves_code_from,
+        )
+    elif migrate_on_start and state.fit in (SchemaFit.EMPTY, SchemaFit.OLDER):
+        move = await migrate(engine, on_wait=_log_waiting)
+        if move.before != move.after:  # else another migrator did it meanwhile
+            log.info("schema_migrated from_revision=%s to_revision=%s", move.before, move.after)
+    elif not state.served:
+        raise ConfigError(state.refusal(where(engine)))
+
+
+def _log_waiting() -> None:
+    log.info("migration_waiting reason=another_migrator_holds_the_lock")
 
 
 async def open_databases(

@@ -7,7 +7,7 @@ cross-origin request: this is what a chat front end such as Agent Chat UI does. 
 Chromium through playwright-core (the *.mjs drivers here) and prints what it saw; the
 assertions are in the tests, beside what the server itself recorded.
 
-scripts/test installs Chromium and the npm packages; without them these tests fail and say
+scripts/setup installs Chromium and the npm packages; without them these tests fail and say
 what is missing.
 """
 
@@ -31,7 +31,8 @@ from tests.support.server import ROOT, ServerProcess, free_port
 
 WEB = ROOT / "examples" / "web"
 HERE = Path(__file__).parent
-# Where screenshots are kept for a person to look at (the README shows a copy of one).
+# Where screenshots are kept for a person to look at (the README and docs/chat-ui.md show a
+# copy of one).
 OUTPUT = HERE / "output"
 # Slow enough that a reload lands in the middle of the story, whatever the machine's load.
 TOKEN_DELAY = "0.15"
@@ -54,7 +55,7 @@ def chromium() -> str:
     path = os.environ.get("RUNYARD_CHROMIUM") or shutil.which("chromium")
     if not path:
         pytest.fail(
-            "Chromium is not installed: `apt-get install chromium` (scripts/test does it), "
+            "Chromium is not installed: `apt-get install chromium` (scripts/setup does it), "
             "or point RUNYARD_CHROMIUM at a Chromium or Chrome executable"
         )
     return path
@@ -64,7 +65,7 @@ def node() -> str:
     """The node executable, with the pages' npm packages installed."""
     path = shutil.which("node")
     if not path:
-        pytest.fail("node is not installed: `apt-get install nodejs npm` (scripts/test does it)")
+        pytest.fail("node is not installed: `apt-get install nodejs npm` (scripts/setup does it)")
     if not (WEB / "node_modules" / "playwright-core").is_dir():
         pytest.fail(f"the page's npm packages are missing: run `npm ci` in {WEB}")
     return path

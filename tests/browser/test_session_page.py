@@ -30,7 +30,7 @@ from tests.browser.pages import (
 from tests.support.runs import CHAT_REPLY
 from tests.support.server import ServerProcess
 
-# The README shows a copy of this screenshot (docs/browser-chat.png).
+# The README and docs/chat-ui.md show a copy of this screenshot (docs/browser-chat.png).
 SCREENSHOT = OUTPUT / "session-page.png"
 REASON = "not before Monday"
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]

@@ -20,7 +20,7 @@ from tests.support.throwaway import ThrowawayPostgres, ThrowawayRedis, postgres_
 async def cluster_factory(tmp_path: Path) -> AsyncIterator[ClusterFactory]:
     """Builds clusters (`await make(n, redis_url=..., **env)`), torn down after the test."""
     if not postgres_available():
-        pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (see README)")
+        pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (docs/testing.md)")
     made: list[Cluster] = []
     private: set[str] = set()  # databases of a throwaway server: it goes with them
 

@@ -75,7 +75,7 @@ def database_url(request: pytest.FixtureRequest) -> Iterator[str]:
         yield "sqlite+aiosqlite:///:memory:"
         return
     if not postgres_available():
-        pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (see README)")
+        pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (docs/testing.md)")
     url = create_database()
     try:
         yield url

@@ -154,7 +154,7 @@ def head_revisions() -> set[str]:
     """The newest migration ids shipped with the code."""
     from alembic.script import ScriptDirectory
 
-    from runyard.db.engine import alembic_config
+    from runyard.db.schema import alembic_config
 
     return set(ScriptDirectory.from_config(alembic_config()).get_heads())
 

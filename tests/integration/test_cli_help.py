@@ -1,4 +1,4 @@
-"""The `runyard` command's help, flags and version, and the README's command table."""
+"""The `runyard` command's help, flags and version, and the command table of docs/commands.md."""
 
 from __future__ import annotations
 
@@ -21,9 +21,10 @@ COMMANDS = (
     "build",
     "up",
     "down",
+    "k8s",
     "base-images",
 )
-CONFIG_COMMANDS = ("dev", "serve", "build-ui", "dockerfile", "build", "up", "down")
+CONFIG_COMMANDS = ("dev", "serve", "build-ui", "dockerfile", "build", "up", "down", "k8s")
 
 
 def help_of(*args: str) -> str:
@@ -38,12 +39,12 @@ def help_of(*args: str) -> str:
     return done.stdout
 
 
-def readme_row(command: str) -> str:
-    """The README's command table row of `runyard COMMAND`."""
-    readme = (ROOT / "README.md").read_text()
+def command_row(command: str) -> str:
+    """The row of `runyard COMMAND` in the command table of docs/commands.md."""
+    page = (ROOT / "docs" / "commands.md").read_text()
     starts = (f"| `runyard {command} ", f"| `runyard {command}`")
-    rows = [line for line in readme.splitlines() if line.startswith(starts)]
-    assert len(rows) == 1, f"README has {len(rows)} rows for runyard {command}"
+    rows = [line for line in page.splitlines() if line.startswith(starts)]
+    assert len(rows) == 1, f"docs/commands.md has {len(rows)} rows for runyard {command}"
     return rows[0]
 
 
@@ -78,11 +79,11 @@ def test_migrate_help_names_the_database_setting() -> None:
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-def test_readme_command_table_lists_every_flag(command: str) -> None:
+def test_command_table_lists_every_flag(command: str) -> None:
     flags = set(re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", help_of(command))) - {"--help"}
-    row = readme_row(command)
+    row = command_row(command)
     missing = sorted(flag for flag in flags if flag not in row)
-    assert not missing, f"README's row for runyard {command} lacks {missing}"
+    assert not missing, f"docs/commands.md's row for runyard {command} lacks {missing}"
 
 
 def test_base_images_prints_flags_that_up_and_build_take() -> None:

@@ -1,5 +1,6 @@
-"""The operator's bounds on crons: a minimum interval between firings and a cap on the active
-crons of one user, each refused with a 422 naming the setting, before anything is stored.
+"""The operator's bounds on crons: a minimum interval between firings and a cap on the crons
+of one user, enabled or not, each refused with a 422 naming the setting, before anything is
+stored.
 
 The suite's servers fire crons every second (tests/support/server.py sets the interval to one
 second); this module's server keeps the default minimum of one minute."""
@@ -68,34 +69,36 @@ async def test_a_schedule_more_often_than_the_minimum_is_refused(
         assert (await http.delete(f"/runs/crons/{cron_id}")).status_code == 204
 
 
-async def test_active_crons_per_user_are_capped(limited_server: ServerProcess) -> None:
+async def test_crons_per_user_are_capped_enabled_or_not(limited_server: ServerProcess) -> None:
     async with (
         httpx.AsyncClient(base_url=limited_server.url, timeout=30, headers=TOKEN) as a,
         httpx.AsyncClient(base_url=limited_server.url, timeout=30, headers=OTHER) as b,
     ):
         # Every minute: the minimum interval exactly.
         body = {"assistant_id": await own_assistant(a), "schedule": "* * * * *"}
-        made = [await a.post("/runs/crons", json=body) for _ in range(CAP)]
+        made = [await a.post("/runs/crons", json=body) for _ in range(CAP - 1)]
+        made.append(await a.post("/runs/crons", json={**body, "enabled": False}))
         assert [r.status_code for r in made] == [200] * CAP, [r.text for r in made]
-        over = await a.post("/runs/crons", json=body)
-        assert over.status_code == 422, over.text
-        assert "RUNYARD_MAX_CRONS_PER_USER" in over.json()["detail"]
-        assert str(CAP) in over.json()["detail"]
+        for extra in (body, {**body, "enabled": False}):
+            over = await a.post("/runs/crons", json=extra)
+            assert over.status_code == 422, over.text
+            assert "RUNYARD_MAX_CRONS_PER_USER" in over.json()["detail"]
+            assert str(CAP) in over.json()["detail"]
         assert (await a.post("/runs/crons/count", json={})).json() == CAP
 
-        # Another user has a cap of their own; a disabled cron is not active.
+        # Another user has a cap of their own.
         theirs = {**body, "assistant_id": await own_assistant(b)}
         assert (await b.post("/runs/crons", json=theirs)).status_code == 200
-        disabled = await a.post("/runs/crons", json={**body, "enabled": False})
-        assert disabled.status_code == 200, disabled.text
-        enabling = await a.patch(
-            f"/runs/crons/{disabled.json()['cron_id']}", json={"enabled": True}
-        )
-        assert enabling.status_code == 422, enabling.text
-        assert "RUNYARD_MAX_CRONS_PER_USER" in enabling.json()["detail"]
+        # Enabling a disabled one takes no more room; disabling one makes none.
+        disabled = made[-1].json()["cron_id"]
+        enabling = await a.patch(f"/runs/crons/{disabled}", json={"enabled": True})
+        assert enabling.status_code == 200, enabling.text
+        first = made[0].json()["cron_id"]
+        assert (await a.patch(f"/runs/crons/{first}", json={"enabled": False})).status_code == 200
+        assert (await a.post("/runs/crons", json=body)).status_code == 422
 
-        # Deleting one makes room again.
-        assert (await a.delete(f"/runs/crons/{made[0].json()['cron_id']}")).status_code == 204
+        # Deleting one does.
+        assert (await a.delete(f"/runs/crons/{first}")).status_code == 204
         assert (await a.post("/runs/crons", json=body)).status_code == 200
 
 

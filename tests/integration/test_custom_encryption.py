@@ -120,7 +120,7 @@ def deployment(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Deplo
         yield Deployment("sqlite", tmp_path, None)
         return
     if not postgres_available():
-        pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (see README)")
+        pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (docs/testing.md)")
     url = create_migrated_database("runyard_cenc")
     try:
         yield Deployment("postgres", tmp_path, url)

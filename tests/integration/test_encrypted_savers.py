@@ -31,7 +31,7 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
 async def test_encrypting_savers_pass_the_conformance_suite(
     database_url: str, tmp_path: Path
 ) -> None:
-    from runyard.db.engine import migrate
+    from runyard.db.schema import migrate
     from runyard.graphs.checkpointer import open_checkpointer
 
     at_rest = from_settings(KEY, [], ["api_key", "messages"])

@@ -50,7 +50,7 @@ def fuzz_server(
     env = {"RUNYARD_CRON_INTERVAL_SECONDS": "5"}
     if mode == "serve":
         if not postgres_available():
-            pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (see README)")
+            pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (docs/testing.md)")
         url = create_migrated_database("runyard_fuzz")
         env.update(DATABASE_URL=url, REDIS_URL="")
     proc = ServerProcess(mode, workdir, env=env)

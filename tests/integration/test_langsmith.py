@@ -1,4 +1,4 @@
-"""LangSmith: what the README says about tracing, and `langsmith_session_name` on runs.
+"""LangSmith: what docs/observability.md says about tracing, and `langsmith_session_name` on runs.
 
 Compared with langgraph-api 0.16.7 (schema.Run, tracing_session.py): a run carries
 `langsmith_session_name`, the LangSmith project when tracing is on and null otherwise, and
@@ -77,8 +77,8 @@ def start(tmp_path: Path, env: dict[str, str]) -> ServerProcess:
 def test_runs_are_traced_to_langsmith_when_tracing_is_on(
     tmp_path: Path, langsmith: FakeLangSmith
 ) -> None:
-    """README: with LANGSMITH_TRACING=true and LANGSMITH_API_KEY, a graph's execution is
-    traced to LangSmith (LANGSMITH_ENDPOINT), and the run names the project."""
+    """docs/observability.md: with LANGSMITH_TRACING=true and LANGSMITH_API_KEY, a graph's
+    execution is traced to LangSmith (LANGSMITH_ENDPOINT), and the run names the project."""
     env = {
         "LANGSMITH_TRACING": "true",
         "LANGSMITH_API_KEY": "lsv2-test",
@@ -111,8 +111,8 @@ def test_runs_are_traced_to_langsmith_when_tracing_is_on(
 def test_no_langsmith_tracing_by_default_even_with_an_api_key(
     tmp_path: Path, langsmith: FakeLangSmith
 ) -> None:
-    """README: LANGSMITH_API_KEY alone traces nothing; the run's langsmith_session_name is null
-    (langgraph dev 0.16.7 answers null too when tracing is off)."""
+    """docs/observability.md: LANGSMITH_API_KEY alone traces nothing; the run's
+    langsmith_session_name is null (langgraph dev 0.16.7 answers null too when tracing is off)."""
     env = {"LANGSMITH_API_KEY": "lsv2-test", "LANGSMITH_ENDPOINT": langsmith.url}
     server = start(tmp_path, env)
     try:

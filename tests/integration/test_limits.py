@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -232,3 +233,64 @@ async def test_integers_beyond_64_bits_are_never_a_500(http: httpx.AsyncClient) 
     assert response.status_code in (204, 422), response.text
     if response.status_code == 422:
         assert "64-bit" in detail(response)
+
+
+# --- what one user holds (the defaults; test_tenants.py and test_cron_limits.py set others) --
+
+
+@pytest.mark.parametrize(
+    ("depth", "label", "key", "setting"),
+    [
+        (2, "l", "k" * 513, "RUNYARD_STORE_MAX_KEY_CHARS"),
+        (2, "l" * 129, "k", "RUNYARD_STORE_MAX_LABEL_CHARS"),
+        (11, "l", "k", "RUNYARD_STORE_MAX_NAMESPACE_LABELS"),
+    ],
+)
+async def test_store_items_past_a_bound_are_422_naming_it(
+    http: httpx.AsyncClient, depth: int, label: str, key: str, setting: str
+) -> None:
+    tag = new_tag()["test_tag"]
+    namespace = [tag, *(label for _ in range(depth - 1))]
+    refused = await http.put(
+        "/store/items", json={"namespace": namespace, "key": key, "value": {"v": 1}}
+    )
+    assert refused.status_code == 422, refused.text
+    assert setting in detail(refused)
+    found = await http.post("/store/items/search", json={"namespace_prefix": [tag]})
+    assert found.json()["items"] == []
+
+
+async def test_a_store_item_past_the_index_entry_is_422_within_the_character_bounds(
+    http: httpx.AsyncClient,
+) -> None:
+    """Ten labels of 128 CJK characters and a key of 512 take 5,400 bytes: more than
+    PostgreSQL's index entry holds (it answered 500), though within every character bound."""
+    # Random text: PostgreSQL compresses a repetitive entry below its bound.
+    draw = random.Random(45)
+
+    def cjk(length: int) -> str:
+        return "".join(chr(0x4E00 + draw.randrange(20000)) for _ in range(length))
+
+    namespace = [new_tag()["test_tag"], *(cjk(128) for _ in range(9))]
+    body = {"namespace": namespace, "key": cjk(512), "value": {"v": 1}}
+    refused = await http.put("/store/items", json=body)
+    assert refused.status_code == 422, refused.text
+    assert "bytes of UTF-8" in detail(refused) and "STORE_ENTRY_BYTES" in detail(refused)
+
+
+async def test_store_items_at_the_bounds_are_accepted(http: httpx.AsyncClient) -> None:
+    namespace = [new_tag()["test_tag"], *("l" * 128 for _ in range(9))]
+    body = {"namespace": namespace, "key": "k" * 512, "value": {"v": 1}}
+    assert (await http.put("/store/items", json=body)).status_code == 204
+    item = await http.get(
+        "/store/items", params={"namespace": ".".join(namespace), "key": "k" * 512}
+    )
+    assert item.json()["value"] == {"v": 1}
+
+
+async def test_a_batch_past_its_bound_is_422_naming_it(http: httpx.AsyncClient) -> None:
+    # Refused before any payload is read: an unknown assistant would be a 404.
+    payload = {"assistant_id": "no-such-graph"}
+    refused = await http.post("/runs/batch", json=[payload] * 1001)
+    assert refused.status_code == 422, refused.text
+    assert "RUNYARD_MAX_BATCH_RUNS" in detail(refused) and "1000" in detail(refused)

@@ -12,7 +12,8 @@ import pytest
 from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, inspect, text
 
-from runyard.db.engine import SCHEMA_REVISION, alembic_config
+from runyard.db.engine import SCHEMA_REVISION
+from runyard.db.schema import alembic_config
 from runyard.db.tables import metadata
 from tests.support.databases import fresh_database
 

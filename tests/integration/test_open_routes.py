@@ -4,7 +4,9 @@ line may carry.
 Reference: langgraph-api 0.16.7 (the official server) leaves `/ok`, `/info`, `/metrics`,
 `/docs` and `/openapi.json` outside its auth middleware, and its `/info` names the host's
 project and revision ids. Runyard keeps its probes open too, but tells a caller the
-authenticate handler refuses only their status, and can put the rest behind auth.
+authenticate handler refuses only their status, and can put the docs behind auth. With auth
+configured, `/metrics` (whose fairness groups name users) needs a token of its own
+(tests/integration/test_tenants.py).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from tests.support.databases import create_migrated_database, drop_database
 from tests.support.server import ServerProcess, free_port
 
 TOKEN = {"Authorization": "Bearer user-a"}
-GUARDED = ("/metrics", "/docs", "/redoc", "/openapi.json")
+GUARDED = ("/docs", "/redoc", "/openapi.json")
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
@@ -55,12 +57,16 @@ async def test_probes_tell_a_stranger_only_their_status(auth_server: ServerProce
         ready = (await http.get("/readyz", headers=TOKEN)).json()
         assert ready["database"] == "ok"
         assert (await http.get("/livez", headers=TOKEN)).json()["loops_alive"] is True
-        # Open by default: a Prometheus scraper sends no token.
+        # The docs are open by default; /metrics is closed to every user, this one too.
         for path in GUARDED:
             assert (await http.get(path)).status_code == 200, path
+        for token in ({}, TOKEN):
+            closed = await http.get("/metrics", headers=token)
+            assert closed.status_code == 403, closed.text
+            assert "RUNYARD_METRICS_TOKEN" in closed.json()["detail"]
 
 
-async def test_metrics_and_docs_behind_auth_when_asked(guarded_server: ServerProcess) -> None:
+async def test_docs_behind_auth_when_asked(guarded_server: ServerProcess) -> None:
     async with httpx.AsyncClient(base_url=guarded_server.url, timeout=30) as http:
         for path in GUARDED:
             refused = await http.get(path)
@@ -74,6 +80,8 @@ async def test_metrics_and_docs_behind_auth_when_asked(guarded_server: ServerPro
         assert (await http.get("/docs/assets/swagger-ui.css")).status_code == 200
         for path in ("/ok", "/health", "/livez", "/readyz", "/info"):
             assert (await http.get(path)).status_code == 200, path
+        # The authenticate handler's users are tenants, not operators: /metrics stays closed.
+        assert (await http.get("/metrics", headers=TOKEN)).status_code == 403
 
 
 async def test_more_than_one_authorization_header_is_refused(auth_server: ServerProcess) -> None:

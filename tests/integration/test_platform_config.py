@@ -37,7 +37,7 @@ def start_server(
     url = None
     if request.param == "postgres":
         if not postgres_available():
-            pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (see README)")
+            pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (docs/testing.md)")
         url = create_migrated_database()
         env = {"DATABASE_URL": url, "REDIS_URL": ""}
     mode = "dev" if request.param == "sqlite" else "serve"
@@ -236,7 +236,8 @@ async def test_middleware_first_runs_the_apps_middleware_before_authentication(
         # Custom routes are open without enable_custom_route_auth, and /info is theirs.
         assert (await http.get("/hello")).json() == {"hello": "world", "user": None}
         assert (await http.get("/info")).json() == {"custom": True}
-        assert (await http.get("/metrics")).status_code == 200
+        # Runyard's own, closed with auth configured and no RUNYARD_METRICS_TOKEN.
+        assert (await http.get("/metrics")).status_code == 403
 
 
 async def test_checkpointer_ttl_gives_new_threads_its_default_ttl(ann: Sdk) -> None:

@@ -75,7 +75,7 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DockerDaemon]:
 @pytest.fixture(scope="module")
 def base_image_flags(daemon: DockerDaemon) -> list[str]:
     """The `runyard build` flags of the base image `runyard base-images --base-only` made,
-    as the README's offline recipe says, or a skip that says why it could not."""
+    as the offline recipe in docs/deploying.md says, or a skip that says why it could not."""
     began = time.monotonic()
     try:
         flags = debian_images(daemon, base_only=True)

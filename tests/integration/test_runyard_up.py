@@ -2,11 +2,11 @@
 (no `.env`, though langgraph.json names one), driven through nginx with the SDK, then
 `runyard down`.
 
-Everything is real: a private dockerd (no bridge, host networking only), Debian's
-docker-compose, and the images of the README's offline recipe: `runyard base-images` makes
-a debootstrapped base and PostgreSQL, Redis and nginx images from Debian's packages (no
-registry is reachable), and `runyard up` builds the project's image on that base; they stay
-in the cached daemon data root, so later runs are warm.
+Everything is real: a private dockerd (no bridge, host networking only), Debian's docker-
+compose, and the images of the offline recipe (docs/deploying.md): `runyard base-images`
+makes a debootstrapped base and PostgreSQL, Redis and nginx images from Debian's packages
+(no registry is reachable), and `runyard up` builds the project's image on that base; they
+stay in the cached daemon data root, so later runs are warm.
 """
 
 from __future__ import annotations
@@ -86,8 +86,8 @@ def daemon(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[tuple[DockerDaemon, list[str]]]:
     """A private dockerd with the base and service images `runyard base-images` made (the
-    README's offline recipe) and the `runyard up` flags that use them, or a skip that says
-    why not."""
+    offline recipe in docs/deploying.md) and the `runyard up` flags that use them, or a skip
+    that says why not."""
     if shutil.which("docker-compose") is None:
         pytest.skip("docker-compose is not installed (apt-get install docker-compose)")
     # Another test run's daemon may hold the cached data root: wait for it rather than
@@ -138,18 +138,20 @@ def up(
     ]
     folder = tmp_path_factory.mktemp("up")
     deployment = Up(docker, project, folder, f"http://127.0.0.1:{port}", env, options)
-    began = time.monotonic()
-    result = deployment.runyard("up", *options)
-    output = result.stdout + result.stderr
-    assert result.returncode == 0, output[-6000:]
-    steps = output.count("Using cache"), output.count(" ---> ")
-    print(f"\nrunyard up took {time.monotonic() - began:.1f}s ({steps[0]} cached build steps):")
-    print("".join(line for line in output.splitlines(True) if "] runyard: " in line))
-    assert f"3 instance(s) answer through nginx on {deployment.url}" in output
-    # Started without the missing env file, saying so, never with Compose's error.
-    assert f'{(project / ".env").resolve()} ("env" in langgraph.json) does not exist' in output
-    assert "Couldn't find env file" not in output
+    # Torn down even when `up` fails: its volumes must not outlive this run (the daemon's
+    # start removes what a killed run left, see DockerDaemon.remove_leftovers).
     try:
+        began = time.monotonic()
+        result = deployment.runyard("up", *options)
+        output = result.stdout + result.stderr
+        assert result.returncode == 0, output[-6000:]
+        steps = output.count("Using cache"), output.count(" ---> ")
+        print(f"\nrunyard up took {time.monotonic() - began:.1f}s ({steps[0]} cached build steps):")
+        print("".join(line for line in output.splitlines(True) if "] runyard: " in line))
+        assert f"3 instance(s) answer through nginx on {deployment.url}" in output
+        # Started without the missing env file, saying so, never with Compose's error.
+        assert f'{(project / ".env").resolve()} ("env" in langgraph.json) does not exist' in output
+        assert "Couldn't find env file" not in output
         yield deployment
     finally:
         deployment.runyard("down", "--volumes", timeout=300)

@@ -1,5 +1,5 @@
 """What the thread session's WebSocket does with frames and paths it cannot use: it closes with
-a documented code (README, the thread streaming session), never with a traceback or a bare
+a documented code (docs/runs.md, the thread streaming session), never with a traceback or a bare
 HTTP refusal a browser cannot read."""
 
 from __future__ import annotations

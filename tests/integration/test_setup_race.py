@@ -25,7 +25,7 @@ async def test_savers_of_instances_starting_together_set_up_their_tables_in_turn
     tmp_path: Path,
 ) -> None:
     if not postgres_available():
-        pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (see README)")
+        pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (docs/testing.md)")
     url = create_database("runyard_setup")
     options = StoreOptions(index=None, ttl={}, sweep_interval_seconds=300.0)
     # Pools of a single connection: setup() must not wait for the one its lock holds.

@@ -18,7 +18,7 @@ ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 
 async def test_until_true_sees_a_backend_that_ends_after_its_first_look() -> None:
     if not postgres_available():
-        pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (see README)")
+        pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (docs/testing.md)")
     name = f"poll_{uuid.uuid4().hex[:12]}"
     other = await asyncpg.connect(ADMIN, server_settings={"application_name": name})
     engine = create_engine("postgresql+asyncpg://" + ADMIN.split("://", 1)[1], pool_size=1)

@@ -36,7 +36,7 @@ def backend_server(
             proc.stop()
         return
     if not postgres_available():
-        pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (see README)")
+        pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (docs/testing.md)")
     url = create_migrated_database()
     proc = ServerProcess(
         "serve", workdir, config=config, env={**(env or {}), "DATABASE_URL": url, "REDIS_URL": ""}
@@ -72,7 +72,7 @@ async def backend_runtime(
             await rt.stop()
         return
     if not postgres_available():
-        pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (see README)")
+        pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (docs/testing.md)")
     url = create_migrated_database("runyard_runtime")
     try:
         rt = Runtime(Settings(**settings, DATABASE_URL=url))

@@ -138,7 +138,7 @@ def fresh_database(prefix: str = "runyard_test", migrated: bool = False) -> Iter
     import pytest  # here, not above: bench/ uses this module without the test extras
 
     if not postgres_available():
-        pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (see README)")
+        pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (docs/testing.md)")
     url = create_migrated_database(prefix) if migrated else create_database(prefix)
     try:
         yield url
@@ -163,7 +163,8 @@ async def open_statement_pool(engine: AsyncEngine, size: int = 2) -> AsyncIterat
 async def migrated_postgres_engine(url: str, pool_size: int = 2) -> AsyncIterator[AsyncEngine]:
     """Runyard's engine on the PostgreSQL database at `url` (a psycopg URL), migrated, for
     the block; disposed of afterwards."""
-    from runyard.db.engine import create_engine, migrate
+    from runyard.db.engine import create_engine
+    from runyard.db.schema import migrate
 
     engine = create_engine("postgresql+asyncpg://" + url.split("://", 1)[1], pool_size=pool_size)
     try:
@@ -197,14 +198,15 @@ async def migrated_engine(kind: str, data_dir: Path) -> AsyncIterator[AsyncEngin
     the checkpointer's tables too."""
     import pytest  # here, not above: bench/ uses this module without the test extras
 
-    from runyard.db.engine import create_engine, migrate
+    from runyard.db.engine import create_engine
+    from runyard.db.schema import migrate
 
     url = None
     if kind == "sqlite":
         engine = create_engine(f"sqlite+aiosqlite:///{data_dir / 'runyard.sqlite'}")
     else:
         if not postgres_available():
-            pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (see README)")
+            pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (docs/testing.md)")
         url = create_migrated_database()
         engine = create_engine("postgresql+asyncpg://" + url.split("://", 1)[1])
     try:

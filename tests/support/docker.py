@@ -2,11 +2,11 @@
 
 The daemon has its own data root, exec root and socket, no bridge network and no iptables
 rules: containers run with host networking only. No image registry is reachable here, so the
-images come from `runyard base-images`, the README's offline recipe: a debootstrap of Debian
-bookworm with Python as the base (its tarball cached outside the repository, so later test
-runs skip the debootstrap), and PostgreSQL, Redis and nginx built on it from Debian's
-packages; they live in the daemon's data root, cached in the same place, so later runs reuse
-them.
+images come from `runyard base-images`, the offline recipe of docs/deploying.md: a
+debootstrap of Debian bookworm with Python as the base (its tarball cached outside the
+repository, so later test runs skip the debootstrap), and PostgreSQL, Redis and nginx built
+on it from Debian's packages; they live in the daemon's data root, cached in the same place,
+so later runs reuse them.
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ class DockerDaemon:
                 timeout=10,
             )
             if probe.returncode == 0:
-                self._remove_containers()  # left by a test run that was killed
+                self.remove_leftovers()  # of a test run that was killed or failed
                 return self
             time.sleep(0.3)
         self.stop()
@@ -136,7 +136,7 @@ class DockerDaemon:
         """Stop every container, then the daemon (SIGTERM, SIGKILL if it hangs)."""
         if self.process is None or self.process.poll() is not None:
             return
-        self._remove_containers()
+        self.remove_leftovers()
         # Images replaced by newer builds; the layers of the current ones stay as build cache.
         subprocess.run(
             self.command("image", "prune", "-f"), capture_output=True, check=False, timeout=120
@@ -148,15 +148,26 @@ class DockerDaemon:
             self.process.kill()
             self.process.wait(timeout=10)
 
-    def _remove_containers(self) -> None:
-        listed = subprocess.run(
-            self.command("ps", "-aq"), capture_output=True, check=False, timeout=30
-        )
-        ids = listed.stdout.decode().split()
-        if ids:
-            subprocess.run(
-                self.command("rm", "-f", *ids), capture_output=True, check=False, timeout=60
+    def remove_leftovers(self) -> None:
+        """Remove every container, then every volume, that a test run left behind.
+
+        A run that was killed, or failed before its teardown, leaves its compose project's
+        volumes in the cached data root; the next run's PostgreSQL would start on the old
+        database volume, initialised with the old run's password, and refuse the new one
+        (`password authentication failed for user "runyard"`). Images stay: they are the
+        cache. Only test runs use this daemon, so none of its volumes is anyone's data."""
+        for listing, removal in (
+            (("ps", "-aq"), ("rm", "-f")),
+            (("volume", "ls", "-q"), ("volume", "rm", "-f")),
+        ):
+            listed = subprocess.run(
+                self.command(*listing), capture_output=True, check=False, timeout=30
             )
+            names = listed.stdout.decode().split()
+            if names:
+                subprocess.run(
+                    self.command(*removal, *names), capture_output=True, check=False, timeout=60
+                )
 
     def _log_tail(self) -> str:
         try:
@@ -191,7 +202,7 @@ def cached_data_root(wait: float = 0.0) -> Iterator[Path | None]:
 
 
 def debian_images(daemon: DockerDaemon, base_only: bool = False) -> list[str]:
-    """`runyard base-images`, the README's offline recipe, run against `daemon` with the
+    """`runyard base-images`, the offline recipe of docs/deploying.md, run against `daemon` with the
     root filesystem cached in CACHE_DIR and this machine's CA bundle (a TLS-inspecting proxy
     may stand between the builds and PyPI); the `runyard up` (or `build`) flags it prints.
     DockerUnavailable when this machine lacks what it needs (debootstrap, root)."""

@@ -47,7 +47,7 @@ async def runtime(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
     url = None
     if request.param == "postgres":
         if not postgres_available():
-            pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (see README)")
+            pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432; start it (docs/testing.md)")
         url = create_migrated_database("runyard_cron")
         env["DATABASE_URL"] = url
     rt = Runtime(Settings(**env))

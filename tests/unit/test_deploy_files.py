@@ -16,6 +16,7 @@ from runyard.cli import main
 from runyard.deploy.compose import Deployment, nginx_listen, render_compose, render_nginx_conf
 from runyard.deploy.dockerfile import DOCKERIGNORE, render_dockerfile
 from runyard.deploy.images import stage_context
+from runyard.deploy.instance import project_drain_timeout
 from runyard.deploy.project import load_build_config
 from runyard.deploy.stack import crashed_services, write_deployment
 from runyard.domain.errors import ConfigError
@@ -458,3 +459,39 @@ def test_the_dockerignore_keeps_langgraph_dev_data_and_egg_info_out(tmp_path: Pa
         (folder / path).write_text("x")
     context, _ = stage_context(load_build_config(config), tmp_path / "stage")
     assert [p for p in left_out if (context / p).exists()] == []
+
+
+def test_the_drain_the_project_asks_for_sets_the_stop_grace_period(tmp_path: Path) -> None:
+    """WORKER_DRAIN_TIMEOUT in the project's env file reaches the instances, and compose
+    waits for the whole drain and the hand-over before it kills one."""
+    (tmp_path / ".env").write_text("WORKER_DRAIN_TIMEOUT=120\nOPENAI_API_KEY=sk-x\n")
+    build = load_build_config(project(tmp_path, env=".env"))
+    drain = project_drain_timeout(build.env, build.env_source)
+    assert drain == 120
+    services = yaml.safe_load(render_compose(Deployment(image="x", drain_timeout=drain)))
+    instance = services["services"]["runyard-1"]
+    assert instance["environment"]["WORKER_DRAIN_TIMEOUT"] == "120"
+    assert instance["stop_grace_period"] == "130s"
+    # Nothing asked: the default drain, as before.
+    default = yaml.safe_load(render_compose(Deployment(image="x")))["services"]["runyard-1"]
+    assert default["environment"]["WORKER_DRAIN_TIMEOUT"] == "30"
+    assert default["stop_grace_period"] == "40s"
+
+
+@pytest.mark.parametrize(
+    ("env", "drain"),
+    [
+        ({"BG_JOB_SHUTDOWN_GRACE_PERIOD_SECS": "45"}, 45.0),
+        ({"WORKER_DRAIN_TIMEOUT": "10", "BG_JOB_SHUTDOWN_GRACE_PERIOD_SECS": "45"}, 10.0),
+        ({"WORKER_DRAIN_TIMEOUT": "2.5"}, 2.5),
+        ({}, 30.0),
+    ],
+)
+def test_the_drain_is_read_under_either_name(env: dict[str, str], drain: float) -> None:
+    assert project_drain_timeout(env, "langgraph.json") == drain
+
+
+@pytest.mark.parametrize("value", ["soon", "-1", "nan", "inf"])
+def test_an_unusable_drain_is_refused_naming_where_it_is(value: str) -> None:
+    with pytest.raises(ConfigError, match=r"^\.env: WORKER_DRAIN_TIMEOUT must be a number"):
+        project_drain_timeout({"WORKER_DRAIN_TIMEOUT": value}, ".env")

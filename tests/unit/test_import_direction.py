@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "runyard"
 LAYERS: dict[str, int] = {
     "__version__": 0,
     "domain": 0,
-    "settings": 0,
+    "settings": 1,
     "loops": 0,
     "db": 1,
     "streaming": 1,
