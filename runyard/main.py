@@ -114,6 +114,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     return app
 
 
+def create_dev_app() -> FastAPI:
+    """The app `runyard dev` serves (its reloader imports it by name): the environment's
+    settings with developer defaults on, which no other mode has."""
+    return create_app(Settings().enable_dev_mode())
+
+
 def _add_system_routes(
     app: FastAPI, settings: Settings, http: HttpConfig, auth_configured: bool
 ) -> None:

@@ -6,16 +6,12 @@ import asyncio
 import json
 import logging
 import socket
-import threading
-from collections.abc import Callable
-from multiprocessing.connection import wait
-from pathlib import Path
 from typing import Any
 
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
-from uvicorn.supervisors.watchfilesreload import WatchFilesReload
 
+from runyard.connection_bound import ConnectionBound
 from runyard.streaming.closing import STREAMS_CLOSING, StreamsClosing
 from runyard.streaming.departures import CrowdDepartures
 
@@ -25,6 +21,21 @@ logger = logging.getLogger(__name__)
 # the head may be; the settings RUNYARD_HEAD_TIMEOUT_SECONDS and RUNYARD_MAX_HEAD_BYTES.
 DEFAULT_HEAD_TIMEOUT_SECONDS = 10.0
 DEFAULT_MAX_HEAD_BYTES = 64 * 1024
+# What it gets to send the request body in, from the head's end (RUNYARD_BODY_TIMEOUT_SECONDS):
+# the largest body (RUNYARD_MAX_BODY_BYTES, 10 MiB) at about 175 KB/s.
+DEFAULT_BODY_TIMEOUT_SECONDS = 60.0
+# Connections one server holds at once (RUNYARD_MAX_CONNECTIONS): room for ten thousand mostly
+# idle stream clients and the ordinary traffic beside them.
+DEFAULT_MAX_CONNECTIONS = 25_000
+# Past the bound: how long a connection has to say what it asks (a probe says it at once).
+OVER_BOUND_GRACE = 1.0
+# Served past the bound: the liveness probes, so that a full server is not restarted.
+PROBE_PATHS = frozenset({b"/ok", b"/livez"})
+REASONS = {
+    408: b"Request Timeout",
+    431: b"Request Header Fields Too Large",
+    503: b"Service Unavailable",
+}
 
 
 class AnnouncingServer(uvicorn.Server):
@@ -39,6 +50,9 @@ class AnnouncingServer(uvicorn.Server):
         # Every request's scope["state"] is a copy of the lifespan's: its streams find this.
         self.streams_closing = StreamsClosing(CrowdDepartures())
         self.lifespan.state[STREAMS_CLOSING] = self.streams_closing
+        bound: ConnectionBound | None = getattr(self.config, "connection_bound", None)
+        if bound is not None:
+            bound.fit_open_files()
         await super().startup(sockets=sockets)
         if self.started:
             host = self.config.host
@@ -53,7 +67,8 @@ class AnnouncingServer(uvicorn.Server):
 
 
 class ServerConfig(uvicorn.Config):
-    """uvicorn's configuration plus the request-head bounds `HeadBoundedProtocol` applies."""
+    """uvicorn's configuration plus the bounds `HeadBoundedProtocol` applies: the request
+    head's time and size, the request body's time, and the connections held at once."""
 
     def __init__(
         self,
@@ -61,21 +76,30 @@ class ServerConfig(uvicorn.Config):
         *,
         head_timeout_seconds: float = DEFAULT_HEAD_TIMEOUT_SECONDS,
         max_head_bytes: int = DEFAULT_MAX_HEAD_BYTES,
+        body_timeout_seconds: float = DEFAULT_BODY_TIMEOUT_SECONDS,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
         **kwargs: Any,
     ) -> None:
         super().__init__(app, http=HeadBoundedProtocol, **kwargs)
         self.head_timeout_seconds = head_timeout_seconds
         self.max_head_bytes = max_head_bytes
+        self.body_timeout_seconds = body_timeout_seconds
+        self.connection_bound = ConnectionBound(max_connections)
 
 
 class HeadBoundedProtocol(HttpToolsProtocol):
-    """uvicorn's HTTP/1.1 protocol with a deadline and a size bound on each request head.
+    """uvicorn's HTTP/1.1 protocol with deadlines on each request's head and body, a size
+    bound on its head, and a bound on the connections the server holds.
 
     uvicorn closes an idle keep-alive connection, but a client that opens a connection and
-    sends nothing, or trickles one header line at a time, holds it forever, and httptools
-    accepts a head of any size. Here a head must be complete within the timeout of its first
-    byte (of the connection, for the first request) or the connection gets 408 and is
-    closed; a head larger than the bound gets 431 and never reaches the app. Bodies are the
+    sends nothing, or trickles one header line (or one body byte) at a time, holds it
+    forever, and httptools accepts a head of any size. Here a head must be complete within
+    the timeout of its first byte (of the connection, for the first request), and its body
+    within the body timeout of the head's end, or the connection gets 408 (just closed, if
+    the request was answered already) and is closed; a head larger than the bound gets 431
+    and never reaches the app. Past the connection bound, a new connection is answered 503
+    with Retry-After as soon as its request line says what it asks, unless it asks for /ok
+    or /livez (served as ever), and within a second if it says nothing. Body sizes are the
     app's business (RUNYARD_MAX_BODY_BYTES); idle time between requests is uvicorn's
     keep-alive timeout.
     """
@@ -84,12 +108,14 @@ class HeadBoundedProtocol(HttpToolsProtocol):
     # instance dict shares keys for, and seven more made each connection's dict a dict of its
     # own, 1.3 KiB more per connection (idle stream clients hold theirs for hours).
     __slots__ = (
+        "_body_deadline",
         "_head_deadline",
         "_head_parsed",
         "_head_received",
         "_head_timeout",
         "_in_head",
         "_max_head_bytes",
+        "_over_bound",
         "_refused",
     )
 
@@ -100,21 +126,28 @@ class HeadBoundedProtocol(HttpToolsProtocol):
         )
         self._max_head_bytes = int(getattr(config, "max_head_bytes", DEFAULT_MAX_HEAD_BYTES))
         self._head_deadline: asyncio.TimerHandle | None = None
+        self._body_deadline: asyncio.TimerHandle | None = None
         self._in_head = False
         # Bytes received while the head is incomplete (what httptools holds for an unfinished
         # header), and the size of what it has parsed of the head so far.
         self._head_received = 0
         self._head_parsed = 0
         self._refused = False
+        # Opened past the connection bound: only a probe is served on it.
+        self._over_bound = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        """Start the first head's clock when the connection opens."""
+        """Start the first head's clock when the connection opens; tell whether the
+        connection is one past the bound."""
         super().connection_made(transport)
+        bound: ConnectionBound | None = getattr(self.config, "connection_bound", None)
+        self._over_bound = bound is not None and len(self.connections) > bound.limit
         self._begin_head()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        """Stop the clock with the connection."""
+        """Stop the clocks with the connection."""
         self._end_head()
+        self._end_body()
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
@@ -153,10 +186,20 @@ class HeadBoundedProtocol(HttpToolsProtocol):
         self._check_head_size(self._head_parsed)
 
     def on_headers_complete(self) -> None:
-        """The head is in: stop its clock before the app runs."""
+        """The head is in: stop its clock, refuse what a connection past the bound asks
+        (but a probe), and start the body's clock before the app runs."""
         self._end_head()
-        if not self._refused:
-            super().on_headers_complete()
+        if self._refused:
+            return
+        if self._over_bound and self.url.split(b"?", 1)[0] not in PROBE_PATHS:
+            self._refuse_over_bound()
+            return
+        super().on_headers_complete()
+        if not (self.parser.should_upgrade() and self._should_upgrade()):
+            self._body_deadline = self.loop.call_later(
+                float(getattr(self.config, "body_timeout_seconds", DEFAULT_BODY_TIMEOUT_SECONDS)),
+                self._body_timed_out,
+            )
 
     def on_body(self, body: bytes) -> None:
         """Nothing of a refused request reaches the app."""
@@ -164,7 +207,8 @@ class HeadBoundedProtocol(HttpToolsProtocol):
             super().on_body(body)
 
     def on_message_complete(self) -> None:
-        """Nothing of a refused request reaches the app."""
+        """The body is in: stop its clock. Nothing of a refused request reaches the app."""
+        self._end_body()
         if not self._refused:
             super().on_message_complete()
 
@@ -186,13 +230,22 @@ class HeadBoundedProtocol(HttpToolsProtocol):
     def _begin_head(self) -> None:
         self._in_head = True
         self._head_received = 0
-        self._head_deadline = self.loop.call_later(self._head_timeout, self._head_timed_out)
+        # Past the bound, a connection says at once what it asks (a probe does) or goes.
+        timeout = min(self._head_timeout, OVER_BOUND_GRACE) if self._over_bound else None
+        self._head_deadline = self.loop.call_later(
+            timeout or self._head_timeout, self._head_timed_out
+        )
 
     def _end_head(self) -> None:
         self._in_head = False
         if self._head_deadline is not None:
             self._head_deadline.cancel()
             self._head_deadline = None
+
+    def _end_body(self) -> None:
+        if self._body_deadline is not None:
+            self._body_deadline.cancel()
+            self._body_deadline = None
 
     def _head_timed_out(self) -> None:
         self._head_deadline = None
@@ -203,6 +256,9 @@ class HeadBoundedProtocol(HttpToolsProtocol):
             # read: not the client's delay.
             self._head_deadline = self.loop.call_later(self._head_timeout, self._head_timed_out)
             return
+        if self._over_bound:
+            self._refuse_over_bound()
+            return
         logger.info("request_head_timed_out received_bytes=%d", self._head_received)
         self._refuse(
             408,
@@ -210,117 +266,65 @@ class HeadBoundedProtocol(HttpToolsProtocol):
             f"{self._head_timeout:g} s (RUNYARD_HEAD_TIMEOUT_SECONDS)",
         )
 
+    def _body_timed_out(self) -> None:
+        self._body_deadline = None
+        if self._refused or self.transport.is_closing():
+            return
+        timeout = float(getattr(self.config, "body_timeout_seconds", DEFAULT_BODY_TIMEOUT_SECONDS))
+        if self.flow.read_paused:
+            # uvicorn stopped reading: the app has not taken what was sent (or answers the
+            # request before it). Not the client's delay.
+            self._body_deadline = self.loop.call_later(timeout, self._body_timed_out)
+            return
+        started = self.cycle is not None and self.cycle.response_started
+        logger.info("request_body_timed_out answered=%s", "yes" if started else "no")
+        if started:
+            # An answer is on its way (or sent): no second one, only the connection ends.
+            self._refused = True
+            self.transport.close()
+            return
+        self._refuse(
+            408,
+            f"the request body was not complete within {timeout:g} s of its head "
+            "(RUNYARD_BODY_TIMEOUT_SECONDS); send it at once",
+            pending=False,
+        )
+
+    def _refuse_over_bound(self) -> None:
+        bound: ConnectionBound = self.config.connection_bound  # type: ignore[attr-defined]
+        bound.note_refusal(len(self.connections))
+        self._refuse(
+            503,
+            f"the server holds its most connections at once ({bound.limit}, "
+            "RUNYARD_MAX_CONNECTIONS); retry shortly",
+            headers=((b"retry-after", b"1"),),
+        )
+
     def _responding(self) -> bool:
         return self.cycle is not None and not self.cycle.response_complete
 
-    def _refuse(self, status: int, detail: str) -> None:
-        """Answer `status` with a JSON `detail` and close; the rest of the input is dropped."""
+    def _refuse(
+        self,
+        status: int,
+        detail: str,
+        headers: tuple[tuple[bytes, bytes], ...] = (),
+        pending: bool | None = None,
+    ) -> None:
+        """Answer `status` with a JSON `detail` and close; the rest of the input is dropped.
+
+        `pending`: whether another answer is due first on this connection (by default, when a
+        request before this one is still being answered)."""
         self._refused = True
         self._end_head()
-        if self._responding():
+        self._end_body()
+        if self._responding() if pending is None else pending:
             self.transport.close()  # an answer is being written: no second one inside it
             return
         body = json.dumps({"detail": detail}).encode()
-        phrase = {408: b"Request Timeout", 431: b"Request Header Fields Too Large"}[status]
-        head = [b"HTTP/1.1 %d %s\r\n" % (status, phrase)]
-        for name, value in self.server_state.default_headers:
+        head = [b"HTTP/1.1 %d %s\r\n" % (status, REASONS[status])]
+        for name, value in (*self.server_state.default_headers, *headers):
             head.append(b"%s: %s\r\n" % (name, value))
         head.append(b"content-type: application/json\r\n")
         head.append(b"content-length: %d\r\nconnection: close\r\n\r\n" % len(body))
         self.transport.write(b"".join(head) + body)
         self.transport.close()
-
-
-# Folders whose files never restart `runyard dev`: environments, caches, data, VCS.
-IGNORED_FOLDERS = frozenset(
-    {
-        ".venv",
-        "venv",
-        ".env",
-        "site-packages",
-        "__pycache__",
-        ".git",
-        ".hg",
-        "node_modules",
-        ".runyard",
-        ".langgraph_api",
-        ".mypy_cache",
-        ".pytest_cache",
-        ".ruff_cache",
-        ".tox",
-        ".nox",
-        ".eggs",
-        "build",
-        "dist",
-    }
-)
-
-
-class ProjectFiles:
-    """uvicorn's filter (Python files), minus what lives in IGNORED_FOLDERS, `*.egg-info`
-    and any virtual environment (a folder holding `pyvenv.cfg`): a `pip install` during
-    `runyard dev` restarts nothing."""
-
-    def __init__(self, inner: Callable[[Path], bool]) -> None:
-        self._inner = inner
-        self._venvs: dict[Path, bool] = {}
-
-    def __call__(self, path: Path) -> bool:
-        """True when a change to `path` should restart the server."""
-        folders = path.parts[:-1]
-        if any(part in IGNORED_FOLDERS or part.endswith(".egg-info") for part in folders):
-            return False
-        if any(self._is_venv(parent) for parent in path.parents):
-            return False
-        return self._inner(path)
-
-    def _is_venv(self, folder: Path) -> bool:
-        known = self._venvs.get(folder)
-        if known is None:
-            known = self._venvs[folder] = (folder / "pyvenv.cfg").is_file()
-        return known
-
-
-def reloader(config: uvicorn.Config, server: uvicorn.Server) -> StoppingReload:
-    """The reloading supervisor of `runyard dev`, its socket bound."""
-    return StoppingReload(config, target=server.run, sockets=[config.bind_socket()])
-
-
-class StoppingReload(WatchFilesReload):
-    """uvicorn's reloader, except that it ends when the first server process dies by itself.
-
-    uvicorn's waits for a file change after its server process exits, bound port and all:
-    a start-up failure (a missing config, an embedder without credentials) would leave
-    `runyard dev` hanging. A server that a reload started and that then fails is still
-    waited on, so that fixing the file starts it again.
-    """
-
-    reloaded = False
-    died = False
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.watch_filter = ProjectFiles(self.watch_filter)  # type: ignore[assignment]
-
-    def startup(self) -> None:
-        """Start as uvicorn does, and watch the first server process's exit."""
-        super().startup()
-        threading.Thread(
-            target=self._end_when_first_server_exits,
-            args=(self.process.sentinel,),
-            name="first-server-exit",
-            daemon=True,
-        ).start()
-
-    def restart(self) -> None:
-        """Restart as uvicorn does, remembering that the first server is gone on purpose."""
-        self.reloaded = True
-        super().restart()
-
-    def _end_when_first_server_exits(self, sentinel: int) -> None:
-        # The sentinel turns readable at the exit, without reaping the process (uvicorn's
-        # shutdown still joins it).
-        wait([sentinel])
-        if not self.reloaded and not self.should_exit.is_set():
-            self.died = True
-            self.should_exit.set()

@@ -112,6 +112,7 @@ class Settings(BaseSettings):
     )
     group_limits: str | None = Field(default=None, alias="RUNYARD_GROUP_LIMITS")
     _group_limits: dict[str, dict[str, int]] = PrivateAttr(default_factory=dict)
+    _dev_mode: bool = PrivateAttr(default=False)
     bg_job_max_retries: int = Field(default=3, ge=1, alias="BG_JOB_MAX_RETRIES")
     # A crashed instance's runs continue elsewhere about one lease (plus up to one reaper
     # interval) after the crash; the lease outlasts three missed heartbeats.
@@ -145,6 +146,12 @@ class Settings(BaseSettings):
         validation_alias=official("RUNYARD_EVENT_RETENTION_SECONDS"),
     )
     webhook_max_attempts: int = Field(default=3, ge=1, alias="RUNYARD_WEBHOOK_MAX_ATTEMPTS")
+    # Deliveries an instance sends at once, in all and to one receiver (scheme, host, port);
+    # the others wait their turn, their outbox leases renewed meanwhile.
+    webhook_max_concurrent: int = Field(default=100, ge=1, alias="RUNYARD_WEBHOOK_MAX_CONCURRENT")
+    webhook_max_per_receiver: int = Field(
+        default=10, ge=1, alias="RUNYARD_WEBHOOK_MAX_PER_RECEIVER"
+    )
     # Signs every delivery (Standard Webhooks: webhook-id, webhook-timestamp,
     # webhook-signature). `whsec_` + base64, or any string used as its bytes. Empty: unsigned.
     webhook_secret: str | None = Field(default=None, alias="RUNYARD_WEBHOOK_SECRET", repr=False)
@@ -174,7 +181,7 @@ class Settings(BaseSettings):
     # `http.cors` in langgraph.json, when it lists allow_origins, takes precedence.
     cors_allow_origins: str | None = Field(default=None, alias="CORS_ALLOW_ORIGINS")
     # Answer Chrome's private-network preflights, so a public page may call a server on this
-    # machine. Empty: on for the embedded store (`runyard dev`), off in production.
+    # machine. Empty: on for `runyard dev`, off for `runyard serve` (on any store).
     allow_private_network: bool | None = Field(default=None, alias="ALLOW_PRIVATE_NETWORK")
 
     # `runyard serve` on a non-loopback address with no auth configured: refused unless this
@@ -200,6 +207,11 @@ class Settings(BaseSettings):
     # head than max_head_bytes gets 431.
     head_timeout_seconds: float = Field(default=10.0, gt=0, alias="RUNYARD_HEAD_TIMEOUT_SECONDS")
     max_head_bytes: int = Field(default=64 * 1024, ge=4096, alias="RUNYARD_MAX_HEAD_BYTES")
+    # A body not complete this long after its head gets 408 (the connection is just closed
+    # if the request was answered already). Connections past max_connections get 503 and
+    # Retry-After at once, but for /ok and /livez; see docs/security.md for the open-files limit.
+    body_timeout_seconds: float = Field(default=60.0, gt=0, alias="RUNYARD_BODY_TIMEOUT_SECONDS")
+    max_connections: int = Field(default=25_000, ge=1, alias="RUNYARD_MAX_CONNECTIONS")
     # A new store item's key and namespace (as the client sends it), in characters.
     store_max_key_chars: int = Field(default=512, ge=1, alias="RUNYARD_STORE_MAX_KEY_CHARS")
     store_max_label_chars: int = Field(default=128, ge=1, alias="RUNYARD_STORE_MAX_LABEL_CHARS")
@@ -328,6 +340,18 @@ class Settings(BaseSettings):
         """
         return self.worker_count if self.redis_url else max(self.worker_count, 1)
 
+    def enable_dev_mode(self) -> Settings:
+        """Turn these settings into `runyard dev`'s, with developer defaults (webhooks to
+        loopback, private-network preflights), and return them. Never read from the
+        environment: `serve`, on any store, is production."""
+        self._dev_mode = True
+        return self
+
+    @property
+    def dev_mode(self) -> bool:
+        """True under `runyard dev` only (see `enable_dev_mode`)."""
+        return self._dev_mode
+
     @property
     def is_embedded(self) -> bool:
         """True when no external database is configured (dev mode on SQLite)."""
@@ -352,7 +376,7 @@ class Settings(BaseSettings):
         """Whether private-network preflights are allowed: by default only in dev mode."""
         if self.allow_private_network is not None:
             return self.allow_private_network
-        return self.is_embedded
+        return self.dev_mode
 
     @property
     def resolved_tracing(self) -> str:

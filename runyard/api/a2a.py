@@ -7,11 +7,13 @@ tasks behind it are Runyard runs, handled by `AssistantTasks`. Mounted unless
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
 
+from runyard.api.bodies import json_rpc_invalid_params, request_id_of
 from runyard.api.deps import CallerDep, RunConfigurableDep, RunServices, RunServicesDep, preload
 from runyard.api.responses import ErrorBody
 from runyard.auth.guards import require_assistant
@@ -35,11 +37,21 @@ async def a2a_post(
     """One A2A JSON-RPC request: message/send, message/stream, tasks/get, tasks/cancel."""
     # Loaded on first use: protobuf, the SDK's dispatcher and the grpc it imports cost about
     # 20 MiB of resident memory on every instance, most of which never serve A2A.
-    await preload("a2a.server.routes.jsonrpc_dispatcher", "runyard.api.a2a_tasks")
+    await preload(
+        "a2a.server.routes.jsonrpc_dispatcher", "runyard.api.a2a_tasks", "runyard.api.a2a_params"
+    )
     from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
 
+    from runyard.api.a2a_params import params_problem
     from runyard.api.a2a_tasks import AssistantTasks
 
+    body = await request.body()
+    try:
+        problem = params_problem(json.loads(body))
+    except ValueError:
+        problem = None  # not JSON: the dispatcher answers that
+    if problem is not None:
+        return JSONResponse(json_rpc_invalid_params(request_id_of(body), problem))
     tasks = AssistantTasks(svc, caller, assistant_id, configurable)
     dispatcher = JsonRpcDispatcher(tasks, enable_v0_3_compat=True)
     return await dispatcher.handle_requests(request)

@@ -64,17 +64,18 @@ async def refuse_unbounded_body(request: Request, json_rpc_status: int | None) -
     except JsonBoundError as exc:
         if json_rpc_status is None:
             raise
-        return JSONResponse(json_rpc_refusal(_request_id(body), exc), status_code=json_rpc_status)
+        answer = json_rpc_invalid_params(request_id_of(body), exc.message)
+        return JSONResponse(answer, status_code=json_rpc_status)
     return None
 
 
-def json_rpc_refusal(request_id: Any, exc: JsonBoundError) -> dict[str, Any]:
-    """The JSON-RPC error that refuses a request outside the JSON bound."""
-    error = {"code": JSON_RPC_INVALID_PARAMS, "message": exc.message}
+def json_rpc_invalid_params(request_id: Any, message: str) -> dict[str, Any]:
+    """The JSON-RPC error (-32602) that refuses a request's params, `message` naming the field."""
+    error = {"code": JSON_RPC_INVALID_PARAMS, "message": message}
     return {"jsonrpc": "2.0", "id": request_id, "error": error}
 
 
-def _request_id(body: bytes) -> Any:
+def request_id_of(body: bytes) -> Any:
     """The id of a JSON-RPC request, if it can be read (a text too deep for a parser has none)."""
     try:
         message = json.loads(body)

@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from runyard.db.faults import store_unavailable
@@ -155,6 +156,10 @@ class JsonServerErrors:
 
         try:
             await self.app(scope, receive, watched)
+        except ClientDisconnect:
+            # The client went, or its body was late and the server closed the connection
+            # (RUNYARD_BODY_TIMEOUT_SECONDS): nobody to answer, and nothing went wrong here.
+            log.info("request_abandoned method=%s path=%s", scope["method"], scope["path"])
         except Exception as exc:
             if started:
                 raise

@@ -127,9 +127,25 @@ def _check_returned_filter(handler: Any, resource: str, action: str, result: Fil
 def load_auth(project: ProjectConfig) -> AuthHandlers | None:
     """The handlers of the `Auth` object `auth.path` names in the config, or None (the server
     open to anyone)."""
+    handlers = declared_handlers(project)
+    path = (project.auth or {}).get("path")
+    if handlers is None:
+        log.warning("auth_disabled reason=no_auth_path the server answers anyone who can reach it")
+    elif handlers.authenticate is None:
+        log.warning(
+            "auth_without_authenticate path=%s every request is anonymous: "
+            "register an @auth.authenticate handler to tell callers apart",
+            path,
+        )
+    else:
+        log.info("auth_enabled path=%s", path)
+    return handlers
+
+
+def declared_handlers(project: ProjectConfig) -> AuthHandlers | None:
+    """The handlers of the `Auth` object `auth.path` names (imported), None without one."""
     path = (project.auth or {}).get("path")
     if not path:
-        log.warning("auth_disabled reason=no_auth_path the server answers anyone who can reach it")
         return None
     if not isinstance(path, str) or ":" not in path:
         raise ConfigError(f"auth.path must be 'path/to/file.py:attribute', got {path!r}")
@@ -142,9 +158,7 @@ def load_auth(project: ProjectConfig) -> AuthHandlers | None:
             f"auth.path: {file}:{attribute} must be a langgraph_sdk.Auth instance, "
             f"got {type(auth).__name__}"
         )
-    handlers = auth_handlers(auth)
-    log.info("auth_enabled path=%s", path)
-    return handlers
+    return auth_handlers(auth)
 
 
 async def authenticate(auth: AuthHandlers | None, request: Request) -> Caller:

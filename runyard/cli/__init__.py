@@ -10,6 +10,7 @@ from runyard.cli import data, deploy, servers
 from runyard.cli.common import CliError
 from runyard.cli.servers import is_loopback
 from runyard.domain.errors import RunyardError
+from runyard.domain.urls import masked_url
 
 __all__ = ["is_loopback", "main"]
 
@@ -24,7 +25,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         args.handler(args)
     except (CliError, RunyardError) as exc:
-        print(f"runyard: error: {exc}", file=sys.stderr)
+        print(f"runyard: error: {masked_url(str(exc))}", file=sys.stderr)
         raise SystemExit(2) from None
 
 

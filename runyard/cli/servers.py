@@ -7,6 +7,7 @@ import errno
 import ipaddress
 import os
 import socket
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from runyard.cli.common import (
@@ -76,7 +77,7 @@ def _dev(args: argparse.Namespace) -> None:
             print(f"runyard: port {DEFAULT_DEV_PORT} is in use, using {port} instead", flush=True)
     else:
         port = _require_free_port(args.host, args.port)
-    _run_server(args, port, reload=not args.no_reload)
+    _run_dev_server(args, port, reload=not args.no_reload)
 
 
 def _serve(args: argparse.Namespace) -> None:
@@ -117,14 +118,39 @@ def _require_auth_off_loopback(args: argparse.Namespace) -> None:
     if args.allow_unauthenticated or settings.allow_unauthenticated:
         return
     config = find_config(settings.config_path)
-    if declared_auth_path(config):
+    path = declared_auth_path(config)
+    if path and _authenticates(config):
         return
+    unless = (
+        "bind a loopback address (--host 127.0.0.1), or, behind a gateway that "
+        "authenticates, allow it explicitly with --allow-unauthenticated or "
+        "RUNYARD_ALLOW_UNAUTHENTICATED=true"
+    )
+    if path:
+        raise CliError(
+            f"refusing to serve on {args.host}: the auth object of auth.path ({path}) registers "
+            "no @auth.authenticate handler, so every request is anonymous and anyone who can "
+            f"reach it could use every route. Add an @auth.authenticate handler, {unless}"
+        )
     raise CliError(
         f"refusing to serve on {args.host} with no auth configured: anyone who can reach it "
-        f"could use every route. Set auth.path in {config.name}, bind a loopback address "
-        "(--host 127.0.0.1), or, behind a gateway that authenticates, allow it explicitly "
-        "with --allow-unauthenticated or RUNYARD_ALLOW_UNAUTHENTICATED=true"
+        f"could use every route. Set auth.path in {config.name}, {unless}"
     )
+
+
+def _authenticates(config: Path) -> bool:
+    """Whether the project's auth object registers an authenticate handler (its module is
+    imported here, as the server imports it; a broken one is refused with its error)."""
+    from runyard.auth.handlers import declared_handlers
+    from runyard.graphs.config import apply_environment, load_config
+
+    try:
+        project = load_config(config)
+        apply_environment(project)
+        handlers = declared_handlers(project)
+    except RunyardError as exc:
+        raise CliError(exc.message) from None
+    return handlers is not None and handlers.authenticate is not None
 
 
 def is_loopback(host: str) -> bool:
@@ -163,6 +189,8 @@ def _run_production_server(args: argparse.Namespace, port: int) -> None:
         app,
         head_timeout_seconds=settings.head_timeout_seconds,
         max_head_bytes=settings.max_head_bytes,
+        body_timeout_seconds=settings.body_timeout_seconds,
+        max_connections=settings.max_connections,
         host=args.host,
         port=port,
         log_level="info",
@@ -175,10 +203,11 @@ def _run_production_server(args: argparse.Namespace, port: int) -> None:
         raise SystemExit(STARTUP_FAILURE)
 
 
-def _run_server(args: argparse.Namespace, port: int, reload: bool) -> None:
+def _run_dev_server(args: argparse.Namespace, port: int, reload: bool) -> None:
     from uvicorn.main import STARTUP_FAILURE
 
-    from runyard.server import AnnouncingServer, ServerConfig, reloader
+    from runyard.reloading import reloader
+    from runyard.server import AnnouncingServer, ServerConfig
     from runyard.settings import Settings
 
     if args.config is not None:
@@ -188,9 +217,11 @@ def _run_server(args: argparse.Namespace, port: int, reload: bool) -> None:
     settings = load_settings(Settings)  # with the data folder the project's
     includes, excludes = _ui_reload(settings) if reload else ([], [])
     config = ServerConfig(
-        "runyard.main:create_app",
+        "runyard.main:create_dev_app",
         head_timeout_seconds=settings.head_timeout_seconds,
         max_head_bytes=settings.max_head_bytes,
+        body_timeout_seconds=settings.body_timeout_seconds,
+        max_connections=settings.max_connections,
         factory=True,
         host=args.host,
         port=port,

@@ -1,12 +1,14 @@
 """SQL statements of the webhook outbox: record a delivery owed, claim due ones with a
-lease (one conditional UPDATE), and record each attempt's outcome, fenced by the attempt."""
+lease (one conditional UPDATE), renew the leases of those being attempted, and record each
+attempt's outcome, fenced by the attempt."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Delete, Insert, Update, bindparam, delete, select, update
+from sqlalchemy import Delete, Insert, Update, bindparam, delete, select, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from runyard.db.dialect import clock, clock_plus, dialect_name, insert_ignoring, seconds_param
@@ -97,6 +99,36 @@ async def claim_due(
     dialect = dialect_name(session)
     params = {"p_owner": owner, "p_lease": seconds_param(dialect, lease_seconds), "p_limit": limit}
     return [dict(row) for row in await fetch_all(session, _claim_statement(dialect), params)]
+
+
+@cache
+def _extend_statement(dialect: str) -> Update:
+    return (
+        update(wd)
+        .where(
+            tuple_(wd.c.delivery_id, wd.c.attempts).in_(bindparam("p_held", expanding=True)),
+            wd.c.owner == bindparam("p_owner"),
+            wd.c.status == DeliveryStatus.PENDING.value,
+        )
+        .values(lease_expires_at=clock_plus(dialect, "p_lease"))
+    )
+
+
+async def extend_leases(
+    session: AsyncConnection, owner: str, held: Sequence[tuple[str, int]], lease_seconds: float
+) -> None:
+    """Renew the leases of exactly these (delivery id, attempt) pairs `owner` is attempting,
+    in one statement: a delivery waiting its turn to be sent is not claimed again meanwhile,
+    and one whose attempt was lost with its task is left to expire."""
+    if not held:
+        return
+    dialect = dialect_name(session)
+    params = {
+        "p_held": list(held),
+        "p_owner": owner,
+        "p_lease": seconds_param(dialect, lease_seconds),
+    }
+    await session.execute(_extend_statement(dialect), params)
 
 
 @cache

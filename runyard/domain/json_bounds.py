@@ -1,10 +1,12 @@
 """The bound every JSON the API takes must fit, so that what Runyard stores it can read back.
 
 Refused, naming where: a lone surrogate (in a string or a key: no UTF-8 text holds one, so
-PostgreSQL refuses it and the serializers fail on it), NaN, Infinity and numbers past the
-double's range such as 1e400 (JSON has none; they would be stored as null), and nesting deeper
-than MAX_JSON_DEPTH levels (the serializers of events, checkpoints and store items stop at a
-few hundred levels, and a value wrapped in an answer is deeper than it was sent).
+PostgreSQL refuses it and the serializers fail on it), a NUL character (PostgreSQL stores
+none in text or JSONB; the embedded store refuses it too, so a project behaves alike on
+both), NaN, Infinity and numbers past the double's range such as 1e400 (JSON has none; they
+would be stored as null), and nesting deeper than MAX_JSON_DEPTH levels (the serializers of
+events, checkpoints and store items stop at a few hundred levels, and a value wrapped in an
+answer is deeper than it was sent).
 """
 
 from __future__ import annotations
@@ -49,7 +51,9 @@ def check_json_text(raw: bytes | str, root: str = "body") -> None:
     """
     try:
         value = orjson.loads(raw)
-        if _containers(raw) <= MAX_JSON_DEPTH or not _too_deep(value):
+        # JSON text holds a NUL only as the escape \u0000, which orjson reads.
+        nul = b"\\u0000" in raw if isinstance(raw, bytes) else "\\u0000" in raw
+        if not nul and (_containers(raw) <= MAX_JSON_DEPTH or not _too_deep(value)):
             return
     except orjson.JSONDecodeError:
         pass  # find what it refused, and where
@@ -98,9 +102,16 @@ NON_FINITE_PROBLEM = (
 )
 
 
+NUL_PROBLEM = (
+    "holds a NUL character (\\u0000), which the database cannot store in text or JSON; remove it"
+)
+
+
 def _check_text(text: str, path: tuple[str, ...], root: str) -> None:
     if _has_surrogate(text):
         raise JsonBoundError(_where(path, root), SURROGATE_PROBLEM)
+    if "\x00" in text:
+        raise JsonBoundError(_where(path, root), NUL_PROBLEM)
 
 
 def _has_surrogate(text: str) -> bool:

@@ -54,7 +54,11 @@ _RESERVED = _nets(
     "fec0::/10",
     "ff00::/8",
 )
-_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+# IPv6 forms that carry an IPv4 address in their last 32 bits, and reach it: NAT64's
+# well-known prefix and IPv4-translated addresses (::ffff:0:a.b.c.d, RFC 2765). IPv4-mapped
+# ones (::ffff:a.b.c.d) are `ipv4_mapped`; the local-use NAT64 prefix (64:ff9b:1::/48) and
+# IPv4-compatible ones (::a.b.c.d) are refused whole above.
+_CARRIES_IPV4 = _nets("64:ff9b::/96", "::ffff:0:0:0/96")
 
 LOOPBACK_HINT = "set webhooks.url.disable_loopback to false in langgraph.json to allow it"
 PRIVATE_HINT = "set webhooks.url.disable_private_ips to false in langgraph.json to allow it"
@@ -223,12 +227,13 @@ def check_address(address: IPAddress | str, policy: WebhookPolicy) -> None:
 
 
 def _embedded_ipv4(addr: IPAddress) -> ipaddress.IPv4Address | None:
-    """The IPv4 address an IPv6 one carries (mapped, NAT64, 6to4), which is where it goes."""
+    """The IPv4 address an IPv6 one carries (mapped, translated, NAT64, 6to4), which is
+    where it goes."""
     if not isinstance(addr, ipaddress.IPv6Address):
         return None
     if addr.ipv4_mapped is not None:
         return addr.ipv4_mapped
-    if addr in _NAT64:
+    if _within(addr, _CARRIES_IPV4):
         return ipaddress.IPv4Address(addr.packed[-4:])
     return addr.sixtofour
 

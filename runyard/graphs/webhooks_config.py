@@ -88,9 +88,20 @@ def parse_webhooks(
     if not isinstance(raw, dict):
         raise ConfigError(f"{source}: 'webhooks' must be an object")
     refuse_unknown_keys(source, "webhooks", raw, KNOWN_KEYS)
+    url = _parse_url(source, raw.get("url"))
+    headers = _render_headers(source, raw, os.environ if environ is None else environ)
+    if headers and not url.get("allowed_domains"):
+        # Stricter than LangGraph's server, which sends them to any URL.
+        raise ConfigError(
+            f"{source}: 'webhooks.headers' is set but 'webhooks.url.allowed_domains' is not: "
+            "every user who creates a run picks its webhook URL, so the headers (a token, "
+            "say) would be sent to any URL they name. List the receivers' hosts in "
+            "webhooks.url.allowed_domains, or remove webhooks.headers and sign deliveries "
+            "with RUNYARD_WEBHOOK_SECRET instead"
+        )
     return WebhooksConfig(
-        url=_parse_url(source, raw.get("url")),
-        headers=_render_headers(source, raw, os.environ if environ is None else environ),
+        url=url,
+        headers=headers,
         allowed_fields=_parse_fields(source, raw.get("allowed_fields")),
     )
 

@@ -1,4 +1,5 @@
-"""Structured logging: readable lines in dev, JSON lines in production.
+"""Structured logging: readable lines in dev, JSON lines in production, with the secrets of
+every URL they quote masked (`runyard.domain.urls`).
 
 Log calls follow one shape, `log.info("event_name key=%s other=%s", a, b)`. The JSON
 formatter turns that into `{"event": "event_name", "key": a, "other": b, ...}`, and every
@@ -21,6 +22,7 @@ from typing import Any, TextIO
 
 import orjson
 
+from runyard.domain.urls import masked_url
 from runyard.settings import Settings
 
 # A context variable is a key, not state: each asyncio task sees its own value.
@@ -112,9 +114,11 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info:
             payload["exc_info"] = self.formatException(record.exc_info)
         try:
-            return orjson.dumps(payload, default=str).decode()
+            line = orjson.dumps(payload, default=str).decode()
         except TypeError:  # an integer beyond 64 bits: the json module writes it
-            return json.dumps(payload, ensure_ascii=False, default=str)
+            line = json.dumps(payload, ensure_ascii=False, default=str)
+        # Whatever wrote a connection URL (a field, the message, an exception's text).
+        return masked_url(line)
 
 
 class TextFormatter(logging.Formatter):
@@ -124,8 +128,9 @@ class TextFormatter(logging.Formatter):
         super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
 
     def format(self, record: logging.LogRecord) -> str:
-        """The classic line, plus `run_id=… attempt=…` missing from the message."""
-        line = super().format(record)
+        """The classic line, plus `run_id=… attempt=…` missing from the message; the
+        secrets of any URL in it masked."""
+        line = masked_url(super().format(record))
         message = record.getMessage()
         extra = [
             f"{key}={getattr(record, key)}"
@@ -166,6 +171,22 @@ class DropTraceback(logging.Filter):
         return False
 
 
+class MaskedUrls(logging.Filter):
+    """Masks the secrets of URLs in the lines of a logger Runyard does not format (the ASGI
+    server's, which logs the traceback of a failed start-up: a driver's error may quote
+    DATABASE_URL whole)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Render the message and traceback now, masked; never drops a record."""
+        message = record.getMessage()
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if "://" in message or "://" in (record.exc_text or ""):
+            record.msg, record.args = masked_url(message), ()
+            record.exc_text = masked_url(record.exc_text) if record.exc_text else None
+        return True
+
+
 def drop_startup_traceback(error: type[BaseException]) -> None:
     """Keep the ASGI server from printing the traceback of `error` failing the start-up."""
     logger = logging.getLogger("uvicorn.error")
@@ -179,6 +200,9 @@ class RunyardHandler(logging.StreamHandler[TextIO]):
 
 def configure_logging(settings: Settings) -> None:
     """Route the `runyard` loggers to stderr in the configured format (idempotent)."""
+    server_log = logging.getLogger("uvicorn.error")
+    if not any(isinstance(f, MaskedUrls) for f in server_log.filters):
+        server_log.addFilter(MaskedUrls())
     logger = logging.getLogger("runyard")
     logger.setLevel(settings.log_level.upper())
     if any(isinstance(h, RunyardHandler) for h in logger.handlers):

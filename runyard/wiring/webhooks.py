@@ -21,9 +21,10 @@ log = logging.getLogger("runyard.runtime")
 
 
 def webhook_guard(project: ProjectConfig, settings: Settings) -> WebhookGuard:
-    """The webhook URL policy; `runyard dev` allows loopback unless the config says."""
+    """The webhook URL policy; `runyard dev` (and no other mode, whatever the store)
+    allows loopback unless the config says."""
     config = project.webhooks
-    dev = settings.is_embedded
+    dev = settings.dev_mode
     if dev and not config.loopback_written:
         log.info(
             "webhook_loopback_allowed reason=dev_mode "
@@ -52,6 +53,8 @@ def webhook_sender(
             allowed_fields=project.webhooks.allowed_fields,
             enabled=http.enabled("webhooks"),
             poll_interval=settings.postgres_poll_interval_seconds,
+            max_concurrent=settings.webhook_max_concurrent,
+            max_per_receiver=settings.webhook_max_per_receiver,
         ),
         metrics,
         sessions=autocommit,

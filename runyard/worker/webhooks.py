@@ -32,6 +32,7 @@ from runyard.domain.webhook_policy import WebhookRefusedError, check_url
 from runyard.observability.metrics import Metrics
 from runyard.outbound.guard import WebhookGuard
 from runyard.outbound.signing import signature_headers
+from runyard.outbound.slots import DeliverySlots
 from runyard.outbound.transport import GuardedTransport
 
 log = logging.getLogger("runyard.webhooks")
@@ -44,11 +45,15 @@ KEEP_ENDED_SECONDS = 7 * 24 * 3600.0
 PRUNE_INTERVAL_SECONDS = 3600.0
 # How long a recorded delivery waits here for its transaction's commit (then the outbox has it).
 OWED_KEPT = 300.0
+# Deliveries an instance sends at once, in all and to one receiver (RUNYARD_WEBHOOK_MAX_*).
+DEFAULT_MAX_CONCURRENT = 100
+DEFAULT_MAX_PER_RECEIVER = 10
 
 
 @dataclass(frozen=True)
 class DeliveryOptions:
-    """How deliveries are made: budget, headers, signing key, fields sent, polling."""
+    """How deliveries are made: budget, headers, signing key, fields sent, polling, and how
+    many at once (in all, and to one receiver)."""
 
     max_attempts: int = 3
     timeout: float = 10.0
@@ -58,6 +63,8 @@ class DeliveryOptions:
     enabled: bool = True
     first_backoff: float = 0.5
     poll_interval: float = 2.0
+    max_concurrent: int = DEFAULT_MAX_CONCURRENT
+    max_per_receiver: int = DEFAULT_MAX_PER_RECEIVER
 
     @property
     def lease_seconds(self) -> float:
@@ -105,7 +112,11 @@ class WebhookSender:
             follow_redirects=False,
             trust_env=False,
         )
+        self.slots = DeliverySlots(options.max_concurrent, options.max_per_receiver)
         self._tasks: set[asyncio.Task[Any]] = set()
+        # The claimed deliveries this instance is attempting (sending, or waiting for a slot):
+        # delivery id -> attempt. Their leases are renewed until the outcome is recorded.
+        self._held: dict[str, int] = {}
         self._wake = asyncio.Event()
         # Deliveries recorded by a run's ending transaction, until `start` after its commit.
         self._owed: dict[str, tuple[float, dict[str, Any]]] = {}
@@ -150,13 +161,20 @@ class WebhookSender:
     async def run_forever(self, stop: asyncio.Event) -> None:
         """The outbox loop: claim due deliveries (retries, and those of lost instances)."""
         assert self._sessions is not None
-        pruned_at = time.monotonic()
+        pruned_at = renewed_at = time.monotonic()
         while not stop.is_set():
             try:
                 async with self._sessions() as session:
-                    rows = await webhooks_db.claim_due(
-                        session, self._owner, self._lease, CLAIM_BATCH
-                    )
+                    if time.monotonic() - renewed_at > self._lease / 3:
+                        renewed_at = time.monotonic()
+                        await webhooks_db.extend_leases(
+                            session, self._owner, list(self._held.items()), self._lease
+                        )
+                    # What this instance cannot send soon is left to the others.
+                    room = min(CLAIM_BATCH, self._options.max_concurrent - len(self._held))
+                    rows = []
+                    if room > 0:
+                        rows = await webhooks_db.claim_due(session, self._owner, self._lease, room)
                     if time.monotonic() - pruned_at > PRUNE_INTERVAL_SECONDS:
                         pruned_at = time.monotonic()
                         await webhooks_db.delete_ended(session, KEEP_ENDED_SECONDS)
@@ -192,13 +210,14 @@ class WebhookSender:
         """One POST; never raises (but cancel)."""
         try:
             # Before httpx parses it: a URL stored under an older policy is refused, not raised.
-            check_url(url, self._guard.policy)
+            target = check_url(url, self._guard.policy)
             if self._opener is not None:
                 payload = await self._opener(payload)
             body = self._body(payload)
-            response = await self._client.post(
-                url, content=body, headers=self._headers(message_id, body)
-            )
+            async with self.slots.hold(f"{target.scheme}://{target.host}:{target.port}"):
+                response = await self._client.post(
+                    url, content=body, headers=self._headers(message_id, body)
+                )
         except asyncio.CancelledError:
             raise
         except WebhookRefusedError as exc:
@@ -227,13 +246,17 @@ class WebhookSender:
     async def _attempt_claimed(self, row: dict[str, Any]) -> None:
         """One attempt of a claimed delivery, and its outcome recorded (fenced)."""
         run_id, number = str(row["run_id"]), int(row["attempts"])
+        delivery_id = str(row["delivery_id"])
         if number > self._options.max_attempts:
             # The last attempt's instance was lost before it recorded an outcome.
             result = _exhausted(Attempt(DeliveryStatus.PENDING, "the last attempt was lost"))
         else:
-            result = await self.attempt(
-                row["url"], row["payload"], row["delivery_id"], run_id, number
-            )
+            self._held[delivery_id] = number
+            try:
+                result = await self.attempt(row["url"], row["payload"], delivery_id, run_id, number)
+            finally:
+                # Recorded next, or lost with this task: either way no longer renewed here.
+                self._held.pop(delivery_id, None)
         retry_in = 0.0
         if result.status == DeliveryStatus.PENDING:
             if number < self._options.max_attempts:

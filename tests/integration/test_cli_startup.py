@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import textwrap
 import time
@@ -129,6 +130,39 @@ def test_a_non_loopback_host_when_allowed_or_authenticated(
     args = [*SERVER_COMMANDS[command], "--host", "0.0.0.0", "--port", str(port)]
     output = wait_for_serving(runner, *args, "--config", str(config), *extra, env=env)
     assert f"serving on http://0.0.0.0:{port}" in output
+
+
+AUTH_WITHOUT_AUTHENTICATE = """
+from langgraph_sdk import Auth
+
+auth = Auth()
+
+
+@auth.on
+async def owner_only(ctx, value):
+    return {"owner": ctx.user.identity}
+"""
+
+
+@pytest.mark.parametrize("command", SERVER_COMMANDS)
+def test_auth_without_an_authenticate_handler_is_no_auth_off_loopback(
+    runner: Cli, tmp_path: Path, command: str
+) -> None:
+    """Authorization handlers alone authenticate nobody: every request would be anonymous."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "auth.py").write_text(AUTH_WITHOUT_AUTHENTICATE)
+    graph = str(ROOT / "examples" / "pipeline.py") + ":graph"
+    config = {"graphs": {"pipeline": graph}, "auth": {"path": "./auth.py:auth"}}
+    (project / "langgraph.json").write_text(json.dumps(config))
+    args = [*SERVER_COMMANDS[command], "--host", "0.0.0.0", "--port", str(free_port())]
+    code, output = runner.run(*args, "--config", str(project / "langgraph.json"), timeout=30)
+    assert code == 2, output
+    assert "refusing to serve on 0.0.0.0" in output
+    assert "@auth.authenticate" in output and "./auth.py:auth" in output
+    assert "--allow-unauthenticated" in output
+    assert "Traceback" not in output
+    assert "serving on" not in output
 
 
 @pytest.mark.parametrize(

@@ -39,6 +39,7 @@ INTERNAL_LOOPBACK = [
     "http://0x7f000001/",
     "http://[::1]/",
     "http://[::ffff:127.0.0.1]/",
+    "http://[::ffff:0:7f00:1]/",
 ]
 INTERNAL_ALWAYS = {
     "http://0.0.0.0:8123/threads": "unspecified IP range",
@@ -183,6 +184,36 @@ async def test_dev_allows_loopback_and_says_so_once(
         body = {"assistant_id": "pipeline", "input": {"text": "a"}, "webhook": receiver.url}
         run = (await http.post("/runs", json=body)).json()
     await receiver.wait_for(run["run_id"])
+
+
+async def test_serve_on_the_embedded_store_refuses_loopback_too(
+    tmp_path: Path, receiver: WebhookReceiver
+) -> None:
+    """`dev` is the only mode with developer defaults: `serve --sqlite` is production on one
+    file, and refuses webhooks to loopback (the server itself, Redis, PostgreSQL) and
+    private-network preflights as `serve` on PostgreSQL does."""
+    env = {"RUNYARD_SQLITE": "true", "DATABASE_URL": "", "REDIS_URL": ""}
+    server = ServerProcess("serve", tmp_path, env=env, config=write_config(tmp_path, None))
+    server.start()
+    try:
+        async with httpx.AsyncClient(base_url=server.url, timeout=30) as http:
+            for url in (receiver.url, f"{server.url}/threads", "http://127.0.0.1:6379/"):
+                body = {"assistant_id": "pipeline", "input": {"text": "a"}, "webhook": url}
+                detail = await refused(http, "/runs/wait", body)
+                assert detail.startswith("Webhook host blocked: loopback IP range"), detail
+            preflight = await http.options(
+                "/threads",
+                headers={
+                    "Origin": "https://public.example",
+                    "Access-Control-Request-Method": "POST",
+                    "Access-Control-Request-Private-Network": "true",
+                },
+            )
+            assert "access-control-allow-private-network" not in preflight.headers
+    finally:
+        server.stop()
+    assert receiver.requests == []
+    assert "webhook_loopback_allowed" not in server.log_path.read_text()
 
 
 async def test_every_route_that_takes_a_webhook_checks_it(default_server: ServerProcess) -> None:

@@ -16,10 +16,41 @@ from typing import Any
 import pytest
 
 
+class Concurrency:
+    """How many requests are being answered at once, and the most there ever were."""
+
+    def __init__(self) -> None:
+        self.now = 0
+        self.peak = 0
+        self._lock = threading.Lock()
+
+    def enter(self) -> None:
+        """A request arrived."""
+        with self._lock:
+            self.now += 1
+            self.peak = max(self.peak, self.now)
+
+    def leave(self) -> None:
+        """A request was answered."""
+        with self._lock:
+            self.now -= 1
+
+
+class ReceiverServer(ThreadingHTTPServer):
+    """Accepts as many connections at once as a burst of deliveries opens."""
+
+    request_queue_size = 512
+    daemon_threads = True
+
+
 class WebhookReceiver:
     """A tiny HTTP server on 127.0.0.1 that records every POST it receives."""
 
-    def __init__(self) -> None:
+    def __init__(self, concurrency: Concurrency | None = None) -> None:
+        # Requests being answered at once (shared by receivers given the same one).
+        self.concurrency = concurrency or Concurrency()
+        # Seconds each answer takes (a slow receiver).
+        self.delay = 0.0
         self.received: list[tuple[str, dict[str, Any]]] = []
         # Every request as it arrived: path, headers (lower-cased names), raw body.
         self.requests: list[tuple[str, dict[str, str], bytes]] = []
@@ -34,8 +65,15 @@ class WebhookReceiver:
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
-                length = int(self.headers.get("content-length") or 0)
-                raw = self.rfile.read(length)
+                # Counted until its answer starts: the sender cannot have it before then.
+                receiver.concurrency.enter()
+                try:
+                    length = int(self.headers.get("content-length") or 0)
+                    raw = self.rfile.read(length)
+                    if receiver.delay:
+                        time.sleep(receiver.delay)
+                finally:
+                    receiver.concurrency.leave()
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 receiver.requests.append((self.path, headers, raw))
                 if receiver.hold is not None and not receiver._held:
@@ -58,7 +96,7 @@ class WebhookReceiver:
             def log_message(self, format: str, *args: Any) -> None:
                 """Keep test output quiet."""
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = ReceiverServer(("127.0.0.1", 0), Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property

@@ -43,10 +43,13 @@ def test_a_regex_alone_restricts_origins_unless_the_environment_lists_some() -> 
 
 
 def test_private_network_follows_dev_mode_unless_set() -> None:
-    assert Settings(DATABASE_URL="").resolved_allow_private_network is True
+    """`runyard dev` alone allows it by default: `serve` on the embedded store is production."""
+    assert Settings(DATABASE_URL="").enable_dev_mode().resolved_allow_private_network is True
+    assert Settings(DATABASE_URL="").resolved_allow_private_network is False
     production = Settings(DATABASE_URL="postgresql://u@h/db")
     assert production.resolved_allow_private_network is False
-    assert Settings(ALLOW_PRIVATE_NETWORK="false").resolved_allow_private_network is False
+    dev = Settings(ALLOW_PRIVATE_NETWORK="false").enable_dev_mode()
+    assert dev.resolved_allow_private_network is False
 
 
 @pytest.mark.parametrize(

@@ -46,8 +46,10 @@ LAYERS: dict[str, int] = {
     "api": 9,
     "wiring": 9,
     "runtime": 10,
+    "connection_bound": 10,
     "main": 11,
     "server": 11,
+    "reloading": 11,
     "cli": 12,
 }
 # Parts that import the runtime against the direction (they take the whole `Runtime`).

@@ -10,6 +10,7 @@ from runyard.domain.errors import ConfigError
 from runyard.domain.webhook_policy import (
     WebhookPolicy,
     WebhookRefusedError,
+    check_address,
     check_url,
     literal_address,
 )
@@ -32,6 +33,18 @@ DEFAULT = WebhookPolicy()
         ("http://[::ffff:127.0.0.1]/", "loopback IP range"),
         ("http://[::ffff:7f00:1]/", "loopback IP range"),
         ("http://[64:ff9b::7f00:1]/", "loopback IP range"),
+        # IPv4-translated (::ffff:0:0:0/96), where ::ffff:0:7f00:1 is 127.0.0.1.
+        ("http://[::ffff:0:7f00:1]/", "loopback IP range"),
+        ("http://[::ffff:0:127.0.0.1]/", "loopback IP range"),
+        ("http://[::ffff:0:a00:5]/", "private IP range"),
+        ("http://[::ffff:0:a9fe:a9fe]/", "cloud metadata endpoint"),
+        ("http://[::ffff:0:0:0]/", "unspecified IP range"),
+        # NAT64: the well-known prefix; the local-use /48 is never a receiver, whatever IPv4
+        # address it carries (here 127.0.0.1, then a public one).
+        ("http://[64:ff9b::a00:5]/", "private IP range"),
+        ("http://[64:ff9b::a9fe:a9fe]/", "cloud metadata endpoint"),
+        ("http://[64:ff9b:1:7f00:0:100::]/", "blocked IP range"),
+        ("http://[64:ff9b:1:5db8:d8:2200::]/", "blocked IP range"),
         ("http://localhost:8123/threads", "localhost address"),
         ("http://LOCALHOST./", "localhost address"),
         ("http://0.0.0.0/", "unspecified IP range"),
@@ -105,6 +118,26 @@ def test_public_addresses_pass_and_names_are_left_to_resolution() -> None:
     assert not target.settled and target.port == 443
 
 
+@pytest.mark.parametrize(
+    ("address", "reason"),
+    [
+        ("::ffff:0:7f00:1", "loopback IP range"),
+        ("::ffff:0:c0a8:101", "private IP range"),
+        ("64:ff9b::7f00:1", "loopback IP range"),
+        ("64:ff9b:1:a9fe:a9:fe00::", "blocked IP range"),
+    ],
+)
+def test_a_resolved_ipv6_form_of_a_blocked_address_is_refused(address: str, reason: str) -> None:
+    """What a name resolves to goes through the same check (a AAAA record can carry it)."""
+    with pytest.raises(WebhookRefusedError, match=f"Webhook host blocked: {reason}"):
+        check_address(address, DEFAULT)
+
+
+def test_ipv6_forms_of_a_public_address_pass() -> None:
+    for address in ("::ffff:0:5db8:d822", "64:ff9b::5db8:d822", "::ffff:93.184.216.34"):
+        check_address(address, DEFAULT)
+
+
 def test_literal_spellings_read_as_a_resolver_reads_them() -> None:
     assert str(literal_address("2130706433")) == "127.0.0.1"
     assert str(literal_address("0177.0.0.01")) == "127.0.0.1"
@@ -161,16 +194,24 @@ def test_defaults_of_each_mode() -> None:
     assert written.loopback_written and written.policy(dev=True).disable_loopback
 
 
+LISTED = {"allowed_domains": ["hooks.example.com"]}
+
+
 def test_headers_are_templated_from_the_environment_under_the_prefix() -> None:
     env = {"LG_WEBHOOK_TOKEN": "s3cret", "MY_TEAM": "blue"}
     config = parse_webhooks(
         "langgraph.json",
-        {"headers": {"Authorization": "Bearer ${{ env.LG_WEBHOOK_TOKEN }}", "X-Plain": "v"}},
+        {
+            "url": LISTED,
+            "headers": {"Authorization": "Bearer ${{ env.LG_WEBHOOK_TOKEN }}", "X-Plain": "v"},
+        },
         env,
     )
     assert config.headers == {"Authorization": "Bearer s3cret", "X-Plain": "v"}
     custom = parse_webhooks(
-        "langgraph.json", {"env_prefix": "MY_", "headers": {"X-Team": "${{env.MY_TEAM}}"}}, env
+        "langgraph.json",
+        {"url": LISTED, "env_prefix": "MY_", "headers": {"X-Team": "${{env.MY_TEAM}}"}},
+        env,
     )
     assert custom.headers == {"X-Team": "blue"}
     for headers, problem in [
@@ -179,4 +220,23 @@ def test_headers_are_templated_from_the_environment_under_the_prefix() -> None:
         ({"X": "${{ secrets.LG_WEBHOOK_TOKEN }}"}, "env.VAR"),
     ]:
         with pytest.raises(ConfigError, match=problem):
-            parse_webhooks("langgraph.json", {"headers": headers}, env)
+            parse_webhooks("langgraph.json", {"url": LISTED, "headers": headers}, env)
+
+
+@pytest.mark.parametrize(
+    "url", [None, {}, {"allowed_domains": []}, {"require_https": True}], ids=str
+)
+def test_headers_without_allowed_domains_are_refused_at_start(url: object) -> None:
+    """Any user who creates a run picks its webhook URL: a header (a token, say) configured
+    for every delivery would go wherever they point it."""
+    raw: dict[str, object] = {"headers": {"Authorization": "Bearer ${{ env.LG_WEBHOOK_TOKEN }}"}}
+    if url is not None:
+        raw["url"] = url
+    with pytest.raises(ConfigError) as refused:
+        parse_webhooks("langgraph.json", raw, {"LG_WEBHOOK_TOKEN": "s3cret"})
+    message = refused.value.message
+    assert "webhooks.headers" in message and "webhooks.url.allowed_domains" in message
+    assert "any URL" in message
+    assert "s3cret" not in message
+    # No headers: nothing to leak, nothing to refuse.
+    assert parse_webhooks("langgraph.json", {"headers": {}}).headers == {}
