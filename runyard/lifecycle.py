@@ -16,11 +16,14 @@ Lock order (PostgreSQL): **the thread row, then its run rows**, in every transit
 - A one-statement transition (claim, finish, hand back) locks the thread row in an
   InitPlan of the statement, which PostgreSQL runs before the UPDATE locks the run row
   (runyard/db/run_claims.py, `thread_locked_first`).
-- The reaper locks every thread it recovers runs of, ordered by id, before their runs.
+- The reaper locks every thread it recovers runs of (lease expired, or owner gone), ordered
+  by id, before their runs.
 - A claim in a fairness group with a cap takes the group's advisory lock before all of
   these (only such claims take it, and a claim holds no other lock when it does); marking
   the group's waiting runs `held_back` skips the run rows others hold instead of waiting.
 - Deleting a thread deletes its row; its runs go by cascade, after it.
+- An instance's liveness lock (runyard/db/liveness.py) is held by a session of its own,
+  never inside a transition: it orders nothing here.
 A deadlock or serialization failure that can still occur (lease renewal updates runs of
 many threads in one statement) is retried up to CONTENTION_RETRIES times
 (runyard/transactions.py), never answered as a 500.
@@ -61,6 +64,7 @@ is written by the transaction that ends the run, so it is owed from that commit.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -319,13 +323,18 @@ class RunLifecycle:
         return await self._stops.delete_thread(thread_id)
 
     async def requeue_expired(
-        self, max_attempts: int, every_lease: bool = False, push: bool = True
+        self,
+        max_attempts: int,
+        every_lease: bool = False,
+        push: bool = True,
+        gone: Sequence[str] = (),
     ) -> Recovered:
-        """Runs whose lease expired go back to pending (pushed when `push`), or end
-        (cancelled, or out of retries); returns them (see `recovery_db.requeue_expired`)."""
+        """Runs whose lease expired, or whose owner is in `gone` (instances known dead), go
+        back to pending (pushed when `push`), or end (cancelled, or out of retries); returns
+        them (see `recovery_db.requeue_expired`)."""
 
         async def work(session: AsyncConnection) -> Recovered:
-            recovered = await recovery_db.requeue_expired(session, max_attempts, every_lease)
+            recovered = await recovery_db.requeue_expired(session, max_attempts, every_lease, gone)
             for run in recovered.ended:
                 error = run.error if run.status == RunStatus.ERROR else None
                 await self._endings.owe_webhook(session, run, run.status, error)
@@ -333,12 +342,12 @@ class RunLifecycle:
 
         recovered = await self._transactions.transaction(work)
         for place in recovered.requeued:
-            log.warning("run_lease_expired run_id=%s now=pending", place.run_id)
+            log.warning("run_recovered run_id=%s now=pending", place.run_id)
             self._metrics.runs_reaped.labels(RunStatus.PENDING.value).inc()
             if push:
                 await self._queue.push(place.run_id, 0.0, place.priority, place.fairness_group)
         for run in recovered.ended:
-            log.warning("run_lease_expired run_id=%s now=%s", run.run_id, run.status.value)
+            log.warning("run_recovered run_id=%s now=%s", run.run_id, run.status.value)
             self._metrics.runs_reaped.labels(run.status.value).inc()
             if run.status == RunStatus.INTERRUPTED:
                 await self._end_cancelled(run)

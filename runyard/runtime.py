@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from runyard.auth.handlers import load_auth
 from runyard.background.cron_scheduler import CronScheduler
+from runyard.background.liveness import InstanceLiveness
 from runyard.background.reaper import Reaper
 from runyard.background.thread_sweeper import ThreadTTLSweeper
 from runyard.db.engine import Sessions
@@ -49,7 +50,7 @@ from runyard.transport import open_transport
 from runyard.wiring.heap import settle_heap
 from runyard.wiring.storage import Storage, open_storage, services_storage
 from runyard.wiring.webhooks import webhook_guard, webhook_sender
-from runyard.wiring.workers import reaper, recover_after_restart, run_executor
+from runyard.wiring.workers import hold_liveness, reaper, recover_after_restart, run_executor
 from runyard.worker.lease import LeaseKeeper
 from runyard.worker.pool import WorkerPool
 from runyard.worker.registry import RunningRuns
@@ -108,6 +109,7 @@ class Runtime:
         self.webhook_guard: WebhookGuard
         self.lifecycle: RunLifecycle
         self.workers: WorkerPool
+        self.liveness: InstanceLiveness | None = None
         self.redis: Any = None
         self._drain: asyncio.Task[None] | None = None
 
@@ -281,11 +283,11 @@ class Runtime:
         )
 
     async def _start_workers(self) -> None:
-        """Phase 3: lease renewal, then the worker pool (drained first at shutdown)."""
+        """Phase 3: liveness lock (a fleet), lease renewal, then the pool (stopped first)."""
         if not self.settings.redis_url:
             await recover_after_restart(self._reaper(), self.autocommit, self.queue)
-        # Stopped after the worker pool (pushed before it), so runs keep their leases
-        # through the whole drain.
+        live = await hold_liveness(self.settings, self.instance_id, self._stack, self._loop_group)
+        self.liveness = live
         leases = self._loop_group("leases")
         keeper = LeaseKeeper(
             self.running, self.lease_sessions, self.instance_id, self.settings, self.metrics
@@ -309,6 +311,7 @@ class Runtime:
             self.running,
             self.settings.workers_here,
             self.settings.n_jobs_per_worker,
+            live,
         )
         self._stack.push_async_callback(self._stop_workers)
         self.workers.start()
@@ -341,7 +344,7 @@ class Runtime:
         )
 
     def _reaper(self) -> Reaper:
-        return reaper(self.lifecycle, self.queue, self.autocommit, self.settings)
+        return reaper(self.lifecycle, self.queue, self.autocommit, self.settings, self.liveness)
 
     def _loop_group(self, name: str, grace: float = 5.0) -> LoopGroup:
         """A group of loops whose stop is pushed now: after what was pushed before it (the
