@@ -22,7 +22,14 @@ from runyard.domain.errors import NotFoundError
 from runyard.domain.status import RunStatus, ThreadStatus
 from runyard.domain.thread import ThreadRecord
 from runyard.schemas.runs import RunCreate
-from tests.support.instances import Held, Instances, deployment, stored_run, stored_thread
+from tests.support.instances import (
+    Held,
+    Instances,
+    deployment,
+    held_end,
+    stored_run,
+    stored_thread,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -37,21 +44,11 @@ async def instances(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIter
         yield rt
 
 
-def _held_success(rt: Instances, monkeypatch: pytest.MonkeyPatch) -> Held:
-    """Holds the worker's first `success` write of a run until `release`."""
-    return Held(
-        monkeypatch,
-        rt.worker.lifecycle,
-        "finish",
-        lambda _run, _attempt, status, *_args, **_kwargs: status is RunStatus.SUCCESS,
-    )
-
-
 async def _run_held_at_its_end(
     rt: Instances, monkeypatch: pytest.MonkeyPatch
 ) -> tuple[str, str, Held]:
     """A thread whose run has finished its graph and waits to write `success`."""
-    held = _held_success(rt, monkeypatch)
+    held = held_end(monkeypatch, rt.worker, RunStatus.SUCCESS)
     thread_id = str(uuid.uuid4())
     run = await rt.api.services.runs.create_run(
         thread_id,

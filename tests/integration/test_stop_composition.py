@@ -23,7 +23,14 @@ from runyard.domain.errors import ConflictError
 from runyard.domain.run import RunRecord
 from runyard.domain.status import CancelAction, RunStatus, ThreadStatus
 from runyard.schemas.runs import RunCreate
-from tests.support.instances import Held, Instances, deployment, stored_run, stored_thread
+from tests.support.instances import (
+    Held,
+    Instances,
+    deployment,
+    held_end,
+    stored_run,
+    stored_thread,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -50,16 +57,6 @@ async def _running(rt: Instances) -> tuple[str, RunRecord]:
             return thread_id, stored
         await asyncio.sleep(0.05)
     raise AssertionError(f"run {run.run_id} never started")
-
-
-def _held_interrupted_end(rt: Instances, monkeypatch: pytest.MonkeyPatch) -> Held:
-    """Holds the worker's first `interrupted` write: the end an interrupt asked for."""
-    return Held(
-        monkeypatch,
-        rt.worker.lifecycle,
-        "finish",
-        lambda _run, _attempt, status, *_args, **_kwargs: status is RunStatus.INTERRUPTED,
-    )
 
 
 def _held_rollback_message(rt: Instances, monkeypatch: pytest.MonkeyPatch) -> Held:
@@ -109,7 +106,7 @@ async def test_a_rollback_replaces_an_interrupt_in_flight(
     back, as the rollback's answer said (before, it ended `interrupted` and stayed)."""
     rt = instances
     thread_id, run = await _running(rt)
-    held = _held_interrupted_end(rt, monkeypatch)
+    held = held_end(monkeypatch, rt.worker, RunStatus.INTERRUPTED)
     await _stop(rt, thread_id, run.run_id, "interrupt", first)
     await held.wait()
     answer = await _stop(rt, thread_id, run.run_id, "rollback", second)

@@ -15,6 +15,7 @@ import pytest
 from runyard.db import runs as runs_db
 from runyard.db import threads as threads_db
 from runyard.domain.run import RunRecord
+from runyard.domain.status import RunStatus
 from runyard.domain.thread import ThreadRecord
 from runyard.runtime import Runtime
 from runyard.settings import Settings
@@ -93,6 +94,16 @@ class Held:
     def release(self) -> None:
         """Let the held call go on."""
         self._go.set()
+
+
+def held_end(monkeypatch: pytest.MonkeyPatch, rt: Runtime, status: RunStatus) -> Held:
+    """Holds `rt`'s first final write of a run ending with `status` (`lifecycle.finish`)."""
+    return Held(
+        monkeypatch,
+        rt.lifecycle,
+        "finish",
+        lambda _run, _attempt, ending, *_args, **_kwargs: ending is status,
+    )
 
 
 async def stored_run(rt: Runtime, run_id: str) -> RunRecord | None:
