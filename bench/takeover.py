@@ -9,6 +9,11 @@ then the time until every run of the batch ended. The PostgreSQL connections of 
 deployment are counted just before the kill, with every run in flight, and divided by the
 number of instances.
 
+The runs start a lease after the scenario began (the instances started before it):
+an instance judges others by their liveness only once its own liveness session is a lease
+old (after its start, or a restart of the database), and the figure is meant for a fleet in
+its steady state.
+
 Times are also given as ratios to the lease (LEASE_DURATION_SECONDS): an instance that waits
 for a dead instance's leases to expire resumes its runs at about 1 lease or more.
 """
@@ -53,7 +58,10 @@ async def takeover(target: Target, runs: int) -> dict[str, Any]:
     fleet: Any = target.fleet
     if fleet is None or len(fleet.urls) < 2 or not hasattr(fleet, "database_connections"):
         raise RuntimeError("takeover kills an instance: use --start redis --instances 2")
+    began = time.monotonic()
+    lease = fleet.lease_seconds()
     steps_log = Path(tempfile.mkdtemp(prefix="runyard-bench-takeover-")) / "steps.log"
+    await asyncio.sleep(max(0.0, began + lease - time.monotonic()))
     async with httpx.AsyncClient(timeout=httpx.Timeout(30.0), trust_env=False) as http:
         refs = await _start(http, fleet.urls, steps_log, runs, target.timeout)
         connections = await asyncio.to_thread(fleet.database_connections)
@@ -71,7 +79,6 @@ async def takeover(target: Target, runs: int) -> dict[str, Any]:
     lines = _lines(steps_log)
     resumed = [_resumed_after(lines, run_id, pid, killed_at) for run_id in victim_runs]
     seconds = [value for value in resumed if value is not None]
-    lease = fleet.lease_seconds()
     median = percentile(seconds, 50) if seconds else None
     figures = {
         "graph": GRAPH,
