@@ -25,20 +25,23 @@ from bench.recovery import recovery
 from bench.scenarios import Fleet, Target, scenario_target, warm_up
 from bench.session import session_cost
 from bench.streams import streams
+from bench.takeover import takeover
 from bench.tools import tool_cost
 
 log = logging.getLogger("bench")
 
 ScenarioFn = Callable[[Target, int], Awaitable[dict[str, Any]]]
 
-# `all` runs the load scenarios; `recovery` and `chaos` kill instances (chaos also restarts
-# PostgreSQL), so they run only when asked for.
+# `all` runs the load scenarios; `recovery`, `takeover` and `chaos` kill instances (chaos also
+# restarts PostgreSQL), so they run only when asked for.
 SCENARIOS: dict[str, tuple[ScenarioFn, int]] = {
     **scenarios.SCENARIOS,
     "recovery": (recovery, 5),
     # Not in `all`: it measures its own cost, the session beside /runs/stream.
     "session": (session_cost, 200),
     "chaos": (chaos, 8),
+    # SIGKILL the instance executing most of a batch: how soon its runs go on elsewhere.
+    "takeover": (takeover, 20),
     # Many streaming clients at once (bench/graphs/relay.py); 0: 100, 1,000, 3,000 clients.
     "streams": (streams, 0),
     # Ordinary runs on a thread beside 300 subscribers of it that never read.

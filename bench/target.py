@@ -19,8 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import redis
 
+from runyard.settings import Settings
 from tests.support.databases import create_database, drop_database, postgres_available
 from tests.support.server import ROOT, ServerProcess
 from tests.support.throwaway import ThrowawayPostgres, postgres_tools
@@ -145,6 +147,22 @@ class Deployment:
         time.sleep(outage_s)
         self.postgres.start()
         log.info("bench_database_restarted outage_s=%s", outage_s)
+
+    def database_connections(self) -> int:
+        """Connections to the deployment's database now (this count's own excluded)."""
+        url = self.env["DATABASE_URL"].replace("postgresql+asyncpg://", "postgresql://")
+        with psycopg.connect(url, autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            ).fetchone()
+        return int(row[0]) if row else 0
+
+    def lease_seconds(self) -> float:
+        """LEASE_DURATION_SECONDS as the instances run it (its default unless set)."""
+        if "LEASE_DURATION_SECONDS" in self.effective:
+            return float(self.effective["LEASE_DURATION_SECONDS"])
+        return float(Settings.model_fields["lease_duration_seconds"].default)
 
     def stop(self) -> None:
         """SIGTERM every instance at once (they drain in parallel), SIGKILL stragglers."""

@@ -16,11 +16,14 @@ Lock order (PostgreSQL): **the thread row, then its run rows**, in every transit
 - A one-statement transition (claim, finish, hand back) locks the thread row in an
   InitPlan of the statement, which PostgreSQL runs before the UPDATE locks the run row
   (runyard/db/run_claims.py, `thread_locked_first`).
-- The reaper locks every thread it recovers runs of, ordered by id, before their runs.
+- The reaper locks every thread it recovers runs of (lease expired, or owner gone), ordered
+  by id, before their runs.
 - A claim in a fairness group with a cap takes the group's advisory lock before all of
   these (only such claims take it, and a claim holds no other lock when it does); marking
   the group's waiting runs `held_back` skips the run rows others hold instead of waiting.
 - Deleting a thread deletes its row; its runs go by cascade, after it.
+- An instance's liveness lock (runyard/db/liveness.py) is held by a session of its own,
+  never inside a transition: it orders nothing here.
 A deadlock or serialization failure that can still occur (lease renewal updates runs of
 many threads in one statement) is retried up to CONTENTION_RETRIES times
 (runyard/transactions.py), never answered as a 500.
@@ -37,9 +40,16 @@ with steps left, else `idle`); `idle` when its last active run was cancelled or 
 before it ran. The statement that writes the status decides `busy` itself
 (`threads_db.settle_status`, the finish statement), so a run queued meanwhile is seen.
 
-Cancel and finish: a cancel (or a strategy's) flag committed before a run's final write
-wins; the finish statement checks it itself, under the thread's lock, so a run whose graph
-already ended still ends as the cancel asks. A cancel after the final write finds it ended.
+Stops compose (the rule is `standing_stop`, runyard/run_stops.py): `rollback` is stronger
+than `interrupt`. A running run records one stop, the strongest accepted so far, whether it
+came from a cancel or a multitask strategy, on any instance: a stronger one replaces it, an
+equal or weaker one changes nothing (a cancel's answer says which stop stands). A stop
+recorded before a run's final write wins unless that write carries out the same stop or a
+stronger one: the finish statement checks the flag itself, under the thread's lock, so a run
+whose graph already ended, or whose attempt is writing an interrupt's end, still ends as the
+strongest accepted stop asks. A stop after the final write finds the run ended: 409 with its
+status. Deleting a run or its thread outranks every stop: the row goes, and the attempt's
+later writes find nothing.
 
 Dispatch: any transition that can free the thread (finish, cancel, delete, the reaper
 ending a run) pushes the thread's next due run: its oldest pending run by start time.
@@ -54,6 +64,7 @@ is written by the transaction that ends the run, so it is owed from that commit.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -69,7 +80,7 @@ from runyard.db.engine import Sessions
 from runyard.domain.group_caps import GroupCaps, HeldBack, held_back_reason
 from runyard.domain.new_run import NewRun, NewThread
 from runyard.domain.run import ClaimedRun, EndedRun, Recovered, RunRecord, UnreadRun
-from runyard.domain.status import RunStatus, ThreadStatus
+from runyard.domain.status import CancelAction, RunStatus, ThreadStatus
 from runyard.domain.thread import ThreadRecord
 from runyard.graphs.checkpointer import delete_run_checkpoints
 from runyard.observability.metrics import Metrics
@@ -77,7 +88,7 @@ from runyard.queue.cancel_bus import CancelBus
 from runyard.queue.run_queue import RunQueue
 from runyard.run_creation import Created, RunCreation, StrategyEffects, thread_row
 from runyard.run_endings import RunEndings, WebhookSink
-from runyard.run_stops import RunStops
+from runyard.run_stops import RunStops, Stopped
 from runyard.streaming.broker import EventBroker
 from runyard.transactions import Transactions
 
@@ -196,16 +207,17 @@ class RunLifecycle:
         state: threads_db.ThreadState,
         *,
         stored_error: Any = None,
-    ) -> bool | str:
+        stop: CancelAction | None = None,
+    ) -> bool | CancelAction:
         """Record an attempt's outcome and the thread's state, then end the run. False when
         `attempt` no longer holds the run. `stored_error`: `error` as the run row and its
         webhook store it (encrypted by encryption.path), when it differs; the run's last
-        event carries `error`.
+        event carries `error`. `stop`: the stop this end carries out (an interrupt).
 
-        A cancel recorded first wins (a strategy or a cancel already answered as though it
-        stopped the run): nothing is written, and its action (`interrupt`, `rollback`) is
-        returned for the attempt to end the run as that cancel does. The finish statement
-        checks the flag itself, under the thread's lock, so there is no window between.
+        A stop recorded first and stronger than `stop` wins (a strategy or a cancel already
+        answered as though it stopped the run): nothing is written, and that stop is
+        returned for the attempt to end the run as it asks. The finish statement checks the
+        flag itself, under the thread's lock, so there is no window between.
 
         A retry of a final write whose commit went through but whose reply was lost finds
         its own end recorded: that is done, and the run is ended (its events published).
@@ -215,7 +227,7 @@ class RunLifecycle:
 
         async def work(session: AsyncConnection) -> attempts_db.Finished:
             done = await attempts_db.finish_run_with_state(
-                session, run_id, attempt, status, output, recorded, state
+                session, run_id, attempt, status, output, recorded, state, stop
             )
             if done.held:
                 await self._endings.owe_webhook(session, run, status, recorded, state.values)
@@ -240,8 +252,10 @@ class RunLifecycle:
         await self.end(run, status, error=error, attempt=attempt, finished=finished)
         return True
 
-    async def _not_held(self, run_id: str, attempt: int, status: RunStatus) -> bool | str | None:
-        """Why an attempt's finish wrote nothing: a cancel's action, False when another
+    async def _not_held(
+        self, run_id: str, attempt: int, status: RunStatus
+    ) -> bool | CancelAction | None:
+        """Why an attempt's finish wrote nothing: a stronger stop, False when another
         attempt holds the run, None when this attempt's own end was committed already."""
         async with self._autocommit() as session:
             action = await attempts_db.cancel_requested(session, run_id, attempt)
@@ -267,7 +281,10 @@ class RunLifecycle:
         run_id = run.run_id
 
         async def work(session: AsyncConnection) -> bool:
-            if not await attempts_db.finish_run(session, run_id, attempt, status, None, None):
+            rolled_back = CancelAction.ROLLBACK
+            if not await attempts_db.finish_run(
+                session, run_id, attempt, status, None, None, rolled_back
+            ):
                 return False
             await runs_db.delete_run(session, run_id)
             await threads_db.set_state_fields(
@@ -278,20 +295,22 @@ class RunLifecycle:
 
         return await self._transactions.transaction(work, run.thread_id)
 
-    async def release(self, run_id: str, attempt: int, counted: bool = False) -> bool | str:
+    async def release(
+        self, run_id: str, attempt: int, counted: bool = False
+    ) -> bool | CancelAction:
         """Hand a running run back to pending, if `attempt` still holds it and no cancel was
         requested; returns that cancel's action instead, for the attempt to end the run."""
 
-        async def work(session: AsyncConnection) -> bool | str:
+        async def work(session: AsyncConnection) -> bool | CancelAction:
             if await attempts_db.release_run(session, run_id, attempt, counted):
                 return True
             return await attempts_db.cancel_requested(session, run_id, attempt) or False
 
         return await self._transactions.atomic(work)
 
-    async def cancel(self, run: RunRecord, action: str) -> tuple[bool, bool]:
-        """Cancel an active run: one not started ends at once, a running one is flagged and
-        told. Returns (ended before it started, delivered to an executor)."""
+    async def cancel(self, run: RunRecord, action: CancelAction) -> Stopped:
+        """Cancel an active run: one not started ends at once, a running one is flagged (the
+        stronger stop stands) and told; RunEndedError when it ended first (`RunStops`)."""
         return await self._stops.cancel(run, action)
 
     async def delete_run(self, thread_id: str, run_id: str) -> None:
@@ -304,13 +323,18 @@ class RunLifecycle:
         return await self._stops.delete_thread(thread_id)
 
     async def requeue_expired(
-        self, max_attempts: int, every_lease: bool = False, push: bool = True
+        self,
+        max_attempts: int,
+        every_lease: bool = False,
+        push: bool = True,
+        gone: Sequence[str] = (),
     ) -> Recovered:
-        """Runs whose lease expired go back to pending (pushed when `push`), or end
-        (cancelled, or out of retries); returns them (see `recovery_db.requeue_expired`)."""
+        """Runs whose lease expired, or whose owner is in `gone` (instances known dead), go
+        back to pending (pushed when `push`), or end (cancelled, or out of retries); returns
+        them (see `recovery_db.requeue_expired`)."""
 
         async def work(session: AsyncConnection) -> Recovered:
-            recovered = await recovery_db.requeue_expired(session, max_attempts, every_lease)
+            recovered = await recovery_db.requeue_expired(session, max_attempts, every_lease, gone)
             for run in recovered.ended:
                 error = run.error if run.status == RunStatus.ERROR else None
                 await self._endings.owe_webhook(session, run, run.status, error)
@@ -318,12 +342,12 @@ class RunLifecycle:
 
         recovered = await self._transactions.transaction(work)
         for place in recovered.requeued:
-            log.warning("run_lease_expired run_id=%s now=pending", place.run_id)
+            log.warning("run_recovered run_id=%s now=pending", place.run_id)
             self._metrics.runs_reaped.labels(RunStatus.PENDING.value).inc()
             if push:
                 await self._queue.push(place.run_id, 0.0, place.priority, place.fairness_group)
         for run in recovered.ended:
-            log.warning("run_lease_expired run_id=%s now=%s", run.run_id, run.status.value)
+            log.warning("run_recovered run_id=%s now=%s", run.run_id, run.status.value)
             self._metrics.runs_reaped.labels(run.status.value).inc()
             if run.status == RunStatus.INTERRUPTED:
                 await self._end_cancelled(run)
@@ -333,7 +357,7 @@ class RunLifecycle:
         return recovered
 
     async def _end_cancelled(self, run: RunRecord) -> None:
-        if run.cancel_action == "rollback":
+        if run.cancel_action == CancelAction.ROLLBACK:
             await delete_run_checkpoints(self._checkpointer, run.thread_id, run.run_id)
             await self._transactions.transaction(
                 lambda s: runs_db.delete_run(s, run.run_id), run.thread_id

@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from runyard.auth.handlers import load_auth
 from runyard.background.cron_scheduler import CronScheduler
+from runyard.background.liveness import InstanceLiveness
 from runyard.background.reaper import Reaper
 from runyard.background.thread_sweeper import ThreadTTLSweeper
 from runyard.db.engine import Sessions
@@ -50,7 +51,7 @@ from runyard.transport import open_transport
 from runyard.wiring.heap import settle_heap
 from runyard.wiring.storage import Storage, open_storage, services_storage
 from runyard.wiring.webhooks import webhook_guard, webhook_sender
-from runyard.wiring.workers import reaper, recover_after_restart, run_executor
+from runyard.wiring.workers import hold_liveness, reaper, recover_after_restart, run_executor
 from runyard.worker.lease import LeaseKeeper
 from runyard.worker.pool import WorkerPool
 from runyard.worker.registry import RunningRuns
@@ -109,6 +110,7 @@ class Runtime:
         self.webhook_guard: WebhookGuard
         self.lifecycle: RunLifecycle
         self.workers: WorkerPool
+        self.liveness: InstanceLiveness | None = None
         self.redis: Any = None
         self._drain: asyncio.Task[None] | None = None
 
@@ -283,11 +285,11 @@ class Runtime:
         )
 
     async def _start_workers(self) -> None:
-        """Phase 3: lease renewal, then the worker pool (drained first at shutdown)."""
+        """Phase 3: liveness lock (a fleet), lease renewal, then the pool (stopped first)."""
         if not self.settings.redis_url:
             await recover_after_restart(self._reaper(), self.autocommit, self.queue)
-        # Stopped after the worker pool (pushed before it), so runs keep their leases
-        # through the whole drain.
+        live = await hold_liveness(self.settings, self.instance_id, self._stack, self._loop_group)
+        self.liveness = live
         leases = self._loop_group("leases")
         keeper = LeaseKeeper(
             self.running, self.lease_sessions, self.instance_id, self.settings, self.metrics
@@ -311,6 +313,7 @@ class Runtime:
             self.running,
             self.settings.workers_here,
             self.settings.n_jobs_per_worker,
+            live,
         )
         self._stack.push_async_callback(self._stop_workers)
         self.workers.start()
@@ -325,9 +328,8 @@ class Runtime:
             background.start("webhook-outbox", self.webhooks.run_forever)
         sweeper = TtlSweeper(self.store, self.store_options.sweep_interval_seconds)
         background.start("store-ttl-sweeper", sweeper.run_forever)
-        threads_sweeper = ThreadTTLSweeper(
-            self.thread_ttl, self.services.retention.sweep_expired_threads
-        )
+        sweep_threads = self.services.retention.sweep_expired_threads
+        threads_sweeper = ThreadTTLSweeper(self.thread_ttl, sweep_threads)
         background.start("thread-ttl-sweeper", threads_sweeper.run_forever)
         self.cron_scheduler = CronScheduler(
             self.sessions,
@@ -338,12 +340,11 @@ class Runtime:
             self.encryption,
         )
         background.start("cron-scheduler", self.cron_scheduler.run_forever)
-        self.metrics.describe_instance(
-            instance=self.instance_id, database=self.dialect, queue=self.settings.queue_kind
-        )
+        kind = self.settings.queue_kind
+        self.metrics.describe_instance(instance=self.instance_id, database=self.dialect, queue=kind)
 
     def _reaper(self) -> Reaper:
-        return reaper(self.lifecycle, self.queue, self.autocommit, self.settings)
+        return reaper(self.lifecycle, self.queue, self.autocommit, self.settings, self.liveness)
 
     def _loop_group(self, name: str, grace: float = 5.0) -> LoopGroup:
         """A group of loops whose stop is pushed now: after what was pushed before it (the

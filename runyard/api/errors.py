@@ -38,7 +38,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
 
 async def _runyard_error(_request: Request, exc: RunyardError) -> JSONResponse:
-    return JSONResponse({"detail": exc.message}, status_code=exc.status_code)
+    return JSONResponse(exc.body(), status_code=exc.status_code)
 
 
 async def _validation_error(_request: Request, exc: RequestValidationError) -> JSONResponse:

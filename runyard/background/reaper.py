@@ -1,5 +1,11 @@
-"""The reaper (every instance): runs whose lease expired go back to the queue, stranded pending
-runs are pushed again."""
+"""The reaper (every instance): runs whose lease expired, or whose instance is known dead, go
+back to the queue; stranded pending runs are pushed again.
+
+In a fleet on PostgreSQL an instance this reaper saw holding its liveness lock is known dead
+once it holds it no longer (runyard/db/liveness.py, runyard/background/liveness.py): its runs
+are taken over at the next round, without waiting for their leases. Otherwise (an instance
+only paused keeps its lock; one never seen holding it may be of an earlier version) a run
+waits for its lease to expire."""
 
 from __future__ import annotations
 
@@ -8,6 +14,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from runyard.db import liveness as liveness_db
 from runyard.db import run_recovery as recovery_db
 from runyard.db.engine import Sessions
 from runyard.domain.run import Recovered
@@ -20,13 +27,24 @@ log = logging.getLogger("runyard.lease")
 
 
 @dataclass(frozen=True)
+class LivenessCheck:
+    """Who checks the fleet's liveness (this instance's id), and how long its own liveness
+    session must have lasted before it judges others by theirs (a lease)."""
+
+    instance_id: str
+    trust_seconds: float
+
+
+@dataclass(frozen=True)
 class ReaperSettings:
-    """How often the reaper looks, how many lost attempts a run may have, and how long a
-    pending run waits before it counts as stranded."""
+    """How often the reaper looks, how many lost attempts a run may have, how long a
+    pending run waits before it counts as stranded, and the liveness check (None: leases
+    alone, as in one process)."""
 
     interval_seconds: float
     max_retries: int
     stuck_pending_seconds: float
+    liveness: LivenessCheck | None = None
 
 
 class Reaper:
@@ -43,6 +61,8 @@ class Reaper:
         self._queue = queue
         self._autocommit = autocommit
         self._settings = settings
+        # Owners of running runs seen holding their liveness lock (runyard/db/liveness.py).
+        self._seen_alive: set[str] = set()
 
     async def run_forever(self, stop: asyncio.Event) -> None:
         """Loop until `stop` is set."""
@@ -56,9 +76,11 @@ class Reaper:
                 pass
 
     async def reap_once(self) -> None:
-        """One round: expired leases back to pending (or failed), stranded runs re-pushed."""
+        """One round: runs of dead instances and expired leases back to pending (or
+        failed), stranded runs re-pushed."""
         try:
-            await self._lifecycle.requeue_expired(self._settings.max_retries)
+            gone = await self._dead_owners()
+            await self._lifecycle.requeue_expired(self._settings.max_retries, gone=gone)
             async with self._autocommit() as session:
                 stale_after = self._settings.stuck_pending_seconds
                 pending = await recovery_db.stranded_pending_runs(session, stale_after, limit=1000)
@@ -76,6 +98,25 @@ class Reaper:
                         await self._queue.push(run_id, 0.0, *placing[run_id])
         except Exception:
             log.exception("reaper_round_failed")
+
+    async def _dead_owners(self) -> list[str]:
+        """The owners this reaper saw holding their liveness lock, that hold it no longer
+        and still hold runs (none without the check). An owner never seen alive (an
+        instance of an earlier version, one that died before this reaper looked) is left to
+        its leases."""
+        check = self._settings.liveness
+        if check is None:
+            return []
+        async with self._autocommit() as session:
+            seen = await liveness_db.owners(session, check.instance_id, check.trust_seconds)
+        dead = [o for o in seen.runs if o in self._seen_alive and o not in seen.alive]
+        # Only owners that still hold runs are remembered: the set stays that small.
+        self._seen_alive = (self._seen_alive | seen.alive) & seen.runs.keys()
+        if not seen.trusted:
+            return []
+        for owner in dead:
+            log.warning("instance_gone owner=%s runs=%s", owner, seen.runs[owner])
+        return dead
 
     async def recover_lost_attempts(self) -> Recovered:
         """Start of a single-process instance: every running run lost its attempt (its

@@ -10,9 +10,10 @@ from functools import cache
 from typing import Any
 
 from sqlalchemy import (
-    Boolean,
+    Integer,
     Update,
     bindparam,
+    case,
     exists,
     literal_column,
     or_,
@@ -37,7 +38,7 @@ from runyard.db.dialect import (
 from runyard.db.driver import fetch_one
 from runyard.db.tables import runs, threads
 from runyard.domain.run import RunPlace, RunRecord
-from runyard.domain.status import RunStatus
+from runyard.domain.status import CancelAction, RunStatus
 
 
 @cache
@@ -50,9 +51,12 @@ def _finish_statement(dialect: str) -> Update:
             *run_claims.thread_locked_first(dialect),
             runs.c.attempt == bindparam("p_attempt"),
             runs.c.status == RunStatus.RUNNING,
-            # A cancel recorded before this write wins: only the cancel's own end (an
-            # interrupted run) is written over it (runyard/lifecycle.py, `finish`).
-            or_(runs.c.cancel_action.is_(None), bindparam("p_by_cancel", type_=Boolean)),
+            # A stop recorded before this write wins: only an end that carries that stop, or
+            # a stronger one, is written over it (runyard/run_stops.py, `ends_over`).
+            or_(
+                runs.c.cancel_action.is_(None),
+                stop_strength(runs.c.cancel_action) <= bindparam("p_stop", type_=Integer),
+            ),
         )
         .values(
             status=bindparam("p_status"),
@@ -73,25 +77,32 @@ async def finish_run(
     status: RunStatus,
     output: Any,
     error: Any,
+    stop: CancelAction | None = None,
 ) -> bool:
-    """Record a run's end, only if `attempt` still holds it (the fencing check) and no
-    cancel was recorded, unless this is that cancel's end (`status` interrupted)."""
-    params = _finish_params(run_id, attempt, status, output, error)
+    """Record a run's end, only if `attempt` still holds it (the fencing check) and no stop
+    stronger than the one this end carries (`stop`: the stop it carries out) was recorded."""
+    params = _finish_params(run_id, attempt, status, output, error, stop)
     result = await session.execute(_finish_statement(dialect_name(session)), params)
     return rowcount(result) > 0
 
 
 def _finish_params(
-    run_id: str, attempt: int, status: RunStatus, output: Any, error: Any
+    run_id: str, attempt: int, status: RunStatus, output: Any, error: Any, stop: CancelAction | None
 ) -> dict[str, Any]:
     return {
         "p_run_id": run_id,
         "p_attempt": attempt,
         "p_status": status.value,
-        "p_by_cancel": status is RunStatus.INTERRUPTED,
+        "p_stop": stop.strength if stop is not None else 0,
         "p_output": output,
         "p_error": error,
     }
+
+
+def stop_strength(action: Any) -> Any:
+    """The strength of the stop a `cancel_action` column holds, in SQL (CancelAction's
+    order); an unknown one outranks every stop."""
+    return case({item.value: item.strength for item in CancelAction}, value=action, else_=99)
 
 
 @dataclass(frozen=True)
@@ -161,6 +172,7 @@ async def finish_run_with_state(
     output: Any,
     error: Any,
     thread: threads_db.ThreadState,
+    stop: CancelAction | None = None,
 ) -> Finished:
     """`finish_run`, and with it the thread's cached state (busy while a run is pending).
 
@@ -170,12 +182,12 @@ async def finish_run_with_state(
     """
     dialect = dialect_name(session)
     if dialect != "postgresql":
-        if not await finish_run(session, run_id, attempt, status, output, error):
+        if not await finish_run(session, run_id, attempt, status, output, error, stop):
             return Finished(held=False)
         await threads_db.set_state_fields(session, thread, busy_if_pending=True, ending_run=run_id)
         return Finished(held=True, thread_written=True)
     params = {
-        **_finish_params(run_id, attempt, status, output, error),
+        **_finish_params(run_id, attempt, status, output, error, stop),
         **threads_db.state_params(thread),
     }
     row = await fetch_one(session, _finish_with_state_statement(dialect), params)
@@ -224,15 +236,17 @@ def _release_statement(dialect: str) -> Update:
     )
 
 
-async def cancel_requested(session: AsyncConnection, run_id: str, attempt: int) -> str | None:
-    """The cancel action requested of the run, while `attempt` still holds it."""
+async def cancel_requested(
+    session: AsyncConnection, run_id: str, attempt: int
+) -> CancelAction | None:
+    """The stop recorded for the run (the strongest asked), while `attempt` still holds it."""
     result = await session.execute(
         select(runs.c.cancel_action).where(
             runs.c.run_id == run_id, runs.c.attempt == attempt, runs.c.status == RunStatus.RUNNING
         )
     )
     action = result.scalar_one_or_none()
-    return str(action) if action else None
+    return CancelAction(action) if action else None
 
 
 _STILL_HOLDS = select(runs.c.run_id).where(

@@ -4,12 +4,14 @@ lease expired and settles their threads, and its reads of pending runs that wait
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import (
     and_,
     case,
     exists,
+    or_,
     select,
     true,
     update,
@@ -31,22 +33,27 @@ _ACTIVE = [s.value for s in ACTIVE_RUN_STATUSES]
 
 
 async def requeue_expired(
-    session: AsyncConnection, max_attempts: int, every_lease: bool = False
+    session: AsyncConnection,
+    max_attempts: int,
+    every_lease: bool = False,
+    gone: Sequence[str] = (),
 ) -> Recovered:
     """Runs whose lease expired go back to pending (or fail after too many lost attempts).
 
     An attempt is lost when it neither finished nor was handed back (`handovers`). With
     `every_lease`, every running run counts as expired: the start of a single-process
-    instance, whose predecessor held them all and is gone.
+    instance, whose predecessor held them all and is gone. The runs of the owners in `gone`
+    (instances known dead: runyard/db/liveness.py) count as expired at once.
 
     A run that was being cancelled ends `interrupted` instead of running again. The runs
     that ended are returned whole (their ending needs webhook, temporary…); the requeued
     ones as their places in the queue.
     """
     now = db_now(session)
-    expired = and_(
-        runs.c.status == RunStatus.RUNNING, true() if every_lease else runs.c.lease_expires_at < now
-    )
+    lost = runs.c.lease_expires_at < now
+    if gone:
+        lost = or_(lost, runs.c.owner.in_(list(gone)))
+    expired = and_(runs.c.status == RunStatus.RUNNING, true() if every_lease else lost)
     if dialect_name(session) == "postgresql":
         await _lock_threads_of(session, expired)
     cancelled = await _interrupt_cancelled(session, expired, now)

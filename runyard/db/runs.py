@@ -35,7 +35,7 @@ from runyard.db.dialect import (
 from runyard.db.driver import fetch_all, fetch_one
 from runyard.db.tables import runs, threads
 from runyard.domain.run import UNREAD_COLUMNS, RunRecord, UnreadRun, run_or_none
-from runyard.domain.status import ACTIVE_RUN_STATUSES, RunStatus
+from runyard.domain.status import ACTIVE_RUN_STATUSES, CancelAction, RunStatus
 from runyard.domain.thread import LockedThread
 
 _ACTIVE = [s.value for s in ACTIVE_RUN_STATUSES]
@@ -256,7 +256,10 @@ async def interrupt_pending_run(session: AsyncConnection, run_id: str) -> bool:
         update(runs)
         .where(runs.c.run_id == run_id, runs.c.status == RunStatus.PENDING)
         .values(
-            status=RunStatus.INTERRUPTED, ended_at=now, updated_at=now, cancel_action="interrupt"
+            status=RunStatus.INTERRUPTED,
+            ended_at=now,
+            updated_at=now,
+            cancel_action=CancelAction.INTERRUPT,
         )
     )
     return rowcount(result) > 0
@@ -292,8 +295,22 @@ async def fail_unclaimed_run(
     return None if row is None else UnreadRun.from_row(row)
 
 
-async def request_cancel(session: AsyncConnection, run_id: str, action: str) -> bool:
-    """Durably flag a running run for cancellation (picked up by its executor)."""
+async def stop_state(
+    session: AsyncConnection, run_id: str
+) -> tuple[RunStatus, CancelAction | None] | None:
+    """The run's status and the stop recorded for it (None: no such run)."""
+    result = await session.execute(
+        select(runs.c.status, runs.c.cancel_action).where(runs.c.run_id == run_id)
+    )
+    row = result.first()
+    if row is None:
+        return None
+    return RunStatus(row.status), CancelAction(row.cancel_action) if row.cancel_action else None
+
+
+async def request_cancel(session: AsyncConnection, run_id: str, action: CancelAction) -> bool:
+    """Durably flag a running run for cancellation (picked up by its executor): `action`
+    replaces the stop recorded before (the lifecycle gives the stronger of the two)."""
     result = await session.execute(
         update(runs)
         .where(runs.c.run_id == run_id, runs.c.status == RunStatus.RUNNING)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class RunyardError(Exception):
     """Base of every error Runyard raises on purpose, with a message a person can act on."""
@@ -11,6 +13,10 @@ class RunyardError(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+    def body(self) -> dict[str, Any]:
+        """The JSON body of the answer `runyard.api` makes of it."""
+        return {"detail": self.message}
 
 
 class NotFoundError(RunyardError):
@@ -23,6 +29,19 @@ class ConflictError(RunyardError):
     """The request conflicts with the current state (busy thread, existing id)."""
 
     status_code = 409
+
+
+class RunEndedError(ConflictError):
+    """A stop (a cancel) reached a run that had already ended: it can no longer be carried
+    out. Carries the status the run really has."""
+
+    def __init__(self, message: str, run_status: str) -> None:
+        super().__init__(message)
+        self.run_status = run_status
+
+    def body(self) -> dict[str, Any]:
+        """The answer's body: the message and the run's status."""
+        return {**super().body(), "status": self.run_status}
 
 
 class InvalidInputError(RunyardError):

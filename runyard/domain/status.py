@@ -25,6 +25,22 @@ class ThreadStatus(StrEnum):
     ERROR = "error"
 
 
+class CancelAction(StrEnum):
+    """How a cancelled run is left: interrupted, or deleted with its checkpoints.
+
+    Declared weakest first: each stop is stronger than the ones above it (how two stops on
+    one run compose is runyard/run_stops.py's rule).
+    """
+
+    INTERRUPT = "interrupt"
+    ROLLBACK = "rollback"
+
+    @property
+    def strength(self) -> int:
+        """1 for the weakest stop, one more for each stronger one."""
+        return list(CancelAction).index(self) + 1
+
+
 class MultitaskStrategy(StrEnum):
     """What to do with a new run on a thread that already has an active run."""
 
@@ -33,12 +49,14 @@ class MultitaskStrategy(StrEnum):
     INTERRUPT = "interrupt"
     ROLLBACK = "rollback"
 
-
-class CancelAction(StrEnum):
-    """How a cancelled run is left: interrupted, or deleted with its checkpoints."""
-
-    INTERRUPT = "interrupt"
-    ROLLBACK = "rollback"
+    @property
+    def stop(self) -> CancelAction | None:
+        """The stop this strategy puts to the thread's active runs (None: it stops none)."""
+        if self is MultitaskStrategy.ROLLBACK:
+            return CancelAction.ROLLBACK
+        if self is MultitaskStrategy.INTERRUPT:
+            return CancelAction.INTERRUPT
+        return None
 
 
 ACTIVE_RUN_STATUSES: frozenset[RunStatus] = frozenset({RunStatus.PENDING, RunStatus.RUNNING})

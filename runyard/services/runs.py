@@ -17,12 +17,12 @@ from runyard.db import threads as threads_db
 from runyard.db.engine import Sessions
 from runyard.db.run_stats import count_pending_in_group
 from runyard.domain.encryption_context import CONTEXT_KEY
-from runyard.domain.errors import ConflictError, InvalidInputError, NotFoundError
+from runyard.domain.errors import ConflictError, InvalidInputError, NotFoundError, RunEndedError
 from runyard.domain.new_run import NewRun
 from runyard.domain.run import RunRecord
-from runyard.domain.status import TERMINAL_RUN_STATUSES
+from runyard.domain.status import TERMINAL_RUN_STATUSES, CancelAction, RunStatus
 from runyard.domain.user_bounds import RunBounds, check_batch_size, check_pending_room
-from runyard.lifecycle import Created, RunLifecycle
+from runyard.lifecycle import Created, RunLifecycle, Stopped
 from runyard.outbound.guard import WebhookGuard
 from runyard.queue.run_queue import RunQueue
 from runyard.schemas.runs import RunCreate
@@ -302,32 +302,57 @@ class RunService:
     async def cancel_run(self, thread_id: str | None, run_id: str, action: str) -> dict[str, Any]:
         """Record a cancel durably, then deliver it to the executing instance.
 
-        Returns what happened: `delivered` is False when no executor acknowledged the message
-        at once; the recorded flag then stops the run at its next lease renewal.
+        Returns what happened: `stopping_with` is the stop the run ends by (a rollback
+        already in flight outranks an interrupt, which then changes nothing); `delivered`
+        is False when no executor acknowledged the message at once, and the recorded flag
+        then stops the run at its next lease renewal. RunEndedError (409, with the run's
+        status) when the run ended before the cancel could act.
         """
         run = await self.get_run(thread_id, run_id)
-        status = run.status
-        if status in TERMINAL_RUN_STATUSES:
-            raise ConflictError(
-                f"run {run_id} already finished with status '{status.value}'; nothing to cancel"
+        if run.status in TERMINAL_RUN_STATUSES:
+            raise RunEndedError(
+                f"run {run_id} already finished with status '{run.status.value}'; "
+                "nothing to cancel",
+                run.status.value,
             )
-        pending, delivered = await self.lifecycle.cancel(run, action)
-        log.info("run_cancel_requested run_id=%s action=%s delivered=%s", run_id, action, delivered)
-        heartbeat = self.heartbeat_interval_seconds
+        stopped = await self.lifecycle.cancel(run, CancelAction(action))
+        log.info(
+            "run_cancel_requested run_id=%s action=%s stopping_with=%s changed=%s delivered=%s",
+            run_id,
+            action,
+            stopped.stopping_with.value,
+            stopped.changed,
+            stopped.delivered,
+        )
         return {
             "run_id": run_id,
             "thread_id": run.thread_id,
             "action": action,
-            "was": status.value,
-            "delivered": delivered,
-            "detail": "the run had not started; it ends interrupted"
-            if pending
-            else "the executing instance received the cancel; the run stops now"
-            if delivered
-            else "the cancel is recorded but no instance acknowledged it yet; it stops the run at "
-            f"the executor's next lease renewal (every {heartbeat:g} s) or, if that instance "
-            "is gone, when its lease expires",
+            "was": stopped.was.value,
+            "stopping_with": stopped.stopping_with.value,
+            "delivered": stopped.delivered,
+            "detail": self._cancel_detail(action, stopped),
         }
+
+    def _cancel_detail(self, action: str, stopped: Stopped) -> str:
+        """What a cancel's answer says it did, in words."""
+        standing = stopped.stopping_with.value
+        if stopped.was == RunStatus.PENDING:
+            return "the run had not started; it ends interrupted" + (
+                " and is deleted" if standing == CancelAction.ROLLBACK else ""
+            )
+        if not stopped.changed:
+            return (
+                f"a {standing} is already stopping this run; this {action} changes nothing "
+                f"and the run ends as the {standing} asks"
+            )
+        if stopped.delivered:
+            return "the executing instance received the cancel; the run stops now"
+        return (
+            "the cancel is recorded but no instance acknowledged it yet; it stops the run at "
+            f"the executor's next lease renewal (every {self.heartbeat_interval_seconds:g} s) "
+            "or, if that instance is gone, when another instance takes the run over"
+        )
 
     async def cancel_many(
         self,

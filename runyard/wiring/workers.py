@@ -1,16 +1,21 @@
-"""The parts of the workers phase: the run executor with its finalizer, the reaper, and the
-recovery of a single-process instance's runs after a restart."""
+"""The parts of the workers phase: the run executor with its finalizer, the instance's
+liveness lock (a fleet), the reaper, and the recovery of a single-process instance's runs
+after a restart."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING
 
-from runyard.background.reaper import Reaper, ReaperSettings
+from runyard.background.liveness import InstanceLiveness
+from runyard.background.reaper import LivenessCheck, Reaper, ReaperSettings
 from runyard.db import run_recovery as recovery_db
 from runyard.db.engine import Sessions
 from runyard.graphs.tool_calls import ToolCallRecords
 from runyard.lifecycle import RunLifecycle
+from runyard.loops import LoopGroup
 from runyard.queue.run_queue import RunQueue
 from runyard.settings import Settings
 from runyard.wiring.storage import Storage
@@ -75,9 +80,18 @@ def run_executor(
 
 
 def reaper(
-    lifecycle: RunLifecycle, queue: RunQueue, autocommit: Sessions, settings: Settings
+    lifecycle: RunLifecycle,
+    queue: RunQueue,
+    autocommit: Sessions,
+    settings: Settings,
+    liveness: InstanceLiveness | None = None,
 ) -> Reaper:
-    """The reaper of expired leases and unqueued pending runs, with its settings."""
+    """The reaper of expired leases, dead instances' runs (when this instance holds a
+    liveness lock) and unqueued pending runs, with its settings."""
+    check = None
+    if liveness is not None:
+        # Others have a lease, after a restart of the database, to take their lock back.
+        check = LivenessCheck(liveness.instance_id, settings.lease_duration_seconds)
     return Reaper(
         lifecycle,
         queue,
@@ -86,8 +100,33 @@ def reaper(
             interval_seconds=settings.reaper_interval_seconds,
             max_retries=settings.bg_job_max_retries,
             stuck_pending_seconds=settings.stuck_pending_threshold_seconds,
+            liveness=check,
         ),
     )
+
+
+async def hold_liveness(
+    settings: Settings,
+    instance_id: str,
+    stack: AsyncExitStack,
+    loop_group: Callable[[str], LoopGroup],
+) -> InstanceLiveness | None:
+    """In a fleet (PostgreSQL with Redis): take this instance's liveness lock, check it
+    every beat, and release it at shutdown after the worker pool stopped (pushed before it).
+    None elsewhere: one process has no one to take its runs over."""
+    url = settings.resolved_database_url()
+    if not url.startswith("postgresql") or not settings.redis_url:
+        return None
+    liveness = InstanceLiveness(
+        "postgresql://" + url.split("://", 1)[1],
+        instance_id,
+        beat=settings.heartbeat_interval_seconds / 2,
+        lease=settings.lease_duration_seconds,
+    )
+    await liveness.take()
+    stack.push_async_callback(liveness.close)
+    loop_group("liveness").start("instance-liveness", liveness.run_forever)
+    return liveness
 
 
 async def recover_after_restart(reaper: Reaper, autocommit: Sessions, queue: RunQueue) -> None:

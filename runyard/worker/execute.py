@@ -51,6 +51,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("runyard.worker")
 
+# How long a run whose claim could not reach the database waits on the queue before it is
+# popped again (here or elsewhere).
+CLAIM_RETRY_SECONDS = 1.0
+
 
 @dataclass(frozen=True)
 class ExecutorParts:
@@ -112,9 +116,16 @@ class RunExecutor:
             log.warning("run_unreadable run_id=%s error=%s", run_id, exc.message)
             await parts.lifecycle.fail_unreadable(run_id, parts.instance_id, exc.message)
             return None
-        except Exception:
+        except Exception as exc:
             await self._settle(run_id)
-            raise
+            if not store_unavailable(exc):
+                raise
+            # Not claimed here: back on the queue, a moment later, for an instance that
+            # reaches the database (this one cut off from it would drop it until the sweeper
+            # found it). Its priority is not known here: it goes back at the default one.
+            log.warning("run_claim_failed run_id=%s reason=store_unavailable", run_id)
+            await parts.queue.push(run_id, CLAIM_RETRY_SECONDS)
+            return None
         if isinstance(run, HeldBack):
             # Back to its place in its group, which the queue skips for a while: workers do
             # not pop and bounce the group's backlog meanwhile.

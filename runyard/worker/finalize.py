@@ -13,7 +13,7 @@ from runyard.db import run_attempts as attempts_db
 from runyard.db.threads import ThreadState
 from runyard.domain.results import with_interrupts
 from runyard.domain.run import RunRecord
-from runyard.domain.status import RunStatus, ThreadStatus
+from runyard.domain.status import CancelAction, RunStatus, ThreadStatus
 from runyard.graphs.checkpointer import delete_run_checkpoints
 from runyard.graphs.serialize import to_jsonable
 from runyard.services.encrypted_json import sealed, sealed_state
@@ -44,14 +44,20 @@ class Outcome:
     """How a run's execution ended.
 
     `graph` is the graph the run executed (bound to a checkpointer), if it was built;
-    `snapshot` the thread's state when the run's own stream already told it.
+    `snapshot` the thread's state when the run's own stream already told it; `stop` the stop
+    this end carries out (a cancel's), None for the run's own end.
     """
 
     status: RunStatus
     error: dict[str, Any] | None = None
-    rollback: bool = False
     graph: Pregel | None = None
     snapshot: ThreadSnapshot | None = None
+    stop: CancelAction | None = None
+
+    @property
+    def rollback(self) -> bool:
+        """True when the run ends rolled back: deleted, with its checkpoints."""
+        return self.stop is CancelAction.ROLLBACK
 
 
 class RunFinalizer:
@@ -109,10 +115,17 @@ class RunFinalizer:
         if isinstance(error, dict):
             error = await sealed(self, "run", "error", error)
         finished = await self._lifecycle.finish(
-            run, attempt, outcome.status, output, outcome.error, state, stored_error=error
+            run,
+            attempt,
+            outcome.status,
+            output,
+            outcome.error,
+            state,
+            stored_error=error,
+            stop=outcome.stop,
         )
-        if isinstance(finished, str):
-            # A cancel landed before the end was written: the run ends as that cancel asks.
+        if isinstance(finished, CancelAction):
+            # A stronger stop landed before the end was written: the run ends as it asks.
             stopped = cancelled(finished, outcome.graph, snapshot)
             return await self.finalize(run, attempt, stopped)
         return finished
@@ -153,9 +166,10 @@ class RunFinalizer:
 
 def cancelled(action: str, graph: Pregel | None, snapshot: ThreadSnapshot | None = None) -> Outcome:
     """How a run stopped by a cancel ends: `interrupted`, its changes gone for `rollback`."""
-    if action == "rollback":
-        return Outcome(RunStatus.INTERRUPTED, rollback=True, graph=graph)
-    return Outcome(RunStatus.INTERRUPTED, graph=graph, snapshot=snapshot)
+    stop = CancelAction(action)
+    if stop is CancelAction.ROLLBACK:
+        return Outcome(RunStatus.INTERRUPTED, graph=graph, stop=stop)
+    return Outcome(RunStatus.INTERRUPTED, graph=graph, snapshot=snapshot, stop=stop)
 
 
 def _thread_state(thread_id: str, outcome: Outcome, snapshot: ThreadSnapshot) -> ThreadState:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from runyard.queue.run_queue import RunQueue
@@ -14,8 +14,21 @@ if TYPE_CHECKING:
 log = logging.getLogger("runyard.worker")
 
 
+class Alive(Protocol):
+    """Whether this instance counts as alive to the others (runyard/background/liveness.py)."""
+
+    def alive(self) -> bool:
+        """True while it does."""
+        ...
+
+    async def until_alive(self) -> None:
+        """Return once it does."""
+        ...
+
+
 class WorkerPool:
-    """`count` loops, each holding up to `slots` runs under its own semaphore."""
+    """`count` loops, each holding up to `slots` runs under its own semaphore, claiming only
+    while `alive` says this instance counts as alive (a fleet's liveness lock)."""
 
     def __init__(
         self,
@@ -24,8 +37,12 @@ class WorkerPool:
         running: RunningRuns,
         count: int,
         slots: int,
+        liveness: Alive | None = None,
     ) -> None:
         self._queue = queue
+        # Whether this instance counts as alive (its liveness lock): a run claimed while it
+        # does not would be taken over at once.
+        self._liveness = liveness
         self._executor = executor
         self._running = running
         self._count = count
@@ -58,6 +75,8 @@ class WorkerPool:
         semaphore = asyncio.Semaphore(self._slots)
         while not self._stopping.is_set():
             await semaphore.acquire()
+            if self._liveness is not None:
+                await self._liveness.until_alive()
             try:
                 run_id = await self._queue.pop(timeout=1.0)
             except Exception:
@@ -65,7 +84,7 @@ class WorkerPool:
                 log.exception("worker_pop_failed loop=%s", index)
                 await asyncio.sleep(1.0)
                 continue
-            if run_id is None or self._stopping.is_set():
+            if run_id is None or self._stopping.is_set() or not self._alive():
                 semaphore.release()
                 if run_id is not None:
                     # Its priority is not known here: it goes back at the default one, and
@@ -77,6 +96,9 @@ class WorkerPool:
             self._runs.add(task)
             task.add_done_callback(self._runs.discard)
             task.add_done_callback(lambda _t: semaphore.release())
+
+    def _alive(self) -> bool:
+        return self._liveness is None or self._liveness.alive()
 
     async def _guarded(self, run_id: str) -> None:
         try:

@@ -17,7 +17,7 @@ from tests.support.throwaway import ThrowawayRedis
 def reaped(instance: Instance, run_id: str) -> bool:
     """True when the instance's reaper recovered the run (its attempt had vanished)."""
     text = instance.server.log_path.read_text(errors="replace")
-    return any("run_lease_expired" in line and run_id in line for line in text.splitlines())
+    return any("run_recovered" in line and run_id in line for line in text.splitlines())
 
 
 def cancel_read_by_renewal(cluster: Cluster, run_id: str) -> bool:

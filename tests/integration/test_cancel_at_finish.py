@@ -18,15 +18,18 @@ from typing import Any
 
 import pytest
 
-from runyard.db import runs as runs_db
-from runyard.db import threads as threads_db
 from runyard.domain.errors import NotFoundError
-from runyard.domain.run import RunRecord
 from runyard.domain.status import RunStatus, ThreadStatus
 from runyard.domain.thread import ThreadRecord
-from runyard.runtime import Runtime
 from runyard.schemas.runs import RunCreate
-from tests.support.instances import HeldFinish, Instances, started_instances
+from tests.support.instances import (
+    Held,
+    Instances,
+    deployment,
+    held_end,
+    stored_run,
+    stored_thread,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -37,32 +40,22 @@ ONE_RUN = ["first", "second"]
 @pytest.fixture(params=["sqlite", "postgres"])
 async def instances(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Instances]:
     """`runyard dev` (one runtime), or two instances on one PostgreSQL database and Redis."""
-    async with started_instances(request.param, tmp_path, "runyard_cancel_finish") as made:
-        yield made
+    async with deployment(request.param, tmp_path, "runyard_cancel_finish") as rt:
+        yield rt
 
 
 async def _run_held_at_its_end(
     rt: Instances, monkeypatch: pytest.MonkeyPatch
-) -> tuple[str, str, HeldFinish]:
+) -> tuple[str, str, Held]:
     """A thread whose run has finished its graph and waits to write `success`."""
-    held = HeldFinish(rt.worker, monkeypatch)
+    held = held_end(monkeypatch, rt.worker, RunStatus.SUCCESS)
     thread_id = str(uuid.uuid4())
     run = await rt.api.services.runs.create_run(
         thread_id,
         RunCreate(assistant_id="slow", input={"seconds": 0.01}, if_not_exists="create"),
     )
-    await asyncio.wait_for(held.reached.wait(), 20)
+    await held.wait()
     return thread_id, run.run_id, held
-
-
-async def _stored_run(rt: Runtime, run_id: str) -> RunRecord | None:
-    async with rt.autocommit() as session:
-        return await runs_db.get_run(session, run_id)
-
-
-async def _thread(rt: Runtime, thread_id: str) -> ThreadRecord | None:
-    async with rt.autocommit() as session:
-        return await threads_db.get_thread(session, thread_id)
 
 
 def _steps(thread: ThreadRecord | None) -> list[str]:
@@ -70,7 +63,7 @@ def _steps(thread: ThreadRecord | None) -> list[str]:
     return list((thread.values or {}).get("steps", []))
 
 
-async def _released_then(held: HeldFinish, request: Awaitable[Any]) -> Any:
+async def _released_then(held: Held, request: Awaitable[Any]) -> Any:
     """The request answered while the final write was held; then the write goes on."""
     answer = await request
     held.release()
@@ -89,15 +82,15 @@ async def test_a_strategy_landing_at_the_final_write_stops_the_run(
         rt.api.services.waits.wait_until_done(thread_id, second.run_id), 30
     )
     assert ended.status == RunStatus.SUCCESS
-    first = await _stored_run(rt.api, first_id)
+    first = await stored_run(rt.api, first_id)
     if strategy == "interrupt":
         assert first is not None and first.status == RunStatus.INTERRUPTED
         # An interrupted run keeps what it wrote; the next run continues from it.
-        assert _steps(await _thread(rt.api, thread_id)) == ONE_RUN * 2
+        assert _steps(await stored_thread(rt.api, thread_id)) == ONE_RUN * 2
     else:
         # Rolled back: the run and its state are gone; the next run started from nothing.
         assert first is None
-        assert _steps(await _thread(rt.api, thread_id)) == ONE_RUN
+        assert _steps(await stored_thread(rt.api, thread_id)) == ONE_RUN
 
 
 @pytest.mark.parametrize("action", ["interrupt", "rollback"])
@@ -109,13 +102,13 @@ async def test_a_cancel_landing_at_the_final_write_stops_the_run(
     answer = await _released_then(held, rt.api.services.runs.cancel_run(thread_id, run_id, action))
     assert answer["was"] == RunStatus.RUNNING.value
     ended = await asyncio.wait_for(rt.api.services.waits.wait_until_done_or_gone(run_id), 30)
-    thread = await _thread(rt.api, thread_id)
+    thread = await stored_thread(rt.api, thread_id)
     assert thread is not None and thread.status == ThreadStatus.IDLE
     if action == "interrupt":
         assert ended is not None and ended.status == RunStatus.INTERRUPTED
         assert _steps(thread) == ONE_RUN
     else:
-        assert ended is None and await _stored_run(rt.api, run_id) is None
+        assert ended is None and await stored_run(rt.api, run_id) is None
         assert _steps(thread) == []
 
 
@@ -132,7 +125,7 @@ async def test_a_thread_deleted_at_the_final_write_stays_deleted(
             break
         await asyncio.sleep(0.05)
     assert not len(rt.worker.running)
-    assert await _stored_run(rt.api, run_id) is None
-    assert await _thread(rt.api, thread_id) is None
+    assert await stored_run(rt.api, run_id) is None
+    assert await stored_thread(rt.api, thread_id) is None
     with pytest.raises(NotFoundError):
         await rt.api.services.threads.get_thread(thread_id)

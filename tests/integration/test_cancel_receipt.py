@@ -54,3 +54,22 @@ async def test_cancel_of_a_pending_run_ends_it_at_once(base_url: str) -> None:
         assert answer.status_code == 202
         assert answer.json()["was"] == "pending"
         assert await _status(http, thread_id, run["run_id"]) == "interrupted"
+
+
+async def test_cancel_of_a_finished_run_is_409_with_its_status(base_url: str) -> None:
+    thread_id = str(uuid.uuid4())
+    async with httpx.AsyncClient(base_url=base_url, timeout=30) as http:
+        run = (
+            await http.post(
+                f"/threads/{thread_id}/runs/wait",
+                json={
+                    "assistant_id": "pipeline",
+                    "input": {"text": "a"},
+                    "if_not_exists": "create",
+                },
+            )
+        ).headers["Content-Location"]
+        answer = await http.post(f"{run}/cancel", params={"action": "rollback"})
+        assert answer.status_code == 409, answer.text
+        assert answer.json()["status"] == "success"
+        assert "success" in answer.json()["detail"]

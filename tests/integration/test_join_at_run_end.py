@@ -31,7 +31,7 @@ from runyard.services.session_commands import run_body
 from runyard.services.thread_streams import parse_thread_stream_modes
 from runyard.streaming.broker import CompletionWaiter, StreamEvent
 from tests.support.alarms import ended_before
-from tests.support.instances import HeldFinish, Instances, started_instances
+from tests.support.instances import Held, Instances, deployment, held_end
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -47,7 +47,7 @@ async def instances(
 ) -> AsyncIterator[Instances]:
     """`runyard dev` (one runtime), or two instances on one PostgreSQL database and Redis."""
     workdir = tmp_path_factory.mktemp(f"join-at-end-{request.param}")
-    async with started_instances(request.param, workdir, "runyard_join_at_end") as made:
+    async with deployment(request.param, workdir, "runyard_join_at_end") as made:
         yield made
 
 
@@ -115,10 +115,10 @@ class _ProbedWaiter:
 
 async def _held_run(
     rt: Instances, monkeypatch: pytest.MonkeyPatch, session: bool = False
-) -> tuple[str, str, HeldFinish, TimerProbe]:
+) -> tuple[str, str, Held, TimerProbe]:
     """A new thread's run whose graph has finished and whose final write is held, with a
     probe on the views' broker."""
-    held = HeldFinish(rt.worker, monkeypatch)
+    held = held_end(monkeypatch, rt.worker, RunStatus.SUCCESS)
     thread_id = str(uuid.uuid4())
     if session:
         body = run_body({"assistant_id": "slow", "input": SLOW_INPUT})
@@ -137,7 +137,7 @@ async def _running(rt: Instances, thread_id: str, run_id: str) -> RunRecord:
     return run
 
 
-async def _end(rt: Instances, run_id: str, held: HeldFinish, probe: TimerProbe) -> None:
+async def _end(rt: Instances, run_id: str, held: Held, probe: TimerProbe) -> None:
     """Let the run end; back once the views' instance has its completion signal (sent with
     its last events: they are stored)."""
     async with rt.api.broker.done_waiter(run_id) as signalled:
@@ -312,7 +312,7 @@ async def test_a_wait_whose_run_ends_answers_at_once(
     """POST /threads/{id}/runs/wait: registered as the run was created, its answer comes
     with the run's end."""
     rt = instances
-    held = HeldFinish(rt.worker, monkeypatch)
+    held = held_end(monkeypatch, rt.worker, RunStatus.SUCCESS)
     # Before the run exists: /wait registers for its end as it is created.
     probe = TimerProbe(rt.api, None, monkeypatch)
     waits = rt.api.services.waits

@@ -1,14 +1,10 @@
-"""In-process instances of a deployment, and a hook that holds a run open at its final write.
-
-`runyard dev` is one runtime on SQLite with the in-memory broker; on PostgreSQL with Redis
-there are two: one executes the runs (`worker`), the other (`api`, no worker loops) takes
-the requests, so what a client sees comes from another instance than the executor's.
-"""
+"""In-process deployments for interleaving tests: where runs execute and where requests land,
+and a hook that holds one step of a runtime open until the test lets it go."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +12,11 @@ from typing import Any
 
 import pytest
 
+from runyard.db import runs as runs_db
+from runyard.db import threads as threads_db
+from runyard.domain.run import RunRecord
 from runyard.domain.status import RunStatus
+from runyard.domain.thread import ThreadRecord
 from runyard.runtime import Runtime
 from runyard.settings import Settings
 from tests.support.redis_keys import postgres_and_redis
@@ -41,10 +41,10 @@ def _settings(tmp_path: Path, **env: Any) -> Settings:
 
 
 @asynccontextmanager
-async def started_instances(kind: str, tmp_path: Path, name: str) -> AsyncIterator[Instances]:
-    """`sqlite`: one `runyard dev` runtime; `postgres`: two instances on one fresh
-    PostgreSQL database (named after `name`) and a Redis key prefix of their own."""
-    if kind == "sqlite":
+async def deployment(backend: str, tmp_path: Path, name: str) -> AsyncIterator[Instances]:
+    """`runyard dev` (one runtime: "sqlite"), or two instances on one PostgreSQL database
+    and Redis ("postgres"): one executes runs, the other (no workers) takes the requests."""
+    if backend == "sqlite":
         rt = Runtime(_settings(tmp_path))
         await rt.start()
         try:
@@ -64,23 +64,55 @@ async def started_instances(kind: str, tmp_path: Path, name: str) -> AsyncIterat
             await worker.stop()
 
 
-class HeldFinish:
-    """Holds the worker's first `success` write of a run until `release`: the run's graph
-    has finished and the run still reads as running."""
+class Held:
+    """Holds the first call of `owner.name(...)` that `when(*args, **kwargs)` picks, before
+    it runs, until `release`; every other call goes through."""
 
-    def __init__(self, rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    def __init__(
+        self,
+        monkeypatch: pytest.MonkeyPatch,
+        owner: object,
+        name: str,
+        when: Callable[..., bool],
+    ) -> None:
         self.reached = asyncio.Event()
         self._go = asyncio.Event()
-        finish = rt.lifecycle.finish
+        call = getattr(owner, name)
 
-        async def held(run: Any, attempt: int, status: RunStatus, *args: Any, **kwargs: Any) -> Any:
-            if status is RunStatus.SUCCESS and not self.reached.is_set():
+        async def held(*args: Any, **kwargs: Any) -> Any:
+            if not self.reached.is_set() and when(*args, **kwargs):
                 self.reached.set()
                 await self._go.wait()
-            return await finish(run, attempt, status, *args, **kwargs)
+            return await call(*args, **kwargs)
 
-        monkeypatch.setattr(rt.lifecycle, "finish", held)
+        monkeypatch.setattr(owner, name, held)
+
+    async def wait(self, timeout: float = 20) -> None:
+        """Until the held call arrived."""
+        await asyncio.wait_for(self.reached.wait(), timeout)
 
     def release(self) -> None:
-        """Let the held write go on."""
+        """Let the held call go on."""
         self._go.set()
+
+
+def held_end(monkeypatch: pytest.MonkeyPatch, rt: Runtime, status: RunStatus) -> Held:
+    """Holds `rt`'s first final write of a run ending with `status` (`lifecycle.finish`)."""
+    return Held(
+        monkeypatch,
+        rt.lifecycle,
+        "finish",
+        lambda _run, _attempt, ending, *_args, **_kwargs: ending is status,
+    )
+
+
+async def stored_run(rt: Runtime, run_id: str) -> RunRecord | None:
+    """The run's row as stored now, or None."""
+    async with rt.autocommit() as session:
+        return await runs_db.get_run(session, run_id)
+
+
+async def stored_thread(rt: Runtime, thread_id: str) -> ThreadRecord | None:
+    """The thread's row as stored now, or None."""
+    async with rt.autocommit() as session:
+        return await threads_db.get_thread(session, thread_id)
