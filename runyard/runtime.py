@@ -29,7 +29,7 @@ from runyard.graphs.priority import PriorityAssigner
 from runyard.graphs.registry import GraphRegistry
 from runyard.graphs.store import StoreOptions, TtlSweeper
 from runyard.graphs.ui_bundles import UiBundles, prepare_bundles
-from runyard.lifecycle import RunLifecycle
+from runyard.lifecycle.machine import RunLifecycle
 from runyard.loops import LoopGroup
 from runyard.observability.langsmith import langsmith_project
 from runyard.observability.metrics import Metrics

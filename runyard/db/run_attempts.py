@@ -51,7 +51,7 @@ def _finish_statement(dialect: str) -> Update:
             runs.c.attempt == bindparam("p_attempt"),
             runs.c.status == RunStatus.RUNNING,
             # A cancel recorded before this write wins: only the cancel's own end (an
-            # interrupted run) is written over it (runyard/lifecycle.py, `finish`).
+            # interrupted run) is written over it (runyard/lifecycle/machine.py, `finish`).
             or_(runs.c.cancel_action.is_(None), bindparam("p_by_cancel", type_=Boolean)),
         )
         .values(

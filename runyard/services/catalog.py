@@ -17,7 +17,7 @@ from runyard.domain.user_bounds import RunBounds, StoreBounds
 from runyard.graphs.priority import PriorityAssigner
 from runyard.graphs.registry import GraphRegistry
 from runyard.graphs.store import StoreOptions
-from runyard.lifecycle import RunLifecycle
+from runyard.lifecycle.machine import RunLifecycle
 from runyard.observability.metrics import Metrics
 from runyard.observability.tracing import Tracing
 from runyard.outbound.guard import WebhookGuard

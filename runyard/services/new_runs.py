@@ -1,5 +1,6 @@
-"""Building a new run from a request: the `NewRun` the lifecycle creates (runyard/lifecycle.py),
-with the run's row (request, assistant, configuration) and its thread's JSON sealed."""
+"""Building a new run from a request: the `NewRun` the lifecycle creates
+(runyard/lifecycle/machine.py), with the run's row (request, assistant, configuration) and its
+thread's JSON sealed."""
 
 from __future__ import annotations
 

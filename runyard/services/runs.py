@@ -22,7 +22,7 @@ from runyard.domain.new_run import NewRun
 from runyard.domain.run import RunRecord
 from runyard.domain.status import TERMINAL_RUN_STATUSES
 from runyard.domain.user_bounds import RunBounds, check_batch_size, check_pending_room
-from runyard.lifecycle import Created, RunLifecycle
+from runyard.lifecycle.machine import Created, RunLifecycle
 from runyard.outbound.guard import WebhookGuard
 from runyard.queue.run_queue import RunQueue
 from runyard.schemas.runs import RunCreate

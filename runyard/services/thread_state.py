@@ -29,7 +29,7 @@ from runyard.graphs.state import (
     select_state,
     snapshot_to_state,
 )
-from runyard.lifecycle import RunLifecycle
+from runyard.lifecycle.machine import RunLifecycle
 from runyard.schemas.threads import CheckpointConfig, StateCommand, Superstep
 from runyard.services.encrypted_json import opened_thread, sealed_state
 from runyard.streaming.broker import EventBroker

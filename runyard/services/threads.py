@@ -19,7 +19,7 @@ from runyard.domain.status import ThreadStatus
 from runyard.domain.thread import ThreadRecord
 from runyard.graphs.checkpointer import StorageReporting, copy_thread_checkpoints
 from runyard.graphs.registry import GraphRegistry
-from runyard.lifecycle import RunLifecycle
+from runyard.lifecycle.machine import RunLifecycle
 from runyard.schemas.threads import (
     ThreadCreate,
     ThreadFilter,

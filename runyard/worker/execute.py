@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from runyard.encryption.custom import CustomEncryption
     from runyard.graphs.registry import GraphRegistry
     from runyard.graphs.tool_calls import ToolCallRecords
-    from runyard.lifecycle import RunLifecycle
+    from runyard.lifecycle.machine import RunLifecycle
     from runyard.observability.metrics import Metrics
     from runyard.observability.tracing import Tracing
     from runyard.queue.run_queue import RunQueue

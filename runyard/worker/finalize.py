@@ -1,5 +1,5 @@
 """What an attempt's outcome records: status, output and the thread's state read from its
-checkpoint; the lifecycle (runyard/lifecycle.py) writes it and ends the run."""
+checkpoint; the lifecycle (runyard/lifecycle/machine.py) writes it and ends the run."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from runyard.db.engine import Sessions
     from runyard.encryption.custom import CustomEncryption
     from runyard.graphs.registry import GraphRegistry
-    from runyard.lifecycle import RunLifecycle
+    from runyard.lifecycle.machine import RunLifecycle
 
 log = logging.getLogger("runyard.worker")
 

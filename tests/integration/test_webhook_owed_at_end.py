@@ -20,7 +20,7 @@ import pytest
 
 from runyard.db import runs as runs_db
 from runyard.db import webhooks as webhooks_db
-from runyard.run_endings import RunEndings
+from runyard.lifecycle.endings import RunEndings
 from runyard.runtime import Runtime
 from runyard.schemas.runs import RunCreate
 from runyard.worker.webhooks import WebhookSender

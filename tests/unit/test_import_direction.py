@@ -31,13 +31,11 @@ LAYERS: dict[str, int] = {
     "encryption": 2,
     "migrations": 2,
     "graphs": 3,
-    "transactions": 3,
     "observability": 3,
     "transport": 4,
     "deploy": 4,
-    "run_endings": 4,
-    "run_creation": 4,
-    "run_stops": 5,
+    # The run state machine: machine.py and the parts it builds (creation, stops, endings,
+    # transactions).
     "lifecycle": 6,
     "services": 7,
     "auth": 8,
@@ -55,7 +53,7 @@ RUNTIME_USERS: set[str] = set()
 
 
 def part_of(module: str) -> str:
-    """`runyard.db.runs` → `db`; `runyard.lifecycle` → `lifecycle`."""
+    """`runyard.db.runs` → `db`; `runyard.settings` → `settings`."""
     return module.split(".")[1]
 
 
