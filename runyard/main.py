@@ -40,8 +40,8 @@ from runyard.graphs.http_config import HttpConfig
 from runyard.graphs.modules import one_line
 from runyard.observability.logs import configure_logging, drop_startup_traceback
 from runyard.observability.metrics import HttpMetricsMiddleware
-from runyard.runtime import Runtime
 from runyard.settings import Settings
+from runyard.wiring.runtime import Runtime
 
 log = logging.getLogger("runyard.app")
 

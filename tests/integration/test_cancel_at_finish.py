@@ -25,9 +25,9 @@ from runyard.domain.errors import NotFoundError
 from runyard.domain.run import RunRecord
 from runyard.domain.status import RunStatus, ThreadStatus
 from runyard.domain.thread import ThreadRecord
-from runyard.runtime import Runtime
 from runyard.schemas.runs import RunCreate
 from runyard.settings import Settings
+from runyard.wiring.runtime import Runtime
 from tests.support.redis_keys import postgres_and_redis
 from tests.support.server import TEST_CONFIG
 

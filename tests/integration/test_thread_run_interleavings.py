@@ -23,8 +23,8 @@ from runyard.domain.errors import StaleAttemptError
 from runyard.domain.run import RunRecord
 from runyard.domain.status import RunStatus, ThreadStatus
 from runyard.graphs.checkpointer import fenced
-from runyard.runtime import Runtime
 from runyard.schemas.runs import RunCreate
+from runyard.wiring.runtime import Runtime
 from runyard.worker.finalize import Outcome, RunFinalizer, ThreadSnapshot
 from tests.support.backends import backend_runtime
 from tests.support.rows import run_row, thread_row

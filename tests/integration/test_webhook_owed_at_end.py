@@ -21,8 +21,8 @@ import pytest
 from runyard.db import runs as runs_db
 from runyard.db import webhooks as webhooks_db
 from runyard.lifecycle.endings import RunEndings
-from runyard.runtime import Runtime
 from runyard.schemas.runs import RunCreate
+from runyard.wiring.runtime import Runtime
 from runyard.worker.webhooks import WebhookSender
 from tests.support.backends import backend_runtime
 

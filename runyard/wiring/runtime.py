@@ -46,9 +46,9 @@ from runyard.services.run_priority import require_trusted_fairness_key
 from runyard.settings import Settings
 from runyard.streaming.broker import EventBroker
 from runyard.streaming.fanout import Fanouts
-from runyard.transport import open_transport
 from runyard.wiring.heap import settle_heap
 from runyard.wiring.storage import Storage, open_storage, services_storage
+from runyard.wiring.transport import open_transport
 from runyard.wiring.webhooks import webhook_guard, webhook_sender
 from runyard.wiring.workers import reaper, recover_after_restart, run_executor
 from runyard.worker.lease import LeaseKeeper
