@@ -142,8 +142,8 @@ def _run_production_server(args: argparse.Namespace, port: int) -> None:
     """One process; SIGTERM starts draining the workers at once, beside HTTP shutdown."""
     from uvicorn.main import STARTUP_FAILURE
 
-    from runyard.main import create_app
-    from runyard.server import AnnouncingServer, ServerConfig
+    from runyard.app.factory import create_app
+    from runyard.app.server import AnnouncingServer, ServerConfig
     from runyard.settings import Settings
 
     settings = load_settings(Settings)
@@ -178,7 +178,7 @@ def _run_production_server(args: argparse.Namespace, port: int) -> None:
 def _run_server(args: argparse.Namespace, port: int, reload: bool) -> None:
     from uvicorn.main import STARTUP_FAILURE
 
-    from runyard.server import AnnouncingServer, ServerConfig, reloader
+    from runyard.app.server import AnnouncingServer, ServerConfig, reloader
     from runyard.settings import Settings
 
     if args.config is not None:
@@ -188,7 +188,7 @@ def _run_server(args: argparse.Namespace, port: int, reload: bool) -> None:
     settings = load_settings(Settings)  # with the data folder the project's
     includes, excludes = _ui_reload(settings) if reload else ([], [])
     config = ServerConfig(
-        "runyard.main:create_app",
+        "runyard.app.factory:create_app",
         head_timeout_seconds=settings.head_timeout_seconds,
         max_head_bytes=settings.max_head_bytes,
         factory=True,

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from runyard.server import DEFAULT_HEAD_TIMEOUT_SECONDS, DEFAULT_MAX_HEAD_BYTES
+from runyard.app.server import DEFAULT_HEAD_TIMEOUT_SECONDS, DEFAULT_MAX_HEAD_BYTES
 from runyard.settings import Settings
 from tests.support.backends import backend_server
 from tests.support.server import ServerProcess

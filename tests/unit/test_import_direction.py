@@ -43,8 +43,8 @@ LAYERS: dict[str, int] = {
     "api": 9,
     # The composition root: the runtime, its phases' builders and the transport it opens.
     "wiring": 10,
-    "main": 11,
-    "server": 11,
+    # The entry points: the app factory and the uvicorn server.
+    "app": 11,
     "cli": 12,
 }
 
