@@ -108,7 +108,7 @@ def _require_auth_off_loopback(args: argparse.Namespace) -> None:
     As Redis's protected mode: an open server reachable from the network is a choice the
     operator states, not a default.
     """
-    from runyard.graphs.config import declared_auth_path, find_config
+    from runyard.project.config import declared_auth_path, find_config
     from runyard.settings import Settings
 
     if is_loopback(args.host):
@@ -217,8 +217,8 @@ def _run_server(args: argparse.Namespace, port: int, reload: bool) -> None:
 
 def _ui_reload(settings: Settings) -> tuple[list[str], list[str]]:
     """What dev's reloader also watches (and skips) for a project with a generative UI."""
-    from runyard.graphs.config import declares_ui, find_config
-    from runyard.graphs.ui_bundles import reload_patterns
+    from runyard.project.config import declares_ui, find_config
+    from runyard.project.ui_bundles import reload_patterns
 
     try:
         config = find_config(settings.config_path)

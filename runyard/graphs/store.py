@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any
 from langgraph.store.base import BaseStore, TTLConfig
 
 from runyard.domain.errors import ConfigError
-from runyard.graphs.config import ProjectConfig
-from runyard.graphs.modules import import_attribute
 from runyard.graphs.pg_store import DeferredPostgresStore
 from runyard.loops import every
+from runyard.project.config import ProjectConfig
+from runyard.project.modules import import_attribute
 
 if TYPE_CHECKING:
     from runyard.db.driver import StatementPool

@@ -22,19 +22,19 @@ from runyard.background.thread_sweeper import ThreadTTLSweeper
 from runyard.db.engine import Sessions
 from runyard.domain.group_caps import caps_from
 from runyard.domain.retention import ThreadTTLPolicy, parse_checkpointer
-from runyard.graphs.config import ProjectConfig, apply_environment, find_config, load_config
-from runyard.graphs.encryption_loading import load_encryption
-from runyard.graphs.http_config import HttpConfig
-from runyard.graphs.priority import PriorityAssigner
 from runyard.graphs.registry import GraphRegistry
 from runyard.graphs.store import StoreOptions, TtlSweeper
-from runyard.graphs.ui_bundles import UiBundles, prepare_bundles
 from runyard.lifecycle.machine import RunLifecycle
 from runyard.loops import LoopGroup
 from runyard.observability.langsmith import langsmith_project
 from runyard.observability.metrics import Metrics
 from runyard.observability.tracing import Tracing
 from runyard.outbound.guard import WebhookGuard
+from runyard.project.config import ProjectConfig, apply_environment, find_config, load_config
+from runyard.project.encryption_loading import load_encryption
+from runyard.project.http_config import HttpConfig
+from runyard.project.priority import PriorityAssigner
+from runyard.project.ui_bundles import UiBundles, prepare_bundles
 from runyard.queue.cancel_bus import CancelBus
 from runyard.queue.run_queue import RunQueue
 from runyard.sdk_handlers import AuthHandlers

@@ -24,9 +24,9 @@ from runyard.db.engine import (
 from runyard.db.schema import SchemaFit, migrate, schema_state, where
 from runyard.domain.errors import ConfigError
 from runyard.graphs.checkpointer import open_checkpointer
-from runyard.graphs.config import ProjectConfig
 from runyard.graphs.store import StoreOptions, open_store, store_options
 from runyard.observability.metrics import Metrics
+from runyard.project.config import ProjectConfig
 from runyard.services.catalog import Storage as ServicesStorage
 from runyard.settings import Settings
 

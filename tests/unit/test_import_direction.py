@@ -30,7 +30,9 @@ LAYERS: dict[str, int] = {
     "queue": 2,
     "encryption": 2,
     "migrations": 2,
-    "graphs": 3,
+    # langgraph.json and env, the user code and the UI bundles it names.
+    "project": 3,
+    "graphs": 4,
     "observability": 3,
     "deploy": 4,
     # The run state machine: machine.py and the parts it builds (creation, stops, endings,
