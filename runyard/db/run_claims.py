@@ -85,7 +85,7 @@ def thread_locked_first(dialect: str) -> list[Any]:
 # The checkpointer's table (langgraph's PostgreSQL saver creates it at start-up). A claim on
 # PostgreSQL also says whether the thread has a checkpoint yet (key THREAD_HAS_CHECKPOINT):
 # while the run holds its thread nobody else writes one, so a run that finds none can skip
-# its first read (runyard/graphs/checkpointer.py, `fenced`).
+# its first read (runyard/checkpoints/checkpointer.py, `fenced`).
 _CHECKPOINTS = table("checkpoints", column("thread_id"), column("checkpoint_ns"))
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from runyard.checkpoints.checkpointer import delete_run_checkpoints
 from runyard.db import runs as runs_db
 from runyard.db import threads as threads_db
 from runyard.db.dialect import database_now
@@ -26,7 +27,6 @@ from runyard.domain.new_run import NewRun, NewThread, TargetThread
 from runyard.domain.run import RunRecord
 from runyard.domain.status import RunStatus, ThreadStatus
 from runyard.domain.thread import LockedThread, ThreadRecord
-from runyard.graphs.checkpointer import delete_run_checkpoints
 from runyard.lifecycle.transactions import Transactions
 
 # How often a create that may make its thread finds it deleted, then created by another

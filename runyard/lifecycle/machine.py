@@ -60,6 +60,7 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from runyard.checkpoints.checkpointer import delete_run_checkpoints
 from runyard.db import group_caps as caps_db
 from runyard.db import run_attempts as attempts_db
 from runyard.db import run_claims as claims_db
@@ -72,7 +73,6 @@ from runyard.domain.new_run import NewRun, NewThread
 from runyard.domain.run import ClaimedRun, EndedRun, Recovered, RunRecord, UnreadRun
 from runyard.domain.status import RunStatus, ThreadStatus
 from runyard.domain.thread import ThreadRecord
-from runyard.graphs.checkpointer import delete_run_checkpoints
 from runyard.lifecycle.creation import Created, RunCreation, StrategyEffects, thread_row
 from runyard.lifecycle.endings import RunEndings, WebhookSink
 from runyard.lifecycle.stops import RunStops

@@ -13,12 +13,12 @@ from __future__ import annotations
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from runyard.checkpoints.checkpointer import delete_run_checkpoints
 from runyard.db import runs as runs_db
 from runyard.db import threads as threads_db
 from runyard.domain.errors import ConflictError, NotFoundError
 from runyard.domain.run import RunRecord
 from runyard.domain.status import ACTIVE_RUN_STATUSES, RunStatus
-from runyard.graphs.checkpointer import delete_run_checkpoints
 from runyard.lifecycle.creation import StrategyEffects
 from runyard.lifecycle.endings import RunEndings
 from runyard.lifecycle.transactions import Transactions

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.base.id import uuid6
 
+from runyard.checkpoints.checkpointer import StorageReporting, copy_thread_checkpoints
 from runyard.db import threads as threads_db
 from runyard.db.engine import Sessions
 from runyard.domain.errors import ConflictError, InvalidInputError, NotFoundError
@@ -17,7 +18,6 @@ from runyard.domain.new_run import NewThread
 from runyard.domain.retention import ThreadTTLPolicy
 from runyard.domain.status import ThreadStatus
 from runyard.domain.thread import ThreadRecord
-from runyard.graphs.checkpointer import StorageReporting, copy_thread_checkpoints
 from runyard.graphs.registry import GraphRegistry
 from runyard.lifecycle.machine import RunLifecycle
 from runyard.schemas.threads import (

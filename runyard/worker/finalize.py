@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph.pregel import Pregel
 
+from runyard.checkpoints.checkpointer import delete_run_checkpoints
 from runyard.db import run_attempts as attempts_db
 from runyard.db.threads import ThreadState
 from runyard.domain.results import with_interrupts
 from runyard.domain.run import RunRecord
 from runyard.domain.status import RunStatus, ThreadStatus
-from runyard.graphs.checkpointer import delete_run_checkpoints
 from runyard.graphs.serialize import to_jsonable
 from runyard.services.encrypted_json import sealed, sealed_state
 

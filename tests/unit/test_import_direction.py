@@ -18,6 +18,8 @@ LAYERS: dict[str, int] = {
     "__version__": 0,
     "domain": 0,
     "loops": 0,
+    # Calls into the event loop from the threads LangGraph runs synchronous code on.
+    "loop_calls": 0,
     "db": 1,
     # Settings parse with domain code (the group caps of RUNYARD_GROUP_LIMITS).
     "settings": 1,
@@ -32,6 +34,8 @@ LAYERS: dict[str, int] = {
     "migrations": 2,
     # langgraph.json and env, the user code and the UI bundles it names.
     "project": 3,
+    # The checkpoint savers per backend.
+    "checkpoints": 3,
     "graphs": 4,
     "observability": 3,
     "deploy": 4,
