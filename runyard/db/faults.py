@@ -57,10 +57,10 @@ _STORAGE_MODULES = (
     "runyard.checkpoints.pg_library",
     "runyard.checkpoints.pg_rows",
     "runyard.checkpoints.pg_saver",
-    "runyard.graphs.pg_store",
+    "runyard.longterm_store.pg_store",
     "runyard.checkpoints.checkpointer",
     "runyard.checkpoints.sqlite_saver",
-    "runyard.graphs.store",
+    "runyard.longterm_store.store",
 )
 # Driver errors that mean the connection is gone, by class name.
 _LOST_CONNECTION_NAMES = frozenset(

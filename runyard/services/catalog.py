@@ -15,8 +15,8 @@ from runyard.db.engine import Sessions
 from runyard.domain.retention import ThreadTTLPolicy
 from runyard.domain.user_bounds import RunBounds, StoreBounds
 from runyard.graphs.registry import GraphRegistry
-from runyard.graphs.store import StoreOptions
 from runyard.lifecycle.machine import RunLifecycle
+from runyard.longterm_store.store import StoreOptions
 from runyard.observability.metrics import Metrics
 from runyard.observability.tracing import Tracing
 from runyard.outbound.guard import WebhookGuard

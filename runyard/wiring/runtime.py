@@ -23,8 +23,8 @@ from runyard.db.engine import Sessions
 from runyard.domain.group_caps import caps_from
 from runyard.domain.retention import ThreadTTLPolicy, parse_checkpointer
 from runyard.graphs.registry import GraphRegistry
-from runyard.graphs.store import StoreOptions, TtlSweeper
 from runyard.lifecycle.machine import RunLifecycle
+from runyard.longterm_store.store import StoreOptions, TtlSweeper
 from runyard.loops import LoopGroup
 from runyard.observability.langsmith import langsmith_project
 from runyard.observability.metrics import Metrics

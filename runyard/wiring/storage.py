@@ -24,7 +24,7 @@ from runyard.db.engine import (
 )
 from runyard.db.schema import SchemaFit, migrate, schema_state, where
 from runyard.domain.errors import ConfigError
-from runyard.graphs.store import StoreOptions, open_store, store_options
+from runyard.longterm_store.store import StoreOptions, open_store, store_options
 from runyard.observability.metrics import Metrics
 from runyard.project.config import ProjectConfig
 from runyard.services.catalog import Storage as ServicesStorage

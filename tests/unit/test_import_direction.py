@@ -36,22 +36,26 @@ LAYERS: dict[str, int] = {
     "project": 3,
     # The checkpoint savers per backend.
     "checkpoints": 3,
-    "graphs": 4,
     "observability": 3,
+    # The long-term store, which loads its embeddings from the project and shares the
+    # checkpoints' psycopg pools.
+    "longterm_store": 4,
+    # Running a graph: the registry reads the project.
+    "graphs": 4,
     "deploy": 4,
     # The run state machine: machine.py and the parts it builds (creation, stops, endings,
     # transactions).
-    "lifecycle": 6,
-    "services": 7,
-    "auth": 8,
-    "worker": 8,
-    "background": 8,
-    "api": 9,
+    "lifecycle": 5,
+    "services": 6,
+    "auth": 7,
+    "worker": 7,
+    "background": 7,
+    "api": 8,
     # The composition root: the runtime, its phases' builders and the transport it opens.
-    "wiring": 10,
+    "wiring": 9,
     # The entry points: the app factory and the uvicorn server.
-    "app": 11,
-    "cli": 12,
+    "app": 10,
+    "cli": 11,
 }
 
 

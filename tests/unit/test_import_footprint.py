@@ -31,7 +31,7 @@ def test_importing_the_server_loads_no_deferred_module() -> None:
         "import sys\n"
         "import runyard.app.factory, runyard.cli\n"
         "from runyard.checkpoints import checkpointer, pg_saver\n"
-        "from runyard.graphs import store\n"
+        "from runyard.longterm_store import store\n"
         "from runyard.db import setup_lock\n"
         f"print(','.join(m for m in {DEFERRED!r} if m in sys.modules))\n"
     )
