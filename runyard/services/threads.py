@@ -18,6 +18,7 @@ from runyard.domain.new_run import NewThread
 from runyard.domain.retention import ThreadTTLPolicy
 from runyard.domain.status import ThreadStatus
 from runyard.domain.thread import ThreadRecord
+from runyard.encryption.encrypted_json import opened_thread, sealed
 from runyard.graphs.registry import GraphRegistry
 from runyard.lifecycle.machine import RunLifecycle
 from runyard.schemas.threads import (
@@ -28,7 +29,6 @@ from runyard.schemas.threads import (
     ThreadTTL,
 )
 from runyard.services.encrypted_filters import refuse_encrypted_keys
-from runyard.services.encrypted_json import opened_thread, sealed
 from runyard.services.thread_state import ThreadStateService, thread_not_found
 from runyard.streaming.thread_log import state_log
 

@@ -15,8 +15,8 @@ from runyard.db.threads import ThreadState
 from runyard.domain.results import with_interrupts
 from runyard.domain.run import RunRecord
 from runyard.domain.status import RunStatus, ThreadStatus
+from runyard.encryption.encrypted_json import sealed, sealed_state
 from runyard.graphs.serialize import to_jsonable
-from runyard.services.encrypted_json import sealed, sealed_state
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
