@@ -19,9 +19,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from runyard.auth.handlers import authenticate
 from runyard.domain.errors import ConfigError
-from runyard.graphs.config import ProjectConfig, is_module_path
-from runyard.graphs.http_config import HttpConfig
-from runyard.graphs.modules import import_attribute, import_module_attribute
+from runyard.project.config import ProjectConfig, is_module_path
+from runyard.project.http_config import HttpConfig
+from runyard.project.modules import import_attribute, import_module_attribute
 
 # Where the route-level authentication leaves the caller for the API's dependency to reuse.
 CALLER_SCOPE_KEY = "runyard.caller"

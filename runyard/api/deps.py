@@ -18,8 +18,8 @@ from runyard.auth.handlers import Caller, authenticate
 from runyard.auth.user import caller_configurable
 from runyard.domain.encryption_context import use_context
 from runyard.domain.errors import InvalidInputError, RunyardError
-from runyard.graphs.http_config import HeaderPatterns
-from runyard.graphs.ui_bundles import UiBundles
+from runyard.project.http_config import HeaderPatterns
+from runyard.project.ui_bundles import UiBundles
 from runyard.sdk_handlers import AuthHandlers
 from runyard.services.assistants import AssistantService
 from runyard.services.catalog import Services

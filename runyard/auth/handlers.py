@@ -17,8 +17,8 @@ from starlette.requests import Request
 from runyard.domain.auth_filters import AuthFilterError, check_filter
 from runyard.domain.errors import ConfigError, ForbiddenError, RunyardError, UnauthorizedError
 from runyard.domain.user import AuthUser
-from runyard.graphs.config import ProjectConfig
-from runyard.graphs.modules import import_attribute
+from runyard.project.config import ProjectConfig
+from runyard.project.modules import import_attribute
 from runyard.sdk_handlers import AuthHandlers, auth_handlers
 
 log = logging.getLogger("runyard.auth")

@@ -20,7 +20,7 @@ from runyard.db.engine import Sessions
 from runyard.domain.run import Recovered
 
 if TYPE_CHECKING:
-    from runyard.lifecycle import RunLifecycle
+    from runyard.lifecycle.machine import RunLifecycle
     from runyard.queue.run_queue import RunQueue
 
 log = logging.getLogger("runyard.lease")

@@ -53,7 +53,7 @@ def keep_data_beside_project(settings: Settings) -> Path:
     """The project's folder (that of its config file, else the working directory); the
     embedded store's data goes into its `.runyard/` unless RUNYARD_DATA_DIR says otherwise,
     so two projects started from one working directory never share their data."""
-    from runyard.graphs.config import find_config
+    from runyard.project.config import find_config
 
     try:
         folder = find_config(settings.config_path).parent

@@ -168,8 +168,8 @@ def _reencrypt(args: argparse.Namespace) -> None:
 
 
 def _build_ui(args: argparse.Namespace) -> None:
-    from runyard.graphs.config import find_config, load_config
-    from runyard.graphs.ui_bundles import prepare_bundles
+    from runyard.project.config import find_config, load_config
+    from runyard.project.ui_bundles import prepare_bundles
     from runyard.settings import Settings
 
     settings = load_settings(Settings)

@@ -158,7 +158,7 @@ def _add_image_options(parser: argparse.ArgumentParser) -> None:
 
 def _project(args: argparse.Namespace) -> BuildConfig:
     from runyard.deploy.project import load_build_config
-    from runyard.graphs.config import find_config
+    from runyard.project.config import find_config
 
     return load_build_config(find_config(args.config))
 

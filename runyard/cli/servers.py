@@ -109,7 +109,7 @@ def _require_auth_off_loopback(args: argparse.Namespace) -> None:
     As Redis's protected mode: an open server reachable from the network is a choice the
     operator states, not a default.
     """
-    from runyard.graphs.config import declared_auth_path, find_config
+    from runyard.project.config import declared_auth_path, find_config
     from runyard.settings import Settings
 
     if is_loopback(args.host):
@@ -142,7 +142,7 @@ def _authenticates(config: Path) -> bool:
     """Whether the project's auth object registers an authenticate handler (its module is
     imported here, as the server imports it; a broken one is refused with its error)."""
     from runyard.auth.handlers import declared_handlers
-    from runyard.graphs.config import apply_environment, load_config
+    from runyard.project.config import apply_environment, load_config
 
     try:
         project = load_config(config)
@@ -168,8 +168,8 @@ def _run_production_server(args: argparse.Namespace, port: int) -> None:
     """One process; SIGTERM starts draining the workers at once, beside HTTP shutdown."""
     from uvicorn.main import STARTUP_FAILURE
 
-    from runyard.main import create_app
-    from runyard.server import AnnouncingServer, ServerConfig
+    from runyard.app.factory import create_app
+    from runyard.app.server import AnnouncingServer, ServerConfig
     from runyard.settings import Settings
 
     settings = load_settings(Settings)
@@ -206,8 +206,8 @@ def _run_production_server(args: argparse.Namespace, port: int) -> None:
 def _run_dev_server(args: argparse.Namespace, port: int, reload: bool) -> None:
     from uvicorn.main import STARTUP_FAILURE
 
-    from runyard.reloading import reloader
-    from runyard.server import AnnouncingServer, ServerConfig
+    from runyard.app.reloading import reloader
+    from runyard.app.server import AnnouncingServer, ServerConfig
     from runyard.settings import Settings
 
     if args.config is not None:
@@ -217,7 +217,7 @@ def _run_dev_server(args: argparse.Namespace, port: int, reload: bool) -> None:
     settings = load_settings(Settings)  # with the data folder the project's
     includes, excludes = _ui_reload(settings) if reload else ([], [])
     config = ServerConfig(
-        "runyard.main:create_dev_app",
+        "runyard.app.factory:create_dev_app",
         head_timeout_seconds=settings.head_timeout_seconds,
         max_head_bytes=settings.max_head_bytes,
         body_timeout_seconds=settings.body_timeout_seconds,
@@ -248,8 +248,8 @@ def _run_dev_server(args: argparse.Namespace, port: int, reload: bool) -> None:
 
 def _ui_reload(settings: Settings) -> tuple[list[str], list[str]]:
     """What dev's reloader also watches (and skips) for a project with a generative UI."""
-    from runyard.graphs.config import declares_ui, find_config
-    from runyard.graphs.ui_bundles import reload_patterns
+    from runyard.project.config import declares_ui, find_config
+    from runyard.project.ui_bundles import reload_patterns
 
     try:
         config = find_config(settings.config_path)

@@ -1,8 +1,8 @@
 """SQL of the checkpoint savers: LangGraph's checkpoint tables, and the fenced writes of a run.
 
 The PostgreSQL statements are asyncpg SQL (`$1`, `$2`…) sent through the statement pool by
-runyard/graphs/pg_saver.py; the SQLite ones are for the dev saver
-(runyard/graphs/sqlite_saver.py), whose connection has Runyard's database attached as
+runyard/checkpoints/pg_saver.py; the SQLite ones are for the dev saver
+(runyard/checkpoints/sqlite_saver.py), whose connection has Runyard's database attached as
 `runyard`.
 
 A fenced write is conditional on the attempt still holding the run, in the write's own

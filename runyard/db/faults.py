@@ -54,13 +54,13 @@ _DRIVERS = ("asyncpg", "psycopg", "psycopg_pool", "sqlalchemy", "aiosqlite")
 # The innermost Runyard frame of a store failure lies in one of these.
 _STORAGE_MODULES = (
     "runyard.db.",
-    "runyard.graphs.pg_library",
-    "runyard.graphs.pg_rows",
-    "runyard.graphs.pg_saver",
-    "runyard.graphs.pg_store",
-    "runyard.graphs.checkpointer",
-    "runyard.graphs.sqlite_saver",
-    "runyard.graphs.store",
+    "runyard.checkpoints.pg_library",
+    "runyard.checkpoints.pg_rows",
+    "runyard.checkpoints.pg_saver",
+    "runyard.longterm_store.pg_store",
+    "runyard.checkpoints.checkpointer",
+    "runyard.checkpoints.sqlite_saver",
+    "runyard.longterm_store.store",
 )
 # Driver errors that mean the connection is gone, by class name.
 _LOST_CONNECTION_NAMES = frozenset(

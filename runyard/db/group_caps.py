@@ -77,7 +77,7 @@ def _mark_statement(dialect: str) -> Any:
     )
     if dialect == "postgresql":
         # Rows another transaction holds are skipped, never waited for: this statement does
-        # not lock the runs' threads first (runyard/lifecycle.py), so it must not wait.
+        # not lock the runs' threads first (runyard/lifecycle/machine.py), so it must not wait.
         waiting = waiting.with_for_update(skip_locked=True)
     return update(runs).where(runs.c.run_id.in_(waiting.scalar_subquery())).values(held_back=reason)
 

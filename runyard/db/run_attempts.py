@@ -52,7 +52,7 @@ def _finish_statement(dialect: str) -> Update:
             runs.c.attempt == bindparam("p_attempt"),
             runs.c.status == RunStatus.RUNNING,
             # A stop recorded before this write wins: only an end that carries that stop, or
-            # a stronger one, is written over it (runyard/run_stops.py, `ends_over`).
+            # a stronger one, is written over it (runyard/lifecycle/stops.py, `ends_over`).
             or_(
                 runs.c.cancel_action.is_(None),
                 stop_strength(runs.c.cancel_action) <= bindparam("p_stop", type_=Integer),

@@ -1,7 +1,7 @@
 """Claiming a run: which pending runs may start now (due, first of their idle thread), the
 claim that takes one for an owner under a lease, and the reads the queues place and pick runs
 by. Also the condition that locks a run's thread row before its run row, which every write of
-a running run shares (runyard/lifecycle.py: the thread row, then its run rows)."""
+a running run shares (runyard/lifecycle/machine.py: the thread row, then its run rows)."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def claimable_conditions(dialect: str) -> list[Any]:
 
 def thread_locked_first(dialect: str) -> list[Any]:
     """On PostgreSQL, a condition that locks the run's thread row before the statement
-    locks the run row (runyard/lifecycle.py: the thread row, then its run rows).
+    locks the run row (runyard/lifecycle/machine.py: the thread row, then its run rows).
 
     An uncorrelated scalar subquery is an InitPlan: PostgreSQL runs it once, before the
     first row reaches the UPDATE, so the thread's lock is taken first. Elsewhere (SQLite)
@@ -85,7 +85,7 @@ def thread_locked_first(dialect: str) -> list[Any]:
 # The checkpointer's table (langgraph's PostgreSQL saver creates it at start-up). A claim on
 # PostgreSQL also says whether the thread has a checkpoint yet (key THREAD_HAS_CHECKPOINT):
 # while the run holds its thread nobody else writes one, so a run that finds none can skip
-# its first read (runyard/graphs/checkpointer.py, `fenced`).
+# its first read (runyard/checkpoints/checkpointer.py, `fenced`).
 _CHECKPOINTS = table("checkpoints", column("thread_id"), column("checkpoint_ns"))
 
 

@@ -64,7 +64,7 @@ async def requeue_expired(
 
 
 async def _lock_threads_of(session: AsyncConnection, expired: Any) -> None:
-    """The threads first, in one order, then their runs (runyard/lifecycle.py)."""
+    """The threads first, in one order, then their runs (runyard/lifecycle/machine.py)."""
     await session.execute(
         select(threads.c.thread_id)
         .where(threads.c.thread_id.in_(select(runs.c.thread_id).where(expired)))
@@ -132,7 +132,7 @@ async def _settle_threads(
     failed: list[RunRecord],
     now: Any,
 ) -> None:
-    """The thread-status rule of runyard/lifecycle.py: busy while a run is pending or
+    """The thread-status rule of runyard/lifecycle/machine.py: busy while a run is pending or
     running; otherwise interrupted after a cancelled run, error after a failed one."""
     waiting = exists().where(runs.c.thread_id == threads.c.thread_id, runs.c.status.in_(_ACTIVE))
     # Plain values in case(): it has no column to type an enum member's bind by.

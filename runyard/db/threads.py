@@ -156,7 +156,7 @@ def state_statement(dialect: str, busy_if_pending: bool) -> Update:
     """The UPDATE of `set_state_fields`, built once; bind it with `state_params`."""
     status: Any = bindparam("p_thread_status")
     if busy_if_pending:
-        # Busy while another run of the thread is pending or running (runyard/lifecycle.py).
+        # Busy while another run of the thread is pending or running (runyard/lifecycle/machine.py).
         # The run that ends is named, `p_run_id`: a statement that ends it and writes its
         # thread together still sees it running.
         other_active = exists().where(

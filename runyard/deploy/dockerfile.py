@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 from runyard.deploy.project import BuildConfig
 from runyard.deploy.wheel import runyard_requirements
-from runyard.graphs.ui_bundles import builder_command, builder_env
+from runyard.project.ui_bundles import builder_command, builder_env
 
 WHEEL_DIR = ".runyard-dist"
 DEPS_DIR = "/deps"

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from runyard.domain.errors import ConfigError
 from runyard.domain.webhook_policy import WebhookPolicy
-from runyard.graphs.config import load_config
+from runyard.project.config import load_config
 
 DEFAULT_PYTHON_VERSION = "3.11"
 # As `langgraph build` defaults it.

@@ -1,6 +1,6 @@
 """What a service hands the lifecycle to create a run or a thread: validated, authorized,
 sealed (encryption) and with its priority settings decided; the lifecycle alone gives the
-rows their status and writes them (runyard/lifecycle.py)."""
+rows their status and writes them (runyard/lifecycle/machine.py)."""
 
 from __future__ import annotations
 

@@ -29,7 +29,7 @@ class CancelAction(StrEnum):
     """How a cancelled run is left: interrupted, or deleted with its checkpoints.
 
     Declared weakest first: each stop is stronger than the ones above it (how two stops on
-    one run compose is runyard/run_stops.py's rule).
+    one run compose is runyard/lifecycle/stops.py's rule).
     """
 
     INTERRUPT = "interrupt"

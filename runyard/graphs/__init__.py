@@ -1,1 +1,1 @@
-"""Loading graphs from langgraph.json, the graph registry, checkpointers per dialect."""
+"""Running a graph: the registry, factories, context, the stream, state and tool-call records."""

@@ -13,7 +13,6 @@ from langgraph.graph import StateGraph
 from langgraph.pregel import Pregel
 
 from runyard.domain.errors import ConfigError, NotFoundError
-from runyard.graphs.config import GraphSpec, ProjectConfig
 from runyard.graphs.factories import (
     AccessContext,
     Arguments,
@@ -21,7 +20,8 @@ from runyard.graphs.factories import (
     entered,
     factory_arguments,
 )
-from runyard.graphs.modules import import_attribute, import_module_attribute
+from runyard.project.config import GraphSpec, ProjectConfig
+from runyard.project.modules import import_attribute, import_module_attribute
 
 # LangGraph Platform derives each graph's default assistant id as uuid5 of this namespace.
 ASSISTANT_NAMESPACE = uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")

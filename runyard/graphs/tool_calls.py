@@ -30,7 +30,7 @@ from runyard.domain.tool_calls import (
     ToolCallStatus,
     Unknown,
 )
-from runyard.graphs.loop_calls import from_thread
+from runyard.loop_calls import from_thread
 
 log = logging.getLogger("runyard.tools")
 T = TypeVar("T")

@@ -17,6 +17,7 @@ from runyard.db.engine import Sessions
 from runyard.domain.assistant import AssistantRecord, AssistantVersionRecord
 from runyard.domain.encrypted_fields import ASSISTANT_FIELDS
 from runyard.domain.errors import ConflictError, InvalidInputError, NotFoundError
+from runyard.encryption.encrypted_json import opened, opened_assistant, sealed_fields
 from runyard.graphs import introspection
 from runyard.graphs.registry import GraphRegistry, default_assistant_id
 from runyard.schemas.assistants import (
@@ -29,7 +30,6 @@ from runyard.schemas.assistants import (
     columns_to_wire,
 )
 from runyard.services.encrypted_filters import refuse_encrypted_keys
-from runyard.services.encrypted_json import opened, opened_assistant, sealed_fields
 from runyard.services.threads import ThreadService
 
 if TYPE_CHECKING:

@@ -14,13 +14,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from runyard.db.engine import Sessions
 from runyard.domain.retention import ThreadTTLPolicy
 from runyard.domain.user_bounds import RunBounds, StoreBounds
-from runyard.graphs.priority import PriorityAssigner
 from runyard.graphs.registry import GraphRegistry
-from runyard.graphs.store import StoreOptions
-from runyard.lifecycle import RunLifecycle
+from runyard.lifecycle.machine import RunLifecycle
+from runyard.longterm_store.store import StoreOptions
 from runyard.observability.metrics import Metrics
 from runyard.observability.tracing import Tracing
 from runyard.outbound.guard import WebhookGuard
+from runyard.project.priority import PriorityAssigner
 from runyard.queue.run_queue import RunQueue
 from runyard.services.assistants import AssistantService
 from runyard.services.crons import CronService

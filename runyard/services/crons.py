@@ -27,6 +27,7 @@ from runyard.domain.encrypted_fields import CRON_PAYLOAD_FIELDS
 from runyard.domain.encryption_context import CONTEXT_KEY, current_context
 from runyard.domain.errors import InvalidInputError, NotFoundError
 from runyard.domain.user_bounds import check_cron_room
+from runyard.encryption.encrypted_json import opened_cron, sealed
 from runyard.outbound.guard import WebhookGuard
 from runyard.schemas.crons import (
     RUN_FIELDS,
@@ -38,7 +39,6 @@ from runyard.schemas.crons import (
 )
 from runyard.services.assistants import AssistantService
 from runyard.services.encrypted_filters import refuse_encrypted_keys
-from runyard.services.encrypted_json import opened_cron, sealed
 from runyard.services.runs import new_id
 
 if TYPE_CHECKING:

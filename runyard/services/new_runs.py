@@ -1,5 +1,6 @@
-"""Building a new run from a request: the `NewRun` the lifecycle creates (runyard/lifecycle.py),
-with the run's row (request, assistant, configuration) and its thread's JSON sealed."""
+"""Building a new run from a request: the `NewRun` the lifecycle creates
+(runyard/lifecycle/machine.py), with the run's row (request, assistant, configuration) and its
+thread's JSON sealed."""
 
 from __future__ import annotations
 
@@ -16,10 +17,10 @@ from runyard.domain.encryption_context import CONTEXT_KEY, current_context
 from runyard.domain.new_run import NewRun, NewThread, TargetThread
 from runyard.domain.priority import PrioritySettings
 from runyard.domain.retention import ThreadTTLPolicy
+from runyard.encryption.encrypted_json import opened, sealed, sealed_fields
 from runyard.graphs.serialize import to_jsonable
 from runyard.observability.tracing import Tracing
 from runyard.schemas.runs import RunCreate
-from runyard.services.encrypted_json import opened, sealed, sealed_fields
 from runyard.services.run_priority import RunPriority
 from runyard.services.threads import ttl_columns
 

@@ -29,7 +29,7 @@ from runyard.domain.priority import (
     PrioritySettings,
 )
 from runyard.domain.user import user_from_config
-from runyard.graphs.priority import NewRunFacts, PriorityAssigner
+from runyard.project.priority import NewRunFacts, PriorityAssigner
 from runyard.schemas.runs import RunCreate
 
 

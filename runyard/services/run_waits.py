@@ -16,8 +16,8 @@ from runyard.domain.results import with_interrupts
 from runyard.domain.run import RunRecord
 from runyard.domain.status import TERMINAL_RUN_STATUSES, RunStatus, ThreadStatus
 from runyard.domain.stream_modes import event_in_modes
+from runyard.encryption.encrypted_json import opened, opened_thread
 from runyard.schemas.runs import RunCreate
-from runyard.services.encrypted_json import opened, opened_thread
 from runyard.services.runs import RunService
 from runyard.streaming.broker import (
     IDLE_CHECK_SECONDS,

@@ -22,12 +22,12 @@ from runyard.domain.new_run import NewRun
 from runyard.domain.run import RunRecord
 from runyard.domain.status import TERMINAL_RUN_STATUSES, CancelAction, RunStatus
 from runyard.domain.user_bounds import RunBounds, check_batch_size, check_pending_room
-from runyard.lifecycle import Created, RunLifecycle, Stopped
+from runyard.encryption.encrypted_json import opened_run
+from runyard.lifecycle.machine import Created, RunLifecycle, Stopped
 from runyard.outbound.guard import WebhookGuard
 from runyard.queue.run_queue import RunQueue
 from runyard.schemas.runs import RunCreate
 from runyard.services.assistants import AssistantService
-from runyard.services.encrypted_json import opened_run
 from runyard.services.new_runs import NewRuns, PendingRunRows, new_id
 from runyard.services.run_priority import RunPriorities
 

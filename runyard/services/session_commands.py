@@ -22,9 +22,9 @@ from runyard.domain.errors import ConflictError, InvalidInputError, NotFoundErro
 from runyard.domain.run import RunRecord
 from runyard.domain.status import TERMINAL_RUN_STATUSES, ThreadStatus
 from runyard.domain.thread import ThreadRecord
+from runyard.encryption.encrypted_json import opened_thread
 from runyard.graphs.streaming import PROTOCOL_MODE
 from runyard.schemas.runs import RunCreate
-from runyard.services.encrypted_json import opened_thread
 from runyard.services.run_waits import RunWaits
 from runyard.services.runs import RunService
 from runyard.services.thread_session import ThreadSession, graph_name, is_session_run

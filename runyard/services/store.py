@@ -17,7 +17,7 @@ from langgraph.store.base import (
 
 from runyard.domain.errors import InvalidInputError
 from runyard.domain.user_bounds import StoreBounds
-from runyard.graphs.store import INDEX_EXAMPLE, StoreOptions
+from runyard.longterm_store.store import INDEX_EXAMPLE, StoreOptions
 from runyard.schemas.store import StoreDelete, StoreNamespaces, StorePut, StoreSearch
 
 log = logging.getLogger("runyard.store")

@@ -22,8 +22,8 @@ from runyard.db.engine import Sessions
 from runyard.domain.errors import NotFoundError
 from runyard.domain.run import RunRecord
 from runyard.domain.status import TERMINAL_RUN_STATUSES, RunStatus
+from runyard.encryption.encrypted_json import opened
 from runyard.graphs.streaming import PROTOCOL_MODE
-from runyard.services.encrypted_json import opened
 from runyard.services.run_arrivals import POLL_SECONDS, RunArrivals, anchor_of
 from runyard.services.run_waits import RunWaits
 from runyard.services.runs import RunService

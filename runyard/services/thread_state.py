@@ -19,6 +19,7 @@ from runyard.db.engine import Sessions
 from runyard.domain.errors import ConflictError, NotFoundError, RunyardError
 from runyard.domain.status import ThreadStatus
 from runyard.domain.thread import ThreadRecord
+from runyard.encryption.encrypted_json import opened_thread, sealed_state
 from runyard.graphs.factories import AccessContext
 from runyard.graphs.registry import GraphRegistry
 from runyard.graphs.serialize import to_jsonable
@@ -29,9 +30,8 @@ from runyard.graphs.state import (
     select_state,
     snapshot_to_state,
 )
-from runyard.lifecycle import RunLifecycle
+from runyard.lifecycle.machine import RunLifecycle
 from runyard.schemas.threads import CheckpointConfig, StateCommand, Superstep
-from runyard.services.encrypted_json import opened_thread, sealed_state
 from runyard.streaming.broker import EventBroker
 from runyard.streaming.thread_log import publish_state_update
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.base.id import uuid6
 
+from runyard.checkpoints.checkpointer import StorageReporting, copy_thread_checkpoints
 from runyard.db import threads as threads_db
 from runyard.db.engine import Sessions
 from runyard.domain.errors import ConflictError, InvalidInputError, NotFoundError
@@ -17,9 +18,9 @@ from runyard.domain.new_run import NewThread
 from runyard.domain.retention import ThreadTTLPolicy
 from runyard.domain.status import ThreadStatus
 from runyard.domain.thread import ThreadRecord
-from runyard.graphs.checkpointer import StorageReporting, copy_thread_checkpoints
+from runyard.encryption.encrypted_json import opened_thread, sealed
 from runyard.graphs.registry import GraphRegistry
-from runyard.lifecycle import RunLifecycle
+from runyard.lifecycle.machine import RunLifecycle
 from runyard.schemas.threads import (
     ThreadCreate,
     ThreadFilter,
@@ -28,7 +29,6 @@ from runyard.schemas.threads import (
     ThreadTTL,
 )
 from runyard.services.encrypted_filters import refuse_encrypted_keys
-from runyard.services.encrypted_json import opened_thread, sealed
 from runyard.services.thread_state import ThreadStateService, thread_not_found
 from runyard.streaming.thread_log import state_log
 

@@ -110,7 +110,7 @@ Ended = Callable[[], Awaitable[bool]]
 # How long a following subscription waits for an event before it asks `ended`.
 IDLE_CHECK_SECONDS = 5.0
 # How long a subscription told the run has ended still waits for the run's last events: the
-# end is committed before they are appended (runyard/run_endings.py), and a busy instance may
+# end is committed before they are appended (runyard/lifecycle/endings.py), and a busy instance may
 # take a while between the two. Only a run whose last events never come (Redis lost them, or
 # the instance died in between) waits this long.
 FINAL_EVENTS_GRACE_SECONDS = 5.0

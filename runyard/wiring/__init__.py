@@ -1,2 +1,3 @@
-"""Builders of the runtime's phases: each takes the few parts it needs, never the runtime, and
-pushes what it opens on the runtime's exit stack, so the runtime still unwinds it all."""
+"""The composition root: the runtime (runtime.py), the transport it opens (transport.py) and the
+builders of its phases, each taking the few parts it needs, never the runtime, and pushing what
+it opens on the runtime's exit stack, so the runtime still unwinds it all."""

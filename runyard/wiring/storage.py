@@ -13,6 +13,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.store.base import BaseStore
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from runyard.checkpoints.checkpointer import open_checkpointer
 from runyard.db.driver import StatementPool
 from runyard.db.engine import (
     Sessions,
@@ -23,10 +24,9 @@ from runyard.db.engine import (
 )
 from runyard.db.schema import SchemaFit, migrate, schema_state, where
 from runyard.domain.errors import ConfigError
-from runyard.graphs.checkpointer import open_checkpointer
-from runyard.graphs.config import ProjectConfig
-from runyard.graphs.store import StoreOptions, open_store, store_options
+from runyard.longterm_store.store import StoreOptions, open_store, store_options
 from runyard.observability.metrics import Metrics
+from runyard.project.config import ProjectConfig
 from runyard.services.catalog import Storage as ServicesStorage
 from runyard.settings import Settings
 

@@ -6,11 +6,11 @@ import logging
 from typing import TYPE_CHECKING
 
 from runyard.db.engine import Sessions
-from runyard.graphs.config import ProjectConfig
-from runyard.graphs.http_config import HttpConfig
 from runyard.observability.metrics import Metrics
 from runyard.outbound.guard import WebhookGuard
 from runyard.outbound.signing import signing_key
+from runyard.project.config import ProjectConfig
+from runyard.project.http_config import HttpConfig
 from runyard.settings import Settings
 from runyard.worker.webhooks import DeliveryOptions, WebhookSender
 

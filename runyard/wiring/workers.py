@@ -14,7 +14,7 @@ from runyard.background.reaper import LivenessCheck, Reaper, ReaperSettings
 from runyard.db import run_recovery as recovery_db
 from runyard.db.engine import Sessions
 from runyard.graphs.tool_calls import ToolCallRecords
-from runyard.lifecycle import RunLifecycle
+from runyard.lifecycle.machine import RunLifecycle
 from runyard.loops import LoopGroup
 from runyard.queue.run_queue import RunQueue
 from runyard.settings import Settings

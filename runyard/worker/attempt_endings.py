@@ -15,7 +15,7 @@ from runyard.db.faults import retry_while_store_unavailable, store_fault, store_
 from runyard.domain.errors import DecryptionError
 from runyard.domain.run import RunRecord
 from runyard.domain.status import RunStatus
-from runyard.lifecycle import RunLifecycle
+from runyard.lifecycle.machine import RunLifecycle
 from runyard.queue.run_queue import RunQueue
 from runyard.settings import Settings
 from runyard.worker.finalize import Outcome, ThreadSnapshot, cancelled

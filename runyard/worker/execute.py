@@ -11,6 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph.pregel import Pregel
 
+from runyard.checkpoints.checkpointer import (
+    fenced,
+    riding_out_store_faults,
+    storing_no_stopped_tasks,
+)
 from runyard.db.faults import store_unavailable
 from runyard.domain.configurable import AUTH_USER_KEY
 from runyard.domain.encryption_context import CONTEXT_KEY, use_context
@@ -19,11 +24,6 @@ from runyard.domain.group_caps import HeldBack
 from runyard.domain.run import ClaimedRun, RunRecord
 from runyard.domain.status import RunStatus
 from runyard.domain.tool_calls import use_book
-from runyard.graphs.checkpointer import (
-    fenced,
-    riding_out_store_faults,
-    storing_no_stopped_tasks,
-)
 from runyard.graphs.factories import GraphAccess
 from runyard.graphs.serialize import dumps, to_jsonable
 from runyard.graphs.streaming import FinalState, stream_graph
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from runyard.encryption.custom import CustomEncryption
     from runyard.graphs.registry import GraphRegistry
     from runyard.graphs.tool_calls import ToolCallRecords
-    from runyard.lifecycle import RunLifecycle
+    from runyard.lifecycle.machine import RunLifecycle
     from runyard.observability.metrics import Metrics
     from runyard.observability.tracing import Tracing
     from runyard.queue.run_queue import RunQueue

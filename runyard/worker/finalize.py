@@ -1,5 +1,5 @@
 """What an attempt's outcome records: status, output and the thread's state read from its
-checkpoint; the lifecycle (runyard/lifecycle.py) writes it and ends the run."""
+checkpoint; the lifecycle (runyard/lifecycle/machine.py) writes it and ends the run."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph.pregel import Pregel
 
+from runyard.checkpoints.checkpointer import delete_run_checkpoints
 from runyard.db import run_attempts as attempts_db
 from runyard.db.threads import ThreadState
 from runyard.domain.results import with_interrupts
 from runyard.domain.run import RunRecord
 from runyard.domain.status import CancelAction, RunStatus, ThreadStatus
-from runyard.graphs.checkpointer import delete_run_checkpoints
+from runyard.encryption.encrypted_json import sealed, sealed_state
 from runyard.graphs.serialize import to_jsonable
-from runyard.services.encrypted_json import sealed, sealed_state
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from runyard.db.engine import Sessions
     from runyard.encryption.custom import CustomEncryption
     from runyard.graphs.registry import GraphRegistry
-    from runyard.lifecycle import RunLifecycle
+    from runyard.lifecycle.machine import RunLifecycle
 
 log = logging.getLogger("runyard.worker")
 

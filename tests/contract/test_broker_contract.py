@@ -134,7 +134,7 @@ async def test_a_run_that_ended_without_finishing_its_stream_ends_the_subscripti
 async def test_last_events_appended_just_after_the_run_is_seen_ended_still_arrive(
     broker: Any,
 ) -> None:
-    """A run's end is committed before its last events are appended (runyard/run_endings.py).
+    """A run's end is committed before its last events are appended (runyard/lifecycle/endings.py).
     A subscription that asks `ended` in between must still get those events, `end` last."""
     await broker.publish("r13", "values", "last")
     said_over = asyncio.Event()

@@ -13,13 +13,13 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from runyard.checkpoints.checkpointer import fenced, open_checkpointer
 from runyard.db import run_attempts as attempts_db
 from runyard.db import run_claims as claims_db
 from runyard.db import runs as runs_db
 from runyard.db import threads as threads_db
 from runyard.db.driver import StatementPool
 from runyard.domain.errors import StaleAttemptError
-from runyard.graphs.checkpointer import fenced, open_checkpointer
 from tests.support.databases import migrated_engine, open_statement_pool
 from tests.support.rows import run_row, thread_row
 

@@ -17,11 +17,11 @@ from langgraph.checkpoint.postgres.base import MIGRATIONS
 from langgraph.graph import StateGraph
 from sqlalchemy.exc import DBAPIError
 
+from runyard.checkpoints.checkpointer import delete_run_checkpoints, open_checkpointer
+from runyard.checkpoints.pg_saver import PostgresSaver, library_migrations
 from runyard.db.driver import StatementPool
 from runyard.db.engine import create_engine
 from runyard.domain.errors import UNSTORABLE_TEXT_SQLSTATES
-from runyard.graphs.checkpointer import delete_run_checkpoints, open_checkpointer
-from runyard.graphs.pg_saver import PostgresSaver, library_migrations
 from tests.support.databases import fresh_database, open_statement_pool
 
 pytestmark = pytest.mark.postgres

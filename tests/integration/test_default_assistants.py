@@ -11,8 +11,8 @@ from sqlalchemy import select
 
 from runyard.db.engine import session_factory
 from runyard.db.tables import assistant_versions, assistants
-from runyard.graphs.config import GraphSpec
 from runyard.graphs.registry import GraphRegistry, LoadedGraph, default_assistant_id
+from runyard.project.config import GraphSpec
 from runyard.services.assistants import ensure_default_assistants
 from tests.support.databases import migrated_engine
 

@@ -31,8 +31,8 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
 async def test_encrypting_savers_pass_the_conformance_suite(
     database_url: str, tmp_path: Path
 ) -> None:
+    from runyard.checkpoints.checkpointer import open_checkpointer
     from runyard.db.schema import migrate
-    from runyard.graphs.checkpointer import open_checkpointer
 
     at_rest = from_settings(KEY, [], ["api_key", "messages"])
     assert at_rest is not None

@@ -21,7 +21,7 @@ from runyard.domain.group_caps import RATE_HOLD_MAX_SECONDS, GroupCap, GroupCaps
 from runyard.domain.run import ClaimedRun
 from runyard.domain.status import RunStatus
 from runyard.domain.webhook_policy import WebhookPolicy
-from runyard.lifecycle import RunLifecycle
+from runyard.lifecycle.machine import RunLifecycle
 from runyard.observability.metrics import Metrics
 from runyard.outbound.guard import WebhookGuard
 from runyard.queue.cancel_bus import InProcessCancelBus

@@ -22,8 +22,8 @@ from runyard.db import runs as runs_db
 from runyard.db import threads as threads_db
 from runyard.domain.run import RunRecord
 from runyard.domain.status import RunStatus
-from runyard.runtime import Runtime
 from runyard.schemas.runs import RunCreate
+from runyard.wiring.runtime import Runtime
 from tests.support.instances import Instances, deployment, stored_run
 from tests.support.rows import run_row, thread_row
 

@@ -24,12 +24,12 @@ import pytest
 
 from runyard.domain.run import RunRecord
 from runyard.domain.status import RunStatus
-from runyard.runtime import Runtime
 from runyard.schemas.runs import RunCreate
 from runyard.services.run_waits import LIVE_ONLY
 from runyard.services.session_commands import run_body
 from runyard.services.thread_streams import parse_thread_stream_modes
 from runyard.streaming.broker import CompletionWaiter, StreamEvent
+from runyard.wiring.runtime import Runtime
 from tests.support.alarms import ended_before
 from tests.support.instances import Held, Instances, deployment, held_end
 

@@ -1,5 +1,5 @@
 """PostgreSQL: the claim and finish statements lock the thread row before the run row, the
-order every transition keeps (runyard/lifecycle.py), so a creator that holds the thread and
+order every transition keeps (runyard/lifecycle/machine.py), so a creator that holds the thread and
 then cancels the run waits for nothing and deadlocks with nothing; and a transition that
 still loses a deadlock runs again instead of failing the request."""
 
@@ -24,7 +24,7 @@ from runyard.db.threads import ThreadState
 from runyard.domain.errors import ConflictError
 from runyard.domain.run import ClaimedRun
 from runyard.domain.status import RunStatus
-from runyard.transactions import Transactions
+from runyard.lifecycle.transactions import Transactions
 from tests.support.databases import migrated_engine, until_true
 from tests.support.rows import run_row, thread_row
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from runyard.main import create_app
+from runyard.app.factory import create_app
 from runyard.settings import Settings
 from tests.integration.test_cli import Cli, wait_for_exit
 from tests.integration.test_cli_startup import wait_for_serving

@@ -25,7 +25,7 @@ import pytest
 import uvicorn
 from websockets.sync.client import connect as ws_connect
 
-from runyard.server import (
+from runyard.app.server import (
     DEFAULT_BODY_TIMEOUT_SECONDS,
     DEFAULT_HEAD_TIMEOUT_SECONDS,
     DEFAULT_MAX_CONNECTIONS,

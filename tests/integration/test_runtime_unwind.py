@@ -22,8 +22,8 @@ import psycopg
 import pytest
 import redis
 
-from runyard.runtime import Runtime
 from runyard.settings import Settings
+from runyard.wiring.runtime import Runtime
 from runyard.worker.pool import WorkerPool
 from tests.support.databases import ADMIN_URL
 from tests.support.redis_keys import REDIS_URL, postgres_and_redis

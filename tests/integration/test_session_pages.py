@@ -16,7 +16,7 @@ import pytest
 
 from runyard.db import runs as runs_db
 from runyard.db import threads as threads_db
-from runyard.runtime import Runtime
+from runyard.wiring.runtime import Runtime
 from tests.support.backends import backend_runtime
 from tests.support.rows import run_row, thread_row
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from runyard.checkpoints.checkpointer import open_checkpointer
 from runyard.db.engine import create_engine
-from runyard.graphs.checkpointer import open_checkpointer
-from runyard.graphs.store import StoreOptions, open_store
+from runyard.longterm_store.store import StoreOptions, open_store
 from tests.support.databases import (
     create_database,
     drop_database,

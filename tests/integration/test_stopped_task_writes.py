@@ -26,8 +26,8 @@ from typing_extensions import TypedDict
 
 from runyard.domain.run import RunRecord
 from runyard.domain.status import TERMINAL_RUN_STATUSES
-from runyard.runtime import Runtime
 from runyard.schemas.runs import RunCreate
+from runyard.wiring.runtime import Runtime
 from tests.support.backends import backend_runtime
 
 STEPS = 3

@@ -18,8 +18,8 @@ import pytest
 from langgraph_sdk import get_client
 
 from runyard.domain.errors import ConfigError
-from runyard.graphs.config import load_config
-from runyard.graphs.store import store_options
+from runyard.longterm_store.store import store_options
+from runyard.project.config import load_config
 from tests.graphs.memory import toy_embed
 from tests.support.databases import create_migrated_database, drop_database
 from tests.support.runs import status_error

@@ -15,7 +15,7 @@ from langgraph.store.memory import InMemoryStore
 from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 
-from runyard.graphs.store import vector_extension_missing
+from runyard.longterm_store.store import vector_extension_missing
 from tests.graphs.embeddings import DIMS, embed
 from tests.support.server import ServerProcess
 

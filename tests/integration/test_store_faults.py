@@ -26,7 +26,7 @@ from runyard.db.faults import (
     transaction_conflict,
 )
 from runyard.db.tables import metadata, threads
-from runyard.transactions import Transactions
+from runyard.lifecycle.transactions import Transactions
 from tests.support.databases import (
     ADMIN_URL,
     fresh_database,

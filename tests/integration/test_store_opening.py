@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from runyard.db.driver import StatementPool
 from runyard.db.engine import create_engine, on_each_statement
 from runyard.domain.errors import InvalidInputError
-from runyard.graphs.store import StoreOptions, open_store
+from runyard.longterm_store.store import StoreOptions, open_store
 from tests.support.databases import fresh_database, open_statement_pool, until_true
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(60)]

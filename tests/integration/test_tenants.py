@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
+from runyard.app.factory import create_app
 from runyard.domain.errors import ConfigError
-from runyard.main import create_app
 from runyard.settings import Settings
 from tests.support.backends import backend_runtime, backend_server
 from tests.support.server import ROOT, ServerProcess

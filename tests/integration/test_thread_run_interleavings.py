@@ -13,6 +13,7 @@ import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 from sqlalchemy import update
 
+from runyard.checkpoints.checkpointer import fenced
 from runyard.db import run_attempts as attempts_db
 from runyard.db import run_claims as claims_db
 from runyard.db import runs as runs_db
@@ -22,9 +23,8 @@ from runyard.db.threads import ThreadState
 from runyard.domain.errors import StaleAttemptError
 from runyard.domain.run import RunRecord
 from runyard.domain.status import RunStatus, ThreadStatus
-from runyard.graphs.checkpointer import fenced
-from runyard.runtime import Runtime
 from runyard.schemas.runs import RunCreate
+from runyard.wiring.runtime import Runtime
 from runyard.worker.finalize import Outcome, RunFinalizer, ThreadSnapshot
 from tests.support.backends import backend_runtime
 from tests.support.rows import run_row, thread_row

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from runyard.main import create_app
+from runyard.app.factory import create_app
 from runyard.settings import Settings
 from tests.support.server import TEST_CONFIG
 

@@ -20,9 +20,9 @@ import pytest
 
 from runyard.db import runs as runs_db
 from runyard.db import webhooks as webhooks_db
-from runyard.run_endings import RunEndings
-from runyard.runtime import Runtime
+from runyard.lifecycle.endings import RunEndings
 from runyard.schemas.runs import RunCreate
+from runyard.wiring.runtime import Runtime
 from runyard.worker.webhooks import WebhookSender
 from tests.support.backends import backend_runtime
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from runyard.runtime import Runtime
 from runyard.settings import Settings
+from runyard.wiring.runtime import Runtime
 from tests.support.databases import (
     create_migrated_database,
     drop_database,

@@ -48,7 +48,7 @@ def schema_fingerprint() -> str:
     """A digest of everything a migrated database holds: Runyard's migrations and the
     checkpointer library's. A template database is named by it, so a changed migration
     (in this checkout or another one on the same server) never clones a stale schema."""
-    from runyard.graphs.pg_library import library_migrations
+    from runyard.checkpoints.pg_library import library_migrations
 
     root = Path(__file__).resolve().parents[2] / "runyard" / "migrations"
     digest = hashlib.sha256()
@@ -177,8 +177,8 @@ async def migrated_postgres_engine(url: str, pool_size: int = 2) -> AsyncIterato
 async def create_checkpoint_tables(url: str, data_dir: Path) -> None:
     """The checkpointer's tables on a PostgreSQL database, as a server makes them at start-up
     (the claim statement reads them)."""
+    from runyard.checkpoints.checkpointer import open_checkpointer
     from runyard.db.engine import create_engine
-    from runyard.graphs.checkpointer import open_checkpointer
 
     engine = create_engine("postgresql+asyncpg://" + url.split("://", 1)[1], pool_size=1)
     try:

@@ -17,8 +17,8 @@ from runyard.db import threads as threads_db
 from runyard.domain.run import RunRecord
 from runyard.domain.status import RunStatus
 from runyard.domain.thread import ThreadRecord
-from runyard.runtime import Runtime
 from runyard.settings import Settings
+from runyard.wiring.runtime import Runtime
 from tests.support.redis_keys import postgres_and_redis
 from tests.support.server import TEST_CONFIG
 

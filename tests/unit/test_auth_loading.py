@@ -8,7 +8,7 @@ import pytest
 
 from runyard.auth.handlers import load_auth
 from runyard.domain.errors import ConfigError
-from runyard.graphs.config import ProjectConfig
+from runyard.project.config import ProjectConfig
 
 
 def project(tmp_path: Path, auth: dict[str, str] | None) -> ProjectConfig:

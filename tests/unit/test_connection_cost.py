@@ -11,7 +11,7 @@ import pytest
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
-from runyard.server import HeadBoundedProtocol, ServerConfig
+from runyard.app.server import HeadBoundedProtocol, ServerConfig
 
 pytestmark = pytest.mark.timeout(30)
 CONNECTIONS = 200

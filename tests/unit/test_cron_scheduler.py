@@ -15,10 +15,10 @@ from runyard.db import crons as crons_db
 from runyard.db import runs as runs_db
 from runyard.domain.cron import CronRecord
 from runyard.domain.run import RunRecord
-from runyard.runtime import Runtime
 from runyard.schemas.crons import ThreadCronCreate
 from runyard.schemas.threads import ThreadCreate
 from runyard.settings import Settings
+from runyard.wiring.runtime import Runtime
 from tests.support.databases import create_migrated_database, drop_database, postgres_available
 from tests.support.server import TEST_CONFIG
 

@@ -14,8 +14,8 @@ from langgraph_sdk import DecryptResult, Encryption, EncryptionContext
 from runyard.domain.encryption_context import CONTEXT_KEY, use_context
 from runyard.domain.errors import ConfigError, DecryptionError
 from runyard.encryption.custom import CustomEncryption, EncryptionHandlerError
-from runyard.graphs.config import load_config
-from runyard.graphs.encryption_loading import load_encryption
+from runyard.project.config import load_config
+from runyard.project.encryption_loading import load_encryption
 
 pytestmark = [
     pytest.mark.timeout(30),

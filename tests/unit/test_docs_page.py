@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from runyard.main import create_app
+from runyard.app.factory import create_app
 from runyard.settings import Settings
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from runyard.graphs.config import IMAGE_KEYS, SECTION_KEYS, SERVED_KEYS, UNSUPPORTED_KEYS
-from runyard.graphs.http_config import KNOWN_KEYS as HTTP_KEYS
+from runyard.project.config import IMAGE_KEYS, SECTION_KEYS, SERVED_KEYS, UNSUPPORTED_KEYS
+from runyard.project.http_config import KNOWN_KEYS as HTTP_KEYS
 from runyard.settings import setting_names
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
-from runyard.graphs.checkpointer import fenced
+from runyard.checkpoints.checkpointer import fenced
 
 
 class CountingSaver(InMemorySaver):

@@ -16,8 +16,8 @@ import pytest
 from langgraph.pregel import Pregel
 
 from runyard.domain.errors import ConfigError, NotFoundError
-from runyard.graphs.config import ProjectConfig, apply_environment, find_config, load_config
 from runyard.graphs.registry import GraphRegistry, LoadedGraph, default_assistant_id
+from runyard.project.config import ProjectConfig, apply_environment, find_config, load_config
 
 # A tiny graph file: `builder` is an uncompiled StateGraph, `graph` its compiled form.
 GRAPH_SOURCE = textwrap.dedent(

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from runyard.domain.errors import ConfigError
-from runyard.graphs.config import apply_environment, load_config
 from runyard.graphs.factories import GraphAccess
-from runyard.graphs.http_config import parse_http
 from runyard.graphs.registry import GraphRegistry
+from runyard.project.config import apply_environment, load_config
+from runyard.project.http_config import parse_http
 
 FACTORIES = textwrap.dedent(
     """

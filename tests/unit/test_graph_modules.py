@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from runyard.domain.errors import ConfigError
-from runyard.graphs.modules import import_attribute, package_module_name
+from runyard.project.modules import import_attribute, package_module_name
 
 
 def write(path: Path, text: str = "") -> Path:

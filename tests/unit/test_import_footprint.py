@@ -10,7 +10,10 @@ from tests.support.server import ROOT
 # psycopg (and its pool) about 10 MiB, sqlite3 about 1 MiB, croniter about 0.9 MiB: loaded
 # only when the PostgreSQL store or the checkpointer's history is used, in dev mode, and when
 # a cron is handled. The A2A and MCP machinery (protobuf, grpc, the SDKs, jsonschema: about
-# 25 MiB) only when /a2a or /mcp is first called. Encryption at rest only when a key is set.
+# 25 MiB) only when /a2a or /mcp is first called. Encryption at rest only when a key is set:
+# every module of it imports runyard.encryption.keys, and the handlers of `encryption.path`
+# are runyard.encryption.custom (encrypted_json.py, which passes stored JSON through them
+# when they are set, is loaded by the services and imports neither).
 DEFERRED = (
     "psycopg",
     "psycopg_pool",
@@ -22,15 +25,17 @@ DEFERRED = (
     "grpc",
     "mcp_types",
     "jsonschema",
-    "runyard.encryption",
+    "runyard.encryption.keys",
+    "runyard.encryption.custom",
 )
 
 
 def test_importing_the_server_loads_no_deferred_module() -> None:
     script = (
         "import sys\n"
-        "import runyard.main, runyard.cli\n"
-        "from runyard.graphs import checkpointer, pg_saver, store\n"
+        "import runyard.app.factory, runyard.cli\n"
+        "from runyard.checkpoints import checkpointer, pg_saver\n"
+        "from runyard.longterm_store import store\n"
         "from runyard.db import setup_lock\n"
         f"print(','.join(m for m in {DEFERRED!r} if m in sys.modules))\n"
     )

@@ -15,13 +15,13 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from runyard.app.factory import create_app
 from runyard.cli import main
 from runyard.deploy.compose import Deployment, render_compose
 from runyard.deploy.dockerfile import IMAGE_UID, render_dockerfile
 from runyard.deploy.kubernetes.app import image_entry, kube_name
 from runyard.deploy.kubernetes.workload import OPTIONAL_SECRETS
 from runyard.deploy.project import load_build_config
-from runyard.main import create_app
 from runyard.settings import Settings
 
 # Kubernetes releases the manifests must be accepted by: the oldest supported one whose

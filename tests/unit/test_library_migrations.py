@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from runyard.checkpoints import pg_library
 from runyard.domain.errors import ConfigError
-from runyard.graphs import pg_library
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ import resource
 
 import pytest
 
-from runyard.connection_bound import ConnectionBound, open_files_plan
-from runyard.server import DEFAULT_MAX_CONNECTIONS
+from runyard.app.connection_bound import ConnectionBound, open_files_plan
+from runyard.app.server import DEFAULT_MAX_CONNECTIONS
 
 INFINITY = resource.RLIM_INFINITY
 
@@ -37,7 +37,7 @@ def test_the_soft_limit_is_raised_as_far_as_the_bound_needs(
 
 def test_a_small_bound_asks_for_nothing(caplog: pytest.LogCaptureFixture) -> None:
     assert open_files_plan(6, 1024, 1024) == (1024, 6)
-    caplog.set_level(logging.INFO, logger="runyard.server")
+    caplog.set_level(logging.INFO, logger="runyard.app.server")
     bound = ConnectionBound(6)
     bound.fit_open_files()
     assert bound.limit == 6
@@ -46,7 +46,7 @@ def test_a_small_bound_asks_for_nothing(caplog: pytest.LogCaptureFixture) -> Non
 
 def test_this_process_fits_its_bound_and_says_so(caplog: pytest.LogCaptureFixture) -> None:
     """On the machine the test runs on: the bound that results fits the limit now set."""
-    caplog.set_level(logging.INFO, logger="runyard.server")
+    caplog.set_level(logging.INFO, logger="runyard.app.server")
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     bound = ConnectionBound(DEFAULT_MAX_CONNECTIONS)
     try:

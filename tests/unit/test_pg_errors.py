@@ -6,8 +6,8 @@ import psycopg
 import pytest
 from psycopg import errors
 
+from runyard.checkpoints.pg_errors import unstorable_text
 from runyard.domain.errors import UNSTORABLE_TEXT_MESSAGE, InvalidInputError
-from runyard.graphs.pg_errors import unstorable_text
 
 
 @pytest.mark.parametrize(

@@ -128,7 +128,7 @@ def test_the_check_leaves_own_and_documented_names_alone() -> None:
     source = (
         "from __future__ import annotations\n"
         "from runyard.db import runs\n"
-        "import runyard.graphs.config as config\n"
+        "import runyard.project.config as config\n"
         "class Store:\n"
         "    def get(self):\n"
         "        return self._pool, type(self).__name__, self.__class__\n"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from runyard.runtime import Runtime
 from runyard.schemas.runs import RunCreate
 from runyard.settings import Settings
+from runyard.wiring.runtime import Runtime
 from tests.support.server import TEST_CONFIG
 
 

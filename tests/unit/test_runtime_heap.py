@@ -5,9 +5,9 @@ from __future__ import annotations
 import gc
 from pathlib import Path
 
-from runyard.runtime import Runtime
 from runyard.settings import Settings
 from runyard.wiring.heap import GC_YOUNG_THRESHOLD
+from runyard.wiring.runtime import Runtime
 from tests.support.server import TEST_CONFIG
 
 

@@ -1,12 +1,12 @@
 """Only the lifecycle writes a run's or a thread's status (issue 34).
 
-runyard/lifecycle.py is the run state machine; runyard/run_creation.py (creating a run),
-runyard/run_stops.py (cancels, strategies and deletions) and runyard/run_endings.py (what
-follows a committed end) are parts of it that it builds and owns, and nothing but
-lifecycle.py and its other parts imports them. Every other module of the package, outside
-db/ (where the statements are), may neither use a db function that writes a status nor
-build a row with a "status" key for db/, nor touch the runs and threads tables themselves.
-The test walks the package with `ast`; a new writer anywhere else fails it.
+runyard/lifecycle/machine.py is the run state machine; runyard/lifecycle/creation.py
+(creating a run), runyard/lifecycle/stops.py (cancels, strategies and deletions) and
+runyard/lifecycle/endings.py (what follows a committed end) are parts of it that it builds and
+owns, and nothing but machine.py and its other parts imports them. Every other module of the
+package, outside db/ (where the statements are), may neither use a db function that writes a
+status nor build a row with a "status" key for db/, nor touch the runs and threads tables
+themselves. The test walks the package with `ast`; a new writer anywhere else fails it.
 """
 
 from __future__ import annotations
@@ -17,9 +17,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "runyard"
-LIFECYCLE = "runyard/lifecycle.py"
+LIFECYCLE = "runyard/lifecycle/machine.py"
 # Modules of the lifecycle: it builds and owns them, and alone imports them.
-LIFECYCLE_PARTS = ("runyard/run_creation.py", "runyard/run_endings.py", "runyard/run_stops.py")
+LIFECYCLE_PARTS = (
+    "runyard/lifecycle/creation.py",
+    "runyard/lifecycle/endings.py",
+    "runyard/lifecycle/stops.py",
+)
 DB = "runyard/db/"
 # The db functions that write a run's or a thread's status (or insert a row carrying one).
 WRITERS: dict[str, frozenset[str]] = {
@@ -175,7 +179,7 @@ def outside_the_lifecycle() -> list[Path]:
 
 def test_only_the_lifecycle_calls_the_status_writers_of_db() -> None:
     found = [line for path in outside_the_lifecycle() for line in writes_in(path)]
-    assert found == [], "write statuses through runyard/lifecycle.py (RunLifecycle)"
+    assert found == [], "write statuses through runyard/lifecycle/machine.py (RunLifecycle)"
 
 
 def test_no_module_outside_the_lifecycle_hands_db_a_row_with_a_status() -> None:
@@ -197,7 +201,7 @@ def test_the_lifecycle_parts_are_imported_by_the_lifecycle_alone() -> None:
                 imported = [alias.name for alias in node.names]
             if parts & set(imported) and module_of(path) not in parts:
                 found.append(f"{name_of(path)}:{node.lineno}")
-    assert found == [], "only runyard/lifecycle.py imports the lifecycle's parts"
+    assert found == [], "only runyard/lifecycle/machine.py imports the lifecycle's parts"
 
 
 def status_writing_functions(module: str) -> set[str]:

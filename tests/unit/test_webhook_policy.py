@@ -14,7 +14,7 @@ from runyard.domain.webhook_policy import (
     check_url,
     literal_address,
 )
-from runyard.graphs.webhooks_config import parse_webhooks
+from runyard.project.webhooks_config import parse_webhooks
 
 DEFAULT = WebhookPolicy()
 

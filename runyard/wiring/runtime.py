@@ -23,19 +23,19 @@ from runyard.background.thread_sweeper import ThreadTTLSweeper
 from runyard.db.engine import Sessions
 from runyard.domain.group_caps import caps_from
 from runyard.domain.retention import ThreadTTLPolicy, parse_checkpointer
-from runyard.graphs.config import ProjectConfig, apply_environment, find_config, load_config
-from runyard.graphs.encryption_loading import load_encryption
-from runyard.graphs.http_config import HttpConfig
-from runyard.graphs.priority import PriorityAssigner
 from runyard.graphs.registry import GraphRegistry
-from runyard.graphs.store import StoreOptions, TtlSweeper
-from runyard.graphs.ui_bundles import UiBundles, prepare_bundles
-from runyard.lifecycle import RunLifecycle
+from runyard.lifecycle.machine import RunLifecycle
+from runyard.longterm_store.store import StoreOptions, TtlSweeper
 from runyard.loops import LoopGroup
 from runyard.observability.langsmith import langsmith_project
 from runyard.observability.metrics import Metrics
 from runyard.observability.tracing import Tracing
 from runyard.outbound.guard import WebhookGuard
+from runyard.project.config import ProjectConfig, apply_environment, find_config, load_config
+from runyard.project.encryption_loading import load_encryption
+from runyard.project.http_config import HttpConfig
+from runyard.project.priority import PriorityAssigner
+from runyard.project.ui_bundles import UiBundles, prepare_bundles
 from runyard.queue.cancel_bus import CancelBus
 from runyard.queue.run_queue import RunQueue
 from runyard.sdk_handlers import AuthHandlers
@@ -47,9 +47,9 @@ from runyard.services.run_priority import require_trusted_fairness_key
 from runyard.settings import Settings
 from runyard.streaming.broker import EventBroker
 from runyard.streaming.fanout import Fanouts
-from runyard.transport import open_transport
 from runyard.wiring.heap import settle_heap
 from runyard.wiring.storage import Storage, open_storage, services_storage
+from runyard.wiring.transport import open_transport
 from runyard.wiring.webhooks import webhook_guard, webhook_sender
 from runyard.wiring.workers import hold_liveness, reaper, recover_after_restart, run_executor
 from runyard.worker.lease import LeaseKeeper

@@ -35,7 +35,7 @@ async def open_checkpointer(
 ) -> AsyncIterator[BaseCheckpointSaver]:
     """The saver matching the database: PostgreSQL or a SQLite file.
 
-    The PostgreSQL saver (runyard/graphs/pg_saver.py) sends a run's statements through
+    The PostgreSQL saver (runyard/checkpoints/pg_saver.py) sends a run's statements through
     Runyard's statement pool, `statements`, and opens the library's saver, with a psycopg
     pool of at most `pool_size` connections, only when something else is asked of it.
     `on_statements(n)` is told of the statements it sends. `at_rest`: checkpoints,
@@ -49,7 +49,7 @@ async def open_checkpointer(
     if custom is not None:
         json_codec = custom.metadata_codec()
     if database_url.startswith("postgresql"):
-        from runyard.graphs.pg_saver import PostgresSaver
+        from runyard.checkpoints.pg_saver import PostgresSaver
 
         if statements is None:
             raise ValueError("the PostgreSQL checkpointer needs Runyard's statement pool")
@@ -66,8 +66,8 @@ async def open_checkpointer(
         finally:
             await saver.close()
     else:
+        from runyard.checkpoints.sqlite_saver import SqliteSaver
         from runyard.db.sqlite_checkpoints import open_sqlite
-        from runyard.graphs.sqlite_saver import SqliteSaver
 
         data_dir.mkdir(parents=True, exist_ok=True)
         conn = await open_sqlite(data_dir / "checkpoints.sqlite")

@@ -1,6 +1,6 @@
 """The one way a run ends once its terminal status is committed, whoever ended it.
 
-Owned by the lifecycle (runyard/lifecycle.py), which ends every run through it: finalize
+Owned by the lifecycle (runyard/lifecycle/machine.py), which ends every run through it: finalize
 (the attempt's own outcome), the reaper (a cancelled run whose worker was lost, a run out
 of retries) and cancel of a pending run, with the same steps: the last events (`error` if
 any, then `end`) and the completion signal, the dispatch of the thread's next run, the

@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any
 from langgraph.store.base import Op, Result, TTLConfig
 from langgraph.store.base.batch import AsyncBatchedBaseStore
 
+from runyard.checkpoints.pg_errors import client_data_errors
+from runyard.checkpoints.psycopg_pools import open_psycopg_pool
 from runyard.db.setup_lock import STORE_SETUP_LOCK, setup_alone
 from runyard.db.store import PGVECTOR_AVAILABLE, delete_expired_store_items, store_sweepable
 from runyard.domain.errors import ConfigError
-from runyard.graphs.pg_errors import client_data_errors
-from runyard.graphs.psycopg_pools import open_psycopg_pool
 
 if TYPE_CHECKING:
     from runyard.db.driver import StatementPool

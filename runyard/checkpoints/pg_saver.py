@@ -39,13 +39,10 @@ from langgraph.checkpoint.base import (
     get_serializable_checkpoint_metadata,
 )
 
-from runyard.db import checkpoints as sql
-from runyard.domain.errors import StaleAttemptError
-from runyard.graphs.encrypted_checkpoints import naming_checkpoint
-from runyard.graphs.loop_calls import from_thread
-from runyard.graphs.pg_errors import client_data_errors
-from runyard.graphs.pg_library import LibrarySaver, library_migrations
-from runyard.graphs.pg_rows import (
+from runyard.checkpoints.encrypted_checkpoints import naming_checkpoint
+from runyard.checkpoints.pg_errors import client_data_errors
+from runyard.checkpoints.pg_library import LibrarySaver, library_migrations
+from runyard.checkpoints.pg_rows import (
     INLINE_TYPES,
     checkpoint_tuple,
     fenced_write_params,
@@ -53,6 +50,9 @@ from runyard.graphs.pg_rows import (
     older_format,
     to_json,
 )
+from runyard.db import checkpoints as sql
+from runyard.domain.errors import StaleAttemptError
+from runyard.loop_calls import from_thread
 
 if TYPE_CHECKING:
     from runyard.db.driver import StatementPool

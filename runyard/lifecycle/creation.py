@@ -1,7 +1,8 @@
 """Creating a run on its thread, under the thread's multitask strategy.
 
-The creating transition of the run state machine: `RunLifecycle.create` (runyard/lifecycle.py)
-is its only user, and runs it with the lifecycle's lock order (the thread row, then its runs).
+The creating transition of the run state machine: `RunLifecycle.create`
+(runyard/lifecycle/machine.py) is its only user, and runs it with the lifecycle's lock order
+(the thread row, then its runs).
 The rows are given their status here: a new thread is `busy` with its run, a new run
 `pending`; a thread created without a run is `idle` (or `error`, copied from a failed one).
 """
@@ -16,6 +17,7 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from runyard.checkpoints.checkpointer import delete_run_checkpoints
 from runyard.db import runs as runs_db
 from runyard.db import threads as threads_db
 from runyard.db.dialect import database_now
@@ -25,8 +27,7 @@ from runyard.domain.new_run import NewRun, NewThread, TargetThread
 from runyard.domain.run import RunRecord
 from runyard.domain.status import RunStatus, ThreadStatus
 from runyard.domain.thread import LockedThread, ThreadRecord
-from runyard.graphs.checkpointer import delete_run_checkpoints
-from runyard.transactions import Transactions
+from runyard.lifecycle.transactions import Transactions
 
 # How often a create that may make its thread finds it deleted, then created by another
 # request, before it answers 409: each round is another client's committed delete and create.
@@ -52,7 +53,7 @@ class Created:
 
 
 # Makes room for a new run under its thread's multitask strategy, inside the creating
-# transaction (`RunStops.apply_strategy`, runyard/run_stops.py).
+# transaction (`RunStops.apply_strategy`, runyard/lifecycle/stops.py).
 MakeRoom = Callable[[AsyncConnection, str, str, StrategyEffects], Awaitable[None]]
 
 

@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from runyard.domain.errors import ConfigError
-from runyard.graphs.modules import import_attribute
+from runyard.project.modules import import_attribute
 
 if TYPE_CHECKING:
     from runyard.encryption.custom import CustomEncryption
-    from runyard.graphs.config import ProjectConfig
+    from runyard.project.config import ProjectConfig
 
 log = logging.getLogger("runyard.encryption")
 

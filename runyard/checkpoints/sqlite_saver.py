@@ -25,6 +25,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
+from runyard.checkpoints.encrypted_checkpoints import naming_checkpoint
 from runyard.db import checkpoints as sql
 from runyard.db.sqlite_checkpoints import (
     attach_runs,
@@ -34,7 +35,6 @@ from runyard.db.sqlite_checkpoints import (
     thread_storage,
 )
 from runyard.domain.errors import StaleAttemptError
-from runyard.graphs.encrypted_checkpoints import naming_checkpoint
 
 
 class SqliteSaver(AsyncSqliteSaver):

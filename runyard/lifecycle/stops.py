@@ -1,7 +1,7 @@
 """Stopping a thread's runs from outside their attempt: a cancel, a multitask strategy making
 room for a new run, deleting a run, deleting a thread; and how two stops on one run compose.
 
-A part of the run state machine: `RunLifecycle` (runyard/lifecycle.py) builds it and alone
+A part of the run state machine: `RunLifecycle` (runyard/lifecycle/machine.py) builds it and alone
 calls it, and each transition here keeps the lifecycle's lock order (the thread row first,
 then its runs). A run not started yet ends here at once; a running one is flagged in the
 database (which its lease renewal reads) and told over the cancel bus, and its attempt
@@ -25,16 +25,16 @@ from dataclasses import dataclass, replace
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from runyard.checkpoints.checkpointer import delete_run_checkpoints
 from runyard.db import runs as runs_db
 from runyard.db import threads as threads_db
 from runyard.domain.errors import ConflictError, NotFoundError, RunEndedError
 from runyard.domain.run import RunRecord
 from runyard.domain.status import ACTIVE_RUN_STATUSES, CancelAction, MultitaskStrategy, RunStatus
-from runyard.graphs.checkpointer import delete_run_checkpoints
+from runyard.lifecycle.creation import StrategyEffects
+from runyard.lifecycle.endings import RunEndings
+from runyard.lifecycle.transactions import Transactions
 from runyard.queue.cancel_bus import CancelBus
-from runyard.run_creation import StrategyEffects
-from runyard.run_endings import RunEndings
-from runyard.transactions import Transactions
 
 
 def standing_stop(recorded: CancelAction | None, arriving: CancelAction) -> CancelAction:

@@ -16,8 +16,8 @@ from langgraph_sdk.priority.types import PriorityContext
 from runyard.domain.errors import ConfigError
 from runyard.domain.priority import PriorityAssignError, PrioritySettings, settings_from
 from runyard.domain.user import AuthUser
-from runyard.graphs.config import ProjectConfig
-from runyard.graphs.modules import import_attribute, one_line
+from runyard.project.config import ProjectConfig
+from runyard.project.modules import import_attribute, one_line
 from runyard.sdk_handlers import assign_function
 
 log = logging.getLogger("runyard.priority")

@@ -35,13 +35,13 @@ from runyard.api.routing import (
 from runyard.api.thread_session import router as session_router
 from runyard.api.thread_session_ws import thread_socket
 from runyard.domain.errors import ConfigError
-from runyard.graphs.config import ProjectConfig, apply_environment, find_config, load_config
-from runyard.graphs.http_config import HttpConfig
-from runyard.graphs.modules import one_line
 from runyard.observability.logs import configure_logging, drop_startup_traceback
 from runyard.observability.metrics import HttpMetricsMiddleware
-from runyard.runtime import Runtime
+from runyard.project.config import ProjectConfig, apply_environment, find_config, load_config
+from runyard.project.http_config import HttpConfig
+from runyard.project.modules import one_line
 from runyard.settings import Settings
+from runyard.wiring.runtime import Runtime
 
 log = logging.getLogger("runyard.app")
 

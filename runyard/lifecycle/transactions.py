@@ -1,6 +1,6 @@
 """How the lifecycle's transitions run: each in one transaction (the thread row locked first
 when asked), serialized within the process on SQLite, and run again when it lost to a
-concurrent one. The lock order they keep is written down in runyard/lifecycle.py."""
+concurrent one. The lock order they keep is written down in runyard/lifecycle/machine.py."""
 
 from __future__ import annotations
 

@@ -13,8 +13,8 @@ from typing import Any
 
 from runyard.domain.config_keys import refuse_unknown_keys
 from runyard.domain.errors import ConfigError
-from runyard.graphs.http_config import HttpConfig, parse_http
-from runyard.graphs.webhooks_config import WebhooksConfig, parse_webhooks
+from runyard.project.http_config import HttpConfig, parse_http
+from runyard.project.webhooks_config import WebhooksConfig, parse_webhooks
 
 log = logging.getLogger("runyard.config")
 
@@ -119,7 +119,7 @@ class ProjectConfig:
     priority: dict[str, Any] | None = None
     http: dict[str, Any] | None = None
     checkpointer: dict[str, Any] | None = None
-    # `encryption.path`: the custom encryption handlers (runyard/graphs/encryption_loading.py).
+    # `encryption.path`: the custom encryption handlers (runyard/project/encryption_loading.py).
     encryption: dict[str, Any] | None = None
     webhooks: WebhooksConfig = field(default_factory=WebhooksConfig)
     # Generative UI: graph id -> the component module (`./src/ui.tsx`), as written.

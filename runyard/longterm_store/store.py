@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any
 from langgraph.store.base import BaseStore, TTLConfig
 
 from runyard.domain.errors import ConfigError
-from runyard.graphs.config import ProjectConfig
-from runyard.graphs.modules import import_attribute
-from runyard.graphs.pg_store import DeferredPostgresStore
+from runyard.longterm_store.pg_store import DeferredPostgresStore
 from runyard.loops import every
+from runyard.project.config import ProjectConfig
+from runyard.project.modules import import_attribute
 
 if TYPE_CHECKING:
     from runyard.db.driver import StatementPool
@@ -131,13 +131,13 @@ async def open_store(
     """
     async with _plain_store(database_url, data_dir, options, pool_size, statements) as store:
         if encryption is not None and encryption.json_encryptor is not None:
-            from runyard.graphs.encrypted_store import CustomEncryptedStore
+            from runyard.longterm_store.encrypted_store import CustomEncryptedStore
 
             yield CustomEncryptedStore(store, encryption)
         elif at_rest is None:
             yield store
         else:
-            from runyard.graphs.encrypted_store import EncryptedStore
+            from runyard.longterm_store.encrypted_store import EncryptedStore
 
             yield EncryptedStore(store, at_rest.json)
 
@@ -171,7 +171,7 @@ async def _sqlite_store(data_dir: Path, options: StoreOptions) -> AsyncIterator[
     from langgraph.store.sqlite.aio import AsyncSqliteStore
 
     from runyard.db.sqlite_checkpoints import open_sqlite
-    from runyard.graphs.cosine_store import CosineSqliteStore
+    from runyard.longterm_store.cosine_store import CosineSqliteStore
 
     reason = vector_extension_missing() if options.index is not None else None
     data_dir.mkdir(parents=True, exist_ok=True)

@@ -11,7 +11,7 @@ from typing import Any
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from runyard.connection_bound import ConnectionBound
+from runyard.app.connection_bound import ConnectionBound
 from runyard.streaming.closing import STREAMS_CLOSING, StreamsClosing
 from runyard.streaming.departures import CrowdDepartures
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runyard.domain.errors import ConfigError
-from runyard.graphs.config import ProjectConfig
+from runyard.project.config import ProjectConfig
 
 log = logging.getLogger("runyard.ui")
 

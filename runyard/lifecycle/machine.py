@@ -4,11 +4,12 @@ A run is created under its thread's multitask strategy, claimed, finished, cance
 (interrupt or rollback), deleted, handed back or requeued here, and only here; so is the
 thread's status (a thread created with its run or on its own, copied, or given a state
 outside a run), and the dispatch of the thread's next run. Creating a run is
-runyard/run_creation.py, stopping runs from outside their attempt (a cancel, a multitask
-strategy, deleting a run or a thread) runyard/run_stops.py, ending one runyard/run_endings.py:
-parts of the lifecycle, which alone imports them (tests/unit/test_status_writers.py). Every
-transition runs through runyard/transactions.py (one transaction, serialized on SQLite,
-retried on contention), in the lock order below, the one place it is written down.
+runyard/lifecycle/creation.py, stopping runs from outside their attempt (a cancel, a
+multitask strategy, deleting a run or a thread) runyard/lifecycle/stops.py, ending one
+runyard/lifecycle/endings.py: parts of the lifecycle, which alone imports them
+(tests/unit/test_status_writers.py). Every transition runs through
+runyard/lifecycle/transactions.py (one transaction, serialized on SQLite, retried on
+contention), in the lock order below, the one place it is written down.
 
 Lock order (PostgreSQL): **the thread row, then its run rows**, in every transition.
 - A transaction (create, cancel, delete, rollback's end) locks the thread row first
@@ -26,7 +27,7 @@ Lock order (PostgreSQL): **the thread row, then its run rows**, in every transit
   never inside a transition: it orders nothing here.
 A deadlock or serialization failure that can still occur (lease renewal updates runs of
 many threads in one statement) is retried up to CONTENTION_RETRIES times
-(runyard/transactions.py), never answered as a 500.
+(runyard/lifecycle/transactions.py), never answered as a 500.
 
 SQLite (`runyard dev`): one process, one writer. The transitions are serialized by one lock
 of this process (a claim does not know its thread before it reads the run, and SQLite
@@ -40,7 +41,7 @@ with steps left, else `idle`); `idle` when its last active run was cancelled or 
 before it ran. The statement that writes the status decides `busy` itself
 (`threads_db.settle_status`, the finish statement), so a run queued meanwhile is seen.
 
-Stops compose (the rule is `standing_stop`, runyard/run_stops.py): `rollback` is stronger
+Stops compose (the rule is `standing_stop`, runyard/lifecycle/stops.py): `rollback` is stronger
 than `interrupt`. A running run records one stop, the strongest accepted so far, whether it
 came from a cancel or a multitask strategy, on any instance: a stronger one replaces it, an
 equal or weaker one changes nothing (a cancel's answer says which stop stands). A stop
@@ -57,7 +58,7 @@ ending a run) pushes the thread's next due run: its oldest pending run by start 
 Ending a run (after its terminal status is committed) is one path for finalize, the
 reaper and cancel, `end`: last events and the completion signal, the next run's dispatch,
 the webhook's first attempt, the removal of a stateless run's temporary thread
-(runyard/run_endings.py, which the lifecycle builds and owns). The webhook's delivery itself
+(runyard/lifecycle/endings.py, which the lifecycle builds and owns). The webhook's delivery itself
 is written by the transaction that ends the run, so it is owed from that commit.
 """
 
@@ -70,6 +71,7 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from runyard.checkpoints.checkpointer import delete_run_checkpoints
 from runyard.db import group_caps as caps_db
 from runyard.db import run_attempts as attempts_db
 from runyard.db import run_claims as claims_db
@@ -82,15 +84,14 @@ from runyard.domain.new_run import NewRun, NewThread
 from runyard.domain.run import ClaimedRun, EndedRun, Recovered, RunRecord, UnreadRun
 from runyard.domain.status import CancelAction, RunStatus, ThreadStatus
 from runyard.domain.thread import ThreadRecord
-from runyard.graphs.checkpointer import delete_run_checkpoints
+from runyard.lifecycle.creation import Created, RunCreation, StrategyEffects, thread_row
+from runyard.lifecycle.endings import RunEndings, WebhookSink
+from runyard.lifecycle.stops import RunStops, Stopped
+from runyard.lifecycle.transactions import Transactions
 from runyard.observability.metrics import Metrics
 from runyard.queue.cancel_bus import CancelBus
 from runyard.queue.run_queue import RunQueue
-from runyard.run_creation import Created, RunCreation, StrategyEffects, thread_row
-from runyard.run_endings import RunEndings, WebhookSink
-from runyard.run_stops import RunStops, Stopped
 from runyard.streaming.broker import EventBroker
-from runyard.transactions import Transactions
 
 log = logging.getLogger("runyard.lifecycle")
 
@@ -137,7 +138,7 @@ class RunLifecycle:
         """Commit a pending run under its thread's multitask strategy, with its thread when
         it creates one (busy), or marking its existing thread busy; an existing run when its
         idempotency key was used already. `after_strategy(created.effects)` follows, once the
-        caller has done what must precede the run's dispatch (runyard/run_creation.py)."""
+        caller has done what must precede the run's dispatch (runyard/lifecycle/creation.py)."""
         return await self._creation.create(new_run)
 
     async def after_strategy(self, effects: StrategyEffects) -> None:
@@ -384,7 +385,7 @@ class RunLifecycle:
             raise ValueError(f"a thread with no active run is never {state.status!r}")
         await threads_db.set_state_fields(session, state)
 
-    # --- ending a run (after its end is committed: runyard/run_endings.py) --------------
+    # --- ending a run (after its end is committed: runyard/lifecycle/endings.py) --------------
 
     async def end(self, run: EndedRun, status: RunStatus, **how: Any) -> None:
         """Everything that follows the committed end of `run` (`RunEndings.end`)."""

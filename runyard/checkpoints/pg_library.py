@@ -19,8 +19,8 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
+from runyard.checkpoints.psycopg_pools import open_psycopg_pool
 from runyard.domain.errors import ConfigError
-from runyard.graphs.psycopg_pools import open_psycopg_pool
 
 
 @cache

@@ -1,0 +1,1 @@
+"""The entry points: the ASGI application (factory.py) and the uvicorn server (server.py)."""

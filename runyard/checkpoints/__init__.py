@@ -1,0 +1,1 @@
+"""LangGraph checkpoint savers: PostgreSQL in the library's tables, SQLite in dev mode."""

@@ -1,0 +1,1 @@
+"""LangGraph's long-term store per backend, with its semantic search and its encryption."""

@@ -1,0 +1,1 @@
+"""The project: its `langgraph.json` and env, and the user code and UI bundles it names."""
