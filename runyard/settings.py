@@ -9,6 +9,7 @@ from pydantic import AliasChoices, Field, PrivateAttr, field_validator, model_va
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from runyard.domain.group_caps import parse_group_limits
+from runyard.domain.postgres_url import is_postgres_url, parse_postgres_url
 
 # Runyard's name of a setting -> LangGraph's server's name for it.
 OFFICIAL_NAMES = {
@@ -18,18 +19,23 @@ OFFICIAL_NAMES = {
     "RUNYARD_DB_POOL_SIZE": "LANGGRAPH_POSTGRES_POOL_MAX_SIZE",
     "WORKER_DRAIN_TIMEOUT": "BG_JOB_SHUTDOWN_GRACE_PERIOD_SECS",
     "RUNYARD_EVENT_RETENTION_SECONDS": "RESUMABLE_STREAM_TTL_SECONDS",
+    "RUNYARD_MAX_BODY_BYTES": "HTTP_MAX_REQUEST_BODY_BYTES",
 }
+# LangGraph's server's older names, read after its own (DATABASE_URI defaults to POSTGRES_URI).
+OLDER_NAMES = {"DATABASE_URL": "POSTGRES_URI"}
 
 
 def official(name: str) -> AliasChoices:
     """Runyard's name first (it wins when both are set), then LangGraph's server's."""
-    return AliasChoices(name, OFFICIAL_NAMES[name])
+    older = [OLDER_NAMES[name]] if name in OLDER_NAMES else []
+    return AliasChoices(name, OFFICIAL_NAMES[name], *older)
 
 
 def setting_names() -> list[str]:
     """Every environment name Settings reads: Runyard's and LangGraph's server's."""
     names = [str(f.alias) for f in Settings.model_fields.values() if f.alias is not None]
-    return names + [OFFICIAL_NAMES[name] for name in names if name in OFFICIAL_NAMES]
+    official_names = [OFFICIAL_NAMES[name] for name in names if name in OFFICIAL_NAMES]
+    return names + official_names + [OLDER_NAMES[name] for name in names if name in OLDER_NAMES]
 
 
 class Settings(BaseSettings):
@@ -91,6 +97,11 @@ class Settings(BaseSettings):
     access_log: bool | None = Field(default=None, alias="RUNYARD_ACCESS_LOG")
 
     # Worker engine.
+    # LangGraph's name: the recursion limit of a run whose config sets none (LangGraph's own
+    # default when unset).
+    default_recursion_limit: int | None = Field(
+        default=None, ge=1, alias="LANGGRAPH_DEFAULT_RECURSION_LIMIT"
+    )
     worker_count: int = Field(default=1, ge=0, alias="WORKER_COUNT")
     # Sleeping runs (waiting on I/O) cost no CPU: slots should not be what limits them.
     n_jobs_per_worker: int = Field(default=500, ge=1, alias="N_JOBS_PER_WORKER")
@@ -165,7 +176,8 @@ class Settings(BaseSettings):
     aes_json_keys: str | None = Field(default=None, alias="LANGGRAPH_AES_JSON_KEYS")
     aes_decrypt_keys: str | None = Field(default=None, alias="RUNYARD_AES_DECRYPT_KEYS", repr=False)
 
-    # Crons.
+    # Crons. FF_CRONS_ENABLED=false (LangGraph's name): this instance fires no crons.
+    crons_enabled: bool = Field(default=True, alias="FF_CRONS_ENABLED")
     cron_interval_seconds: float = Field(
         default=1.0, gt=0, le=60, alias="RUNYARD_CRON_INTERVAL_SECONDS"
     )
@@ -201,7 +213,12 @@ class Settings(BaseSettings):
     mount_prefix: str | None = Field(default=None, alias="MOUNT_PREFIX")
 
     # HTTP limits.
-    max_body_bytes: int = Field(default=10 * 1024 * 1024, ge=1024, alias="RUNYARD_MAX_BODY_BYTES")
+    max_body_bytes: int = Field(
+        default=10 * 1024 * 1024,
+        ge=1024,
+        alias="RUNYARD_MAX_BODY_BYTES",
+        validation_alias=official("RUNYARD_MAX_BODY_BYTES"),
+    )
     # A connection whose request head (request line and headers) is not complete this long
     # after its first byte (or after the connection opened) gets 408 and is closed; a larger
     # head than max_head_bytes gets 431.
@@ -245,6 +262,7 @@ class Settings(BaseSettings):
         "aes_decrypt_keys",
         "group_limits",
         "metrics_token",
+        "default_recursion_limit",
         mode="before",
     )
     @classmethod
@@ -256,14 +274,16 @@ class Settings(BaseSettings):
     def _check_database_url(cls, value: str | None) -> str | None:
         if value is None or value == "":
             return None
-        if value.startswith(("postgres://", "postgresql://")):
-            value = "postgresql+asyncpg://" + value.split("://", 1)[1]
-        if not value.startswith(("postgresql+asyncpg://", "sqlite+aiosqlite://")):
+        if value.startswith("sqlite+aiosqlite://"):
+            return value
+        if not is_postgres_url(value):
             raise ValueError(
                 "DATABASE_URL must be a PostgreSQL URL (postgresql://user@host:5432/db) "
                 "or sqlite+aiosqlite:///path/to/file.sqlite"
             )
-        return value
+        # Its parameters as libpq reads them, each one both drivers honour (or refused).
+        parse_postgres_url(value, setting="")  # pydantic names DATABASE_URL itself
+        return "postgresql+asyncpg://" + value.split("://", 1)[1]
 
     @field_validator("mount_prefix")
     @classmethod
@@ -363,27 +383,6 @@ class Settings(BaseSettings):
         if self.log_format is not None:
             return self.log_format
         return "text" if self.is_embedded else "json"
-
-    @property
-    def resolved_cors_origins(self) -> list[str] | None:
-        """The origins of CORS_ALLOW_ORIGINS, or None when it is unset (every origin)."""
-        if self.cors_allow_origins is None:
-            return None
-        return [origin.strip() for origin in self.cors_allow_origins.split(",") if origin.strip()]
-
-    @property
-    def resolved_allow_private_network(self) -> bool:
-        """Whether private-network preflights are allowed: by default only in dev mode."""
-        if self.allow_private_network is not None:
-            return self.allow_private_network
-        return self.dev_mode
-
-    @property
-    def resolved_tracing(self) -> str:
-        """`off`, `otlp` or `console`: OTLP by default once an OTLP endpoint is configured."""
-        if self.tracing is not None:
-            return self.tracing
-        return "otlp" if (self.otlp_endpoint or self.otlp_traces_endpoint) else "off"
 
     def resolved_ui_dir(self) -> Path:
         """Where the generative UI's bundles are built and read."""

@@ -14,6 +14,7 @@ from typing import Any
 
 from runyard.domain.config_keys import refuse_unknown_keys
 from runyard.domain.errors import ConfigError
+from runyard.settings import Settings
 
 # Headers the SDKs read from a cross-origin answer: pagination, and the run a stream
 # belongs to (Content-Location) and where to reconnect it (Location).
@@ -80,3 +81,17 @@ def _read_cors(http: dict[str, Any] | None, source: Path | None) -> dict[str, An
         if value is not None and wrong:
             raise ConfigError(f"{where}http.cors.{key} must be {described}, got {value!r}")
     return {key: value for key, value in cors.items() if value is not None}
+
+
+def allowed_origins(settings: Settings) -> list[str] | None:
+    """The origins of CORS_ALLOW_ORIGINS, or None when it is unset (every origin)."""
+    if settings.cors_allow_origins is None:
+        return None
+    return [origin.strip() for origin in settings.cors_allow_origins.split(",") if origin.strip()]
+
+
+def private_network_allowed(settings: Settings) -> bool:
+    """Whether private-network preflights are allowed: by default only in dev mode."""
+    if settings.allow_private_network is not None:
+        return settings.allow_private_network
+    return settings.dev_mode

@@ -6,12 +6,13 @@ import re
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+import anyio
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
-from starlette.types import Scope
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from runyard.api.bodies import as_json_request, refuse_unbounded_body
 
@@ -44,13 +45,41 @@ class ProtocolRoute(APIRoute):
         return json_bodied
 
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
-        """Starlette's match, refused when a more literal route of the app takes the path."""
+        """Starlette's match, refused when a more literal route of the app takes the path;
+        `HEAD` matches wherever `GET` does."""
         match, child = super().matches(scope)
         if match is not Match.NONE and self.shadowing:
             concrete = self.path_format.format(**child.get("path_params", {}))
             if any(pattern.match(concrete) for pattern in self.shadowing):
                 return Match.NONE, {}
+        if match is Match.PARTIAL and self._head_of_get(scope):
+            return Match.FULL, child
         return match, child
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The route's answer; to `HEAD`, the `GET`'s status and headers without a body."""
+        if self._head_of_get(scope):
+            await answer_head(self.app, scope, receive, send)
+        else:
+            await super().handle(scope, receive, send)
+
+    def _head_of_get(self, scope: Scope) -> bool:
+        return scope.get("method") == "HEAD" and "GET" in (self.methods or ())
+
+
+async def answer_head(app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
+    """Answer `HEAD` as LangGraph's server does: what `GET` answers, status and headers (its
+    content-length too), with no body. The `GET` is stopped once its headers are out, as if
+    the client had left: a stream is not followed to its end."""
+    async with anyio.create_task_group() as group:
+
+        async def headers_only(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                await send(message)
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+                group.cancel_scope.cancel()
+
+        await app(scope, receive, headers_only)
 
 
 def reserve_literal_paths(app: FastAPI) -> None:
@@ -93,7 +122,8 @@ def install_method_not_allowed(app: FastAPI) -> None:
                 status_code=422,
             )
         if exc.status_code == 405:
-            allowed = sorted(_methods_on_path(app, request.scope))
+            methods = _methods_on_path(app, request.scope)
+            allowed = sorted(methods | ({"HEAD"} if "GET" in methods else set()))
             headers["Allow"] = ", ".join(allowed)
             detail = (
                 f"{request.method} is not allowed on {request.url.path}; use {' or '.join(allowed)}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -15,7 +16,7 @@ from starlette.middleware.cors import CORSMiddleware
 
 from runyard import __version__
 from runyard.api import a2a, assistants, crons, docs, mcp, runs, store, system, threads, ui
-from runyard.api.cors import cors_options
+from runyard.api.cors import allowed_origins, cors_options, private_network_allowed
 from runyard.api.custom_app import (
     Lifespan,
     custom_lifespan,
@@ -35,12 +36,14 @@ from runyard.api.routing import (
 from runyard.api.thread_session import router as session_router
 from runyard.api.thread_session_ws import thread_socket
 from runyard.domain.errors import ConfigError
+from runyard.domain.langgraph_env import CONFIG_ENV_NAMES, unsupported_names
 from runyard.observability.logs import configure_logging, drop_startup_traceback
 from runyard.observability.metrics import HttpMetricsMiddleware
-from runyard.project.config import ProjectConfig, apply_environment, find_config, load_config
+from runyard.project.config import ProjectConfig, apply_environment
+from runyard.project.config_env import load_project
 from runyard.project.http_config import HttpConfig
 from runyard.project.modules import one_line
-from runyard.settings import Settings
+from runyard.settings import Settings, setting_names
 from runyard.wiring.runtime import Runtime
 
 log = logging.getLogger("runyard.app")
@@ -68,6 +71,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
     configure_logging(settings)
     project, custom, failure = _load_project(settings)
+    _name_unsupported_settings()
     http = project.http_config if project is not None else HttpConfig()
     cors, failure = _cors(settings, project, http, failure)
     runtime = Runtime(settings, project)
@@ -169,7 +173,7 @@ def _lifespan(
         except ConfigError as exc:
             # The message says what to fix; a traceback of Runyard's own frames would bury it.
             log.error("startup_failed error=%s", exc)
-            drop_startup_traceback(ConfigError)
+            drop_startup_traceback(type(exc))
             raise
         except Exception as exc:
             # The start-up's boundary: anything else that stops it (an embedder without its
@@ -191,6 +195,18 @@ def _lifespan(
     return lifespan
 
 
+def _name_unsupported_settings() -> None:
+    """One warning naming every setting of LangGraph's server that is set and that Runyard
+    does not read (after the project's `env` is applied: it may set them too)."""
+    names = unsupported_names(os.environ, [*setting_names(), *CONFIG_ENV_NAMES.values()])
+    if names:
+        log.warning(
+            "langgraph_settings_not_supported names=%s reason=%s",
+            ",".join(names),
+            "LangGraph's server reads them, Runyard does not; see Configuration in the docs",
+        )
+
+
 def _expose(app: Starlette, runtime: Runtime) -> None:
     """Put on the app's state what its routes read, now that the runtime has built it: the
     routes reach the services and the request checks, never the runtime."""
@@ -209,7 +225,7 @@ def _load_project(
     configuration problem is reported the same way.
     """
     try:
-        project = load_config(find_config(settings.config_path))
+        project = load_project(settings.config_path)
         apply_environment(project)
         return project, load_custom_app(project, project.http_config), None
     except ConfigError as exc:
@@ -220,8 +236,8 @@ def _cors(
     settings: Settings, project: ProjectConfig | None, http: HttpConfig, failure: ConfigError | None
 ) -> tuple[dict[str, Any], ConfigError | None]:
     """CORS options from the settings and `http.cors`; a bad section fails the start-up."""
-    origins = settings.resolved_cors_origins
-    private_network = settings.resolved_allow_private_network
+    origins = allowed_origins(settings)
+    private_network = private_network_allowed(settings)
     try:
         source = project.path if project is not None else None
         return cors_options(origins, private_network, {"cors": http.cors}, source), failure

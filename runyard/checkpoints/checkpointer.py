@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from runyard.db.conninfo import libpq_url
 from runyard.db.driver import StatementPool
 from runyard.db.faults import retry_while_store_unavailable
 from runyard.db.setup_lock import CHECKPOINTER_SETUP_LOCK, setup_alone
@@ -53,7 +54,7 @@ async def open_checkpointer(
 
         if statements is None:
             raise ValueError("the PostgreSQL checkpointer needs Runyard's statement pool")
-        conninfo = "postgresql://" + database_url.split("://", 1)[1]
+        conninfo = libpq_url(database_url)
         saver = PostgresSaver(statements, conninfo, pool_size, on_statements, serde, json_codec)
         if custom is not None:
             # Every channel value a blob the handlers encrypt: none inline in the row's JSON.

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from runyard.domain.errors import RunyardError
 
 if TYPE_CHECKING:
+    from runyard.deploy.project import BuildConfig
     from runyard.settings import Settings
 
 
@@ -18,12 +19,18 @@ class CliError(Exception):
 
 
 def command(sub: Any, name: str, summary: str) -> argparse.ArgumentParser:
-    """A subcommand whose own --help starts with the summary the command list shows."""
-    parser: argparse.ArgumentParser = sub.add_parser(name, help=summary, description=summary)
+    """A subcommand whose own --help starts with the summary the command list shows; it
+    takes no abbreviated flag (`--wait` is not `--wait-timeout`) and reports an unknown one
+    with its own usage."""
+    parser: argparse.ArgumentParser = sub.add_parser(
+        name, help=summary, description=summary, allow_abbrev=False
+    )
+    parser.set_defaults(parser=parser)
     return parser
 
 
 def add_project_options(parser: argparse.ArgumentParser) -> None:
+    """-c/--config, as every command that reads the project's config spells it."""
     parser.add_argument(
         "-c",
         "--config",
@@ -31,6 +38,21 @@ def add_project_options(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="langgraph.json / runyard.json (default: runyard.json, else langgraph.json, "
         "in the working directory)",
+    )
+
+
+def add_image_options(parser: argparse.ArgumentParser) -> None:
+    """-t/--tag, --base-image and --pull/--no-pull, as `build` and `up` take them."""
+    parser.add_argument("-t", "--tag", default=None, help="image tag (runyard-<project>:latest)")
+    parser.add_argument(
+        "--base-image", default=None, help="base image (python:<python_version>-slim)"
+    )
+    parser.add_argument(
+        "--pull",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="pull a newer base image first (default --no-pull: use the local one, as the "
+        "images of `runyard base-images` need)",
     )
 
 
@@ -62,3 +84,11 @@ def keep_data_beside_project(settings: Settings) -> Path:
     if "data_dir" not in settings.model_fields_set:
         os.environ["RUNYARD_DATA_DIR"] = str(folder / ".runyard")
     return folder
+
+
+def project_of(args: argparse.Namespace) -> BuildConfig:
+    """The build keys of the project `-c/--config` names (else the working directory's)."""
+    from runyard.deploy.project import load_build_config
+    from runyard.project.config import find_config
+
+    return load_build_config(find_config(args.config))

@@ -8,10 +8,17 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from runyard.cli.common import CliError, add_project_options, command, config_flag
+from runyard.cli.common import (
+    CliError,
+    add_image_options,
+    add_project_options,
+    command,
+    project_of,
+)
+from runyard.cli.up import DEFAULT_UP_PORT, add_ca_option, ca_bundle
+from runyard.cli.up import add_command as add_up_command
 
 if TYPE_CHECKING:
-    from runyard.deploy.compose import Deployment
     from runyard.deploy.project import BuildConfig
 
 
@@ -22,19 +29,21 @@ def add_commands(sub: Any) -> None:
     )
     add_project_options(dockerfile)
     dockerfile.add_argument("save_path", type=Path, help="where to write the Dockerfile")
+    dockerfile.add_argument(
+        "--add-docker-compose",
+        action="store_true",
+        help="also write what `runyard up` runs beside it: docker-compose.yml, nginx.conf and "
+        "the .env holding the database password",
+    )
     dockerfile.set_defaults(handler=_dockerfile)
 
     build = command(sub, "build", "build a Docker image of the project")
     add_project_options(build)
-    _add_image_options(build)
-    build.add_argument("--pull", action="store_true", help="pull a newer base image first")
+    add_image_options(build)
+    add_ca_option(build)
     build.set_defaults(handler=_build)
 
-    up = command(
-        sub, "up", "build the project's image, start PostgreSQL, Redis, N instances and nginx"
-    )
-    _add_up_options(up)
-    up.set_defaults(handler=_up)
+    add_up_command(sub)
 
     down = command(sub, "down", "stop what `runyard up` started (volumes kept)")
     add_project_options(down)
@@ -61,42 +70,6 @@ def add_commands(sub: Any) -> None:
     )
     _add_base_images_options(base_images)
     base_images.set_defaults(handler=_base_images)
-
-
-def _add_up_options(up: argparse.ArgumentParser) -> None:
-    add_project_options(up)
-    _add_image_options(up)
-    up.add_argument("--instances", type=int, default=3, help="Runyard instances (default 3)")
-    up.add_argument(
-        "--network",
-        choices=("bridge", "host"),
-        default="bridge",
-        help="bridge: a project network, only nginx published (default); host: every "
-        "container on the host network, on loopback",
-    )
-    up.add_argument(
-        "--host", default=None, help="address nginx is published on (all; host network: 127.0.0.1)"
-    )
-    up.add_argument("--port", type=int, default=8000, help="port nginx listens on (default 8000)")
-    up.add_argument(
-        "--postgres-port", type=int, default=5433, help="PostgreSQL's port, host network (5433)"
-    )
-    up.add_argument(
-        "--redis-port", type=int, default=6380, help="Redis's port, host network (6380)"
-    )
-    up.add_argument("--postgres-image", default=None, help="PostgreSQL image (postgres:15)")
-    up.add_argument("--redis-image", default=None, help="Redis image (redis:7)")
-    up.add_argument("--nginx-image", default=None, help="nginx image (nginx:1.27)")
-    up.add_argument("--no-build", action="store_true", help="use the image as it is")
-    up.add_argument(
-        "--dir", type=Path, default=None, help="where to write the compose file (.runyard/up)"
-    )
-    up.add_argument(
-        "--wait-timeout",
-        type=float,
-        default=300.0,
-        help="seconds to wait for every instance to answer through nginx (300)",
-    )
 
 
 def _add_k8s_options(parser: argparse.ArgumentParser) -> None:
@@ -149,24 +122,10 @@ def _add_base_images_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_image_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-t", "--tag", default=None, help="image tag (runyard-<project>:latest)")
-    parser.add_argument(
-        "--base-image", default=None, help="base image (python:<python_version>-slim)"
-    )
-
-
-def _project(args: argparse.Namespace) -> BuildConfig:
-    from runyard.deploy.project import load_build_config
-    from runyard.project.config import find_config
-
-    return load_build_config(find_config(args.config))
-
-
 def _dockerfile(args: argparse.Namespace) -> None:
-    from runyard.deploy.images import write_dockerfile, write_dockerignore
+    from runyard.deploy.images import default_tag, write_dockerfile, write_dockerignore
 
-    build = _project(args)
+    build = project_of(args)
     dockerfile, wheel = write_dockerfile(build, args.save_path.resolve())
     print(f"runyard: wrote {dockerfile} and {wheel}", flush=True)
     ignore = write_dockerignore(build)
@@ -177,8 +136,40 @@ def _dockerfile(args: argparse.Namespace) -> None:
         )
     else:
         print(f"runyard: kept the existing {build.project_dir / '.dockerignore'}", flush=True)
+    tag = f" -t {default_tag(build)}" if args.add_docker_compose else ""
     print(
-        f"runyard: build it with: docker build --network host -f {dockerfile} {build.project_dir}",
+        f"runyard: build it with: docker build --network host{tag} -f {dockerfile} "
+        f"{build.project_dir}",
+        flush=True,
+    )
+    if args.add_docker_compose:
+        _write_compose(build, dockerfile.parent)
+
+
+def _write_compose(build: BuildConfig, folder: Path) -> None:
+    """`dockerfile --add-docker-compose`: what `runyard up` runs, beside the Dockerfile."""
+    from runyard.deploy.compose import Deployment
+    from runyard.deploy.images import default_tag, ignores_env_files
+    from runyard.deploy.instance import project_drain_timeout
+    from runyard.deploy.stack import write_deployment
+
+    if folder.is_relative_to(build.project_dir) and not ignores_env_files(build.project_dir):
+        raise CliError(
+            f"{build.project_dir / '.dockerignore'} does not keep .env files out of the image, "
+            "and the deployment's .env beside the Dockerfile holds its database password; add "
+            "`**/.env` to it, or write the Dockerfile outside the project folder"
+        )
+    deployment = Deployment(
+        image=default_tag(build),
+        port=DEFAULT_UP_PORT,
+        env_files=build.env_files_for(folder),
+        drain_timeout=project_drain_timeout(build.env, build.env_source),
+    )
+    compose_file = write_deployment(deployment, folder)
+    print(
+        f"runyard: wrote {compose_file}, nginx.conf and .env (the database password); once "
+        f"the image is built, start it with: docker compose -f {compose_file} up -d "
+        f"(nginx on {deployment.url})",
         flush=True,
     )
 
@@ -186,85 +177,18 @@ def _dockerfile(args: argparse.Namespace) -> None:
 def _build(args: argparse.Namespace) -> None:
     from runyard.deploy.images import build_image, default_tag
 
-    build = _project(args)
+    build = project_of(args)
     tag = args.tag or default_tag(build)
-    build_image(build, tag, base_image=args.base_image, pull=args.pull)
-    print(f"runyard: built image {tag}", flush=True)
-
-
-def _up(args: argparse.Namespace) -> None:
-    from runyard.deploy.images import build_image, default_tag
-    from runyard.deploy.stack import Stack, compose_command, project_name, write_deployment
-
-    if args.instances < 1:
-        raise CliError("--instances must be at least 1")
-    build = _project(args)
-    folder = _up_folder(args, build)
-    compose = compose_command()  # before a build that would be wasted without it
-    tag = args.tag or default_tag(build)
-    deployment = _deployment(args, build, tag, folder)
-    compose_file = write_deployment(deployment, folder)
-    print(f"runyard: wrote {compose_file}, nginx.conf and .env (the database password)", flush=True)
-    if not args.no_build:
-        build_image(build, tag, base_image=args.base_image)
-    stack = Stack(compose, folder, project_name(build.project_name))
-    stack.up(deployment)
-    stack.wait_ready(deployment, args.wait_timeout)
-    print(f"runyard: {args.instances} instance(s) answer through nginx on {deployment.url}")
-    if deployment.bind_host not in ("127.0.0.1", "localhost", "::1"):
-        print(
-            f"runyard: nginx is published on {deployment.bind_host} without authentication; "
-            "configure `auth` in langgraph.json before exposing it to anyone",
-            flush=True,
-        )
-    print(f"runyard: stop it with: runyard down{config_flag(args)}", flush=True)
-
-
-def _up_folder(args: argparse.Namespace, build: BuildConfig) -> Path:
-    folder = (args.dir or build.project_dir / ".runyard" / "up").resolve()
-    if folder.is_relative_to(build.project_dir) and not folder.is_relative_to(
-        build.project_dir / ".runyard"
-    ):
-        # The project folder is the image's build context: the password would be baked in.
-        raise CliError(
-            f"--dir {folder} is inside the project folder, which goes into the image with "
-            "the deployment's .env (its database password); choose a folder outside it or "
-            "under .runyard/"
-        )
-    return folder
-
-
-def _deployment(args: argparse.Namespace, build: BuildConfig, tag: str, folder: Path) -> Deployment:
-    from runyard.deploy import compose as defaults
-    from runyard.deploy.instance import project_drain_timeout
-
-    env_files = build.env_files_for(folder)
-    if build.env_file is not None and not env_files:
-        print(
-            f'runyard: {build.env_file} ("env" in {build.config_file.name}) does not exist; '
-            "the instances get no variables from it",
-            flush=True,
-        )
-    return defaults.Deployment(
-        image=tag,
-        instances=args.instances,
-        network=args.network,
-        host=args.host,
-        port=args.port,
-        postgres_port=args.postgres_port,
-        redis_port=args.redis_port,
-        postgres_image=args.postgres_image or defaults.POSTGRES_IMAGE,
-        redis_image=args.redis_image or defaults.REDIS_IMAGE,
-        nginx_image=args.nginx_image or defaults.NGINX_IMAGE,
-        env_files=env_files,
-        drain_timeout=project_drain_timeout(build.env, build.env_source),
+    build_image(
+        build, tag, base_image=args.base_image, pull=args.pull, ca_certificates=ca_bundle(args)
     )
+    print(f"runyard: built image {tag}", flush=True)
 
 
 def _down(args: argparse.Namespace) -> None:
     from runyard.deploy.stack import COMPOSE_FILE, Stack, compose_command, project_name
 
-    build = _project(args)
+    build = project_of(args)
     folder = (args.dir or build.project_dir / ".runyard" / "up").resolve()
     if not (folder / COMPOSE_FILE).is_file():
         raise CliError(f"nothing to stop: no {COMPOSE_FILE} in {folder} (see --dir)")
@@ -286,7 +210,7 @@ def _k8s(args: argparse.Namespace) -> None:
     from runyard.deploy.kubernetes.files import SECRET_EXAMPLE, TRIAL_DIR, write_manifests
     from runyard.deploy.kubernetes.project import project_app
 
-    build = _project(args)
+    build = project_of(args)
     folder = (args.output or build.project_dir / "k8s").resolve()
     app = project_app(build, args.tag or default_tag(build), args.ingress_namespace)
     write_manifests(app, folder)

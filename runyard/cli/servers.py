@@ -31,6 +31,11 @@ def add_commands(sub: Any) -> None:
     dev = command(sub, "dev", "run on the embedded SQLite store with in-process execution")
     _add_server_options(dev, DEFAULT_DEV_PORT, ", or the next free one")
     dev.add_argument("--no-reload", action="store_true", help="do not restart on code changes")
+    dev.add_argument(
+        "--no-browser",
+        action="store_true",
+        help="as `langgraph dev` takes it; runyard dev opens no browser anyway",
+    )
     dev.set_defaults(handler=_dev)
 
     serve = command(
@@ -52,7 +57,7 @@ def add_commands(sub: Any) -> None:
 def _add_server_options(parser: argparse.ArgumentParser, port: int, fallback: str) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument(
-        "--port", type=int, default=None, help=f"port to bind (default {port}{fallback})"
+        "-p", "--port", type=int, default=None, help=f"port to bind (default {port}{fallback})"
     )
     add_project_options(parser)
     parser.add_argument(
@@ -109,7 +114,7 @@ def _require_auth_off_loopback(args: argparse.Namespace) -> None:
     As Redis's protected mode: an open server reachable from the network is a choice the
     operator states, not a default.
     """
-    from runyard.project.config import declared_auth_path, find_config
+    from runyard.project.config_env import declared_auth
     from runyard.settings import Settings
 
     if is_loopback(args.host):
@@ -117,9 +122,8 @@ def _require_auth_off_loopback(args: argparse.Namespace) -> None:
     settings = load_settings(Settings)
     if args.allow_unauthenticated or settings.allow_unauthenticated:
         return
-    config = find_config(settings.config_path)
-    path = declared_auth_path(config)
-    if path and _authenticates(config):
+    path = declared_auth(settings.config_path)
+    if path and _authenticates(settings.config_path):
         return
     unless = (
         "bind a loopback address (--host 127.0.0.1), or, behind a gateway that "
@@ -134,18 +138,20 @@ def _require_auth_off_loopback(args: argparse.Namespace) -> None:
         )
     raise CliError(
         f"refusing to serve on {args.host} with no auth configured: anyone who can reach it "
-        f"could use every route. Set auth.path in {config.name}, {unless}"
+        f"could use every route. Set auth.path in langgraph.json, {unless}"
     )
 
 
-def _authenticates(config: Path) -> bool:
-    """Whether the project's auth object registers an authenticate handler (its module is
-    imported here, as the server imports it; a broken one is refused with its error)."""
+def _authenticates(config_path: Path | None) -> bool:
+    """Whether the project's auth object (its config file's, or an image's LANGGRAPH_AUTH)
+    registers an authenticate handler (its module is imported here, as the server imports
+    it; a broken one is refused with its error)."""
     from runyard.auth.handlers import declared_handlers
-    from runyard.project.config import apply_environment, load_config
+    from runyard.project.config import apply_environment
+    from runyard.project.config_env import load_project
 
     try:
-        project = load_config(config)
+        project = load_project(config_path)
         apply_environment(project)
         handlers = declared_handlers(project)
     except RunyardError as exc:

@@ -26,9 +26,13 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from runyard.db.conninfo import asyncpg_connector
+
 # An execution option of the engine: called once per statement sent by this module (the
 # SQLAlchemy statement counter sees only statements SQLAlchemy executes itself).
 STATEMENT_CALLBACK = "runyard_on_statement"
+# An execution option of a PostgreSQL engine: its URL as libpq reads it (conninfo.PostgresUrl).
+POSTGRES_URL = "runyard_postgres_url"
 
 Row = dict[str, Any]
 Processor = Callable[[Any], Any] | None
@@ -141,16 +145,12 @@ class StatementPool:
 
     async def open(self) -> None:
         """Make the pool ready; connections are made on first use."""
-        import asyncpg
-
         dialect = self._engine.dialect
-        _args, options = dialect.create_connect_args(self._engine.url)
-        # Options of SQLAlchemy's own adapter, not of asyncpg.connect.
-        for key in ("prepared_statement_cache_size", "prepared_statement_name_func"):
-            options.pop(key, None)
+        # The engine's URL, as the engine itself connects (runyard/db/conninfo.py).
+        connect_to = asyncpg_connector(self._engine.get_execution_options()[POSTGRES_URL])
 
         async def connect() -> Any:
-            connection = await asyncpg.connect(**options)
+            connection = await connect_to()
             try:
                 adapted = _Adapted(connection)
                 await dialect.setup_asyncpg_json_codec(adapted)  # type: ignore[attr-defined]

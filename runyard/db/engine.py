@@ -13,8 +13,10 @@ import orjson
 from sqlalchemy import event, text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from runyard.db.driver import STATEMENT_CALLBACK, DeferredConnection, StatementPool
+from runyard.db.conninfo import PostgresUrl, asyncpg_connector, parse_postgres_url, sqlalchemy_url
+from runyard.db.driver import POSTGRES_URL, STATEMENT_CALLBACK, DeferredConnection, StatementPool
 from runyard.db.faults import missing_database
+from runyard.db.unreachable import unreachable
 from runyard.domain.errors import ConfigError
 
 # What `session_factory` returns: each call opens a session (a pooled connection).
@@ -70,16 +72,29 @@ def create_engine(
         )
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         return engine
+    # asyncpg connects from the URL as libpq reads it (runyard/db/conninfo.py); the engine's
+    # own URL only names the dialect, the user and the database.
+    postgres = parse_postgres_url(url)
     # No pre-ping: it costs a round trip per checkout. A connection PostgreSQL dropped fails
     # its statement once and the pool then replaces every connection of that age.
-    return create_async_engine(
-        url,
+    engine = create_async_engine(
+        sqlalchemy_url(postgres),
+        async_creator=asyncpg_connector(postgres),
         pool_size=pool_size,
         max_overflow=0,
         pool_timeout=30,
         json_serializer=dumps,
         json_deserializer=loads,
     )
+    # Derived engines copy it: the statement pool connects the same way, messages say where.
+    engine.update_execution_options(**{POSTGRES_URL: postgres})
+    return engine
+
+
+def postgres_url(engine: AsyncEngine) -> PostgresUrl:
+    """The URL a PostgreSQL engine of `create_engine` connects to."""
+    found: PostgresUrl = engine.get_execution_options()[POSTGRES_URL]
+    return found
 
 
 # JSON columns are (de)serialized with orjson, several times faster than the json module, except
@@ -183,18 +198,20 @@ async def _given_back(connection: AsyncConnection, checkout: asyncio.Future[Any]
 
 
 async def require_database(engine: AsyncEngine) -> None:
-    """Refuse to start on a PostgreSQL database that does not exist, saying how to create it."""
+    """Refuse to start on a PostgreSQL database that cannot be reached or does not exist,
+    in one line naming where and what to check (never the password)."""
     if engine.dialect.name != "postgresql":
         return
+    address = postgres_url(engine)
     try:
         async with engine.connect():
             pass
     except Exception as exc:
         if not missing_database(exc):
-            raise
+            raise unreachable(exc, address) from None
         url = engine.url
         raise ConfigError(
-            f"the database {url.database!r} does not exist on {url.host}:{url.port or 5432}; "
+            f"the database {url.database!r} does not exist on {address.where}; "
             f"create it (createdb -h {url.host} -p {url.port or 5432} -U {url.username} "
             f'{url.database}, or CREATE DATABASE "{url.database}";) or set DATABASE_URL to '
             "one that exists"

@@ -21,7 +21,7 @@ from sqlalchemy import delete, insert, inspect, select, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from runyard.db.engine import SCHEMA_REVISION
+from runyard.db.engine import SCHEMA_REVISION, postgres_url
 from runyard.db.setup_lock import alone_on_file, setup_alone
 from runyard.db.tables import schema_compatibility
 from runyard.domain.errors import ConfigError
@@ -171,6 +171,8 @@ async def _serves_code_from(engine: AsyncEngine, revision: str) -> str | None:
 
 def where(engine: AsyncEngine) -> str:
     """The engine's database as a message names it (no password)."""
+    if engine.dialect.name == "postgresql":
+        return f"{engine.url.database!r} on {postgres_url(engine).where}"
     return masked_url(engine.url.render_as_string(hide_password=False))
 
 

@@ -9,6 +9,8 @@ import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from runyard.db.conninfo import asyncpg_connector, parse_postgres_url
+
 # CREATE TABLE IF NOT EXISTS is not safe when run concurrently: two instances creating the same
 # table at the same moment can fail on a unique violation in PostgreSQL's catalog. Each
 # setup() runs under an advisory lock of its own; the instances after the first find nothing
@@ -35,9 +37,7 @@ async def setup_alone(
     CONCURRENTLY, which waits for every open statement of the database, a blocked lock
     request included, and the two would wait for each other for ever.
     """
-    import asyncpg
-
-    conn = await asyncpg.connect(conninfo)
+    conn = await asyncpg_connector(parse_postgres_url(conninfo))()
     try:
         while not await conn.fetchval(_TRY_LOCK, key):
             if on_wait is not None:

@@ -46,7 +46,7 @@ class Deployment:
     image: str
     instances: int = 3
     network: Network = "bridge"
-    # Where nginx is published; None: every interface (bridge), 127.0.0.1 (host).
+    # Where nginx is published; None: 127.0.0.1, as `runyard serve` binds by default.
     host: str | None = None
     port: int = SERVER_PORT
     # host network only: the instances' first port (None: the ports right after nginx's),
@@ -65,10 +65,8 @@ class Deployment:
 
     @property
     def bind_host(self) -> str:
-        """The address nginx is published on."""
-        if self.host is not None:
-            return self.host
-        return "0.0.0.0" if self.network == "bridge" else "127.0.0.1"
+        """The address nginx is published on: loopback unless `host` says otherwise."""
+        return self.host if self.host is not None else "127.0.0.1"
 
     @property
     def instance_names(self) -> list[str]:
@@ -191,8 +189,8 @@ def render_compose(
         "restart": "unless-stopped",
     }
     if d.network == "bridge":
-        published = f"{d.port}:{NGINX_PORT}"
-        lb["ports"] = [published if d.host is None else f"{d.host}:{published}"]
+        host = f"[{d.bind_host}]" if ":" in d.bind_host else d.bind_host
+        lb["ports"] = [f"{host}:{d.port}:{NGINX_PORT}"]
     services["lb"] = _network(d, lb)
     document = {"services": services, "volumes": {"postgres-data": {}, "redis-data": {}}}
     return "\n".join([*_comment(d, header), *yaml_lines(document, gap_depth=1)]) + "\n"

@@ -24,6 +24,7 @@ from runyard.deploy.compose import (
     render_compose,
     render_deployment_nginx,
 )
+from runyard.deploy.docker_output import failure_hint, run_showing_output
 from runyard.deploy.images import DeployError
 
 COMPOSE_FILE = "docker-compose.yml"
@@ -98,10 +99,13 @@ class Stack:
         """Start every service; on failure raise with the failing services' last log lines."""
         command = self.command("up", "-d", "--remove-orphans")
         print("runyard: " + " ".join(command), flush=True)
-        result = subprocess.run(command, check=False)
+        result = run_showing_output(command)
         if result.returncode != 0:
+            hint = failure_hint(result.tail)
             raise DeployError(
-                f"docker compose up failed with exit code {result.returncode}\n"
+                f"docker compose up failed with exit code {result.returncode}"
+                + (f": {hint}" if hint else "")
+                + "\n"
                 + self.failure_report(deployment, set())
             )
 

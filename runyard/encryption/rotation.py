@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from runyard.db import reencryption as sql
-from runyard.db.engine import json_dumps, json_loads
+from runyard.db.engine import create_engine, json_dumps, json_loads
 from runyard.domain.errors import DecryptionError
 from runyard.encryption.at_rest import CIPHER_NAME, AtRest
 
@@ -84,7 +84,7 @@ class Reencryption:
 
     def _engines(self) -> dict[str, AsyncEngine]:
         if self._postgres():
-            return {"runyard": create_async_engine(self.database_url, pool_size=1)}
+            return {"runyard": create_engine(self.database_url, pool_size=1)}
         runyard = self.database_url.split(":///", 1)[1]
         files = {
             "runyard": Path(runyard),

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph.store.base import BaseStore, TTLConfig
 
+from runyard.db.conninfo import libpq_url
 from runyard.domain.errors import ConfigError
 from runyard.longterm_store.pg_store import DeferredPostgresStore
 from runyard.loops import every
@@ -151,7 +152,7 @@ async def _plain_store(
     statements: StatementPool | None,
 ) -> AsyncIterator[BaseStore]:
     if database_url.startswith("postgresql"):
-        conninfo = "postgresql://" + database_url.split("://", 1)[1]
+        conninfo = libpq_url(database_url)
         pg_store = DeferredPostgresStore(
             conninfo, options.index, options.ttl, pool_size, statements
         )

@@ -10,8 +10,8 @@ from typing import Any
 from alembic import context
 from alembic.runtime.migration import MigrationContext, MigrationInfo
 from sqlalchemy.engine import Connection
-from sqlalchemy.ext.asyncio import create_async_engine
 
+from runyard.db.engine import create_engine
 from runyard.db.schema import record_step
 from runyard.db.tables import metadata
 from runyard.settings import Settings
@@ -46,7 +46,7 @@ def _run(connection: Connection) -> None:
 
 
 async def _run_async(url: str) -> None:
-    engine = create_async_engine(url)
+    engine = create_engine(url, pool_size=1)
     # Not in a transaction: env.py begins one per migration.
     async with engine.connect() as conn:
         await conn.run_sync(_run)

@@ -52,7 +52,7 @@ class Tracing:
     @classmethod
     def from_settings(cls, settings: Settings, instance_id: str) -> Tracing:
         """Build from RUNYARD_TRACING / OTEL_EXPORTER_OTLP_* (off when neither is set)."""
-        mode = settings.resolved_tracing
+        mode = tracing_mode(settings)
         if mode == "off":
             return cls()
         try:
@@ -172,3 +172,10 @@ def _exporter(settings: Settings, mode: str) -> Any:
     if endpoint is None and settings.otlp_endpoint:
         endpoint = settings.otlp_endpoint.rstrip("/") + "/v1/traces"
     return OTLPSpanExporter(endpoint=endpoint)
+
+
+def tracing_mode(settings: Settings) -> str:
+    """`off`, `otlp` or `console`: RUNYARD_TRACING, else OTLP once an OTLP endpoint is set."""
+    if settings.tracing is not None:
+        return settings.tracing
+    return "otlp" if (settings.otlp_endpoint or settings.otlp_traces_endpoint) else "off"

@@ -150,39 +150,46 @@ def find_config(explicit: Path | None, cwd: Path | None = None) -> Path:
         if candidate.is_file():
             return candidate.resolve()
     raise ConfigError(
-        f"no runyard.json or langgraph.json in {base}; pass --config PATH or set RUNYARD_CONFIG"
+        f"no runyard.json or langgraph.json in {base}; pass --config PATH or set RUNYARD_CONFIG "
+        "(or LANGSERVE_GRAPHS, as in an image built for LangGraph's server)"
     )
 
 
 def load_config(path: Path) -> ProjectConfig:
     """Parse and validate a config file; errors name the file and the key."""
-    raw = _read_object(path)
-    base = path.parent
-    _check_keys(path, raw)
+    return project_from_raw(_read_object(path), path.parent, path, path)
+
+
+def project_from_raw(
+    raw: dict[str, Any], base: Path, source: Path, file: Path | None = None
+) -> ProjectConfig:
+    """Parse and validate a config's keys: relative paths start at `base`, errors name
+    `source` (the file, or the environment the keys came from), `file` is the config file."""
+    _check_keys(source, raw)
     graphs_raw = raw.get("graphs")
     if not isinstance(graphs_raw, dict) or not graphs_raw:
-        raise ConfigError(f"{path}: 'graphs' must map graph ids to 'path/to/file.py:attribute'")
-    graphs = {gid: _parse_graph(path, base, gid, spec) for gid, spec in graphs_raw.items()}
+        raise ConfigError(f"{source}: 'graphs' must map graph ids to 'path/to/file.py:attribute'")
+    graphs = {gid: _parse_graph(source, base, gid, spec) for gid, spec in graphs_raw.items()}
     deps = raw.get("dependencies", [])
     if not isinstance(deps, list) or not all(isinstance(d, str) for d in deps):
-        raise ConfigError(f"{path}: 'dependencies' must be a list of strings")
-    env = _parse_env(path, base, raw.get("env"))
+        raise ConfigError(f"{source}: 'dependencies' must be a list of strings")
+    env = _parse_env(source, base, raw.get("env"))
     return ProjectConfig(
-        path=path,
+        path=file,
         graphs=graphs,
         dependencies=deps,
         env=env,
-        store=_optional_object(path, raw, "store"),
-        auth=_optional_object(path, raw, "auth"),
-        priority=_optional_object(path, raw, "priority"),
-        http=_optional_object(path, raw, "http"),
-        checkpointer=_optional_object(path, raw, "checkpointer"),
-        encryption=_optional_object(path, raw, "encryption"),
+        store=_optional_object(source, raw, "store"),
+        auth=_optional_object(source, raw, "auth"),
+        priority=_optional_object(source, raw, "priority"),
+        http=_optional_object(source, raw, "http"),
+        checkpointer=_optional_object(source, raw, "checkpointer"),
+        encryption=_optional_object(source, raw, "encryption"),
         # Header templates read the environment the server will have (the config's env
         # never overrides it, see apply_environment).
-        webhooks=parse_webhooks(str(path), raw.get("webhooks"), {**env, **os.environ}),
-        ui=_parse_ui(path, base, raw.get("ui")),
-        ui_shared=_parse_ui_shared(path, _optional_object(path, raw, "ui_config")),
+        webhooks=parse_webhooks(str(source), raw.get("webhooks"), {**env, **os.environ}),
+        ui=_parse_ui(source, base, raw.get("ui")),
+        ui_shared=_parse_ui_shared(source, _optional_object(source, raw, "ui_config")),
     )
 
 

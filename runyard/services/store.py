@@ -17,7 +17,7 @@ from langgraph.store.base import (
 
 from runyard.domain.errors import InvalidInputError
 from runyard.domain.user_bounds import StoreBounds
-from runyard.longterm_store.store import INDEX_EXAMPLE, StoreOptions
+from runyard.longterm_store.store import StoreOptions
 from runyard.schemas.store import StoreDelete, StoreNamespaces, StorePut, StoreSearch
 
 log = logging.getLogger("runyard.store")
@@ -104,18 +104,16 @@ class StoreService:
         await self.store.adelete(namespace_labels(body.namespace), body.key)
 
     async def search_items(self, body: StoreSearch) -> list[dict[str, Any]]:
-        """Items under a namespace prefix: by filter, newest first, or by meaning with `query`."""
+        """Items under a namespace prefix: by filter, newest first, or by meaning with `query`.
+
+        Without `store.index` a `query` ranks nothing: the items come as without it, each with
+        `score: null`, as on LangGraph's server.
+        """
         prefix = namespace_labels(body.namespace_prefix, "namespace_prefix", allow_empty=True)
-        if body.query is not None and not self.options.semantic:
-            raise InvalidInputError(
-                "semantic search is not configured, so `query` cannot be used: add an embedding "
-                f"function under store.index in langgraph.json, e.g. {INDEX_EXAMPLE}, and restart "
-                "the server; or search without `query` (filter, limit, offset)"
-            )
         try:
             items = await self.store.asearch(
                 prefix,
-                query=body.query,
+                query=body.query if self.options.semantic else None,
                 filter=body.filter,
                 limit=body.limit,
                 offset=body.offset,

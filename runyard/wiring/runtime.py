@@ -31,7 +31,8 @@ from runyard.observability.langsmith import langsmith_project
 from runyard.observability.metrics import Metrics
 from runyard.observability.tracing import Tracing
 from runyard.outbound.guard import WebhookGuard
-from runyard.project.config import ProjectConfig, apply_environment, find_config, load_config
+from runyard.project.config import ProjectConfig, apply_environment
+from runyard.project.config_env import load_project
 from runyard.project.encryption_loading import load_encryption
 from runyard.project.http_config import HttpConfig
 from runyard.project.priority import PriorityAssigner
@@ -47,11 +48,11 @@ from runyard.services.run_priority import require_trusted_fairness_key
 from runyard.settings import Settings
 from runyard.streaming.broker import EventBroker
 from runyard.streaming.fanout import Fanouts
+from runyard.wiring import workers as builders
 from runyard.wiring.heap import settle_heap
 from runyard.wiring.storage import Storage, open_storage, services_storage
 from runyard.wiring.transport import open_transport
 from runyard.wiring.webhooks import webhook_guard, webhook_sender
-from runyard.wiring.workers import hold_liveness, reaper, recover_after_restart, run_executor
 from runyard.worker.lease import LeaseKeeper
 from runyard.worker.pool import WorkerPool
 from runyard.worker.registry import RunningRuns
@@ -142,11 +143,12 @@ class Runtime:
             await self.stop()
             raise
         log.info(
-            "runtime_started instance=%s database=%s queue=%s workers=%s graphs=%s",
+            "runtime_started instance=%s database=%s queue=%s workers=%s crons=%s graphs=%s",
             self.instance_id,
             self.dialect,
             self.settings.queue_kind,
             self.settings.workers_here,
+            "on" if self.settings.crons_enabled else "off (FF_CRONS_ENABLED=false)",
             ",".join(self.graphs.ids()),
         )
 
@@ -165,7 +167,7 @@ class Runtime:
         if self._given_project is not None:
             self.project = self._given_project
         else:
-            self.project = load_config(find_config(settings.config_path))
+            self.project = load_project(settings.config_path)
             self.http = self.project.http_config
         apply_environment(self.project)
         self.webhook_guard = webhook_guard(self.project, self.settings)
@@ -287,9 +289,10 @@ class Runtime:
     async def _start_workers(self) -> None:
         """Phase 3: liveness lock (a fleet), lease renewal, then the pool (stopped first)."""
         if not self.settings.redis_url:
-            await recover_after_restart(self._reaper(), self.autocommit, self.queue)
-        live = await hold_liveness(self.settings, self.instance_id, self._stack, self._loop_group)
-        self.liveness = live
+            await builders.recover_after_restart(self._reaper(), self.autocommit, self.queue)
+        self.liveness = live = await builders.hold_liveness(
+            self.settings, self.instance_id, self._stack, self._loop_group
+        )
         leases = self._loop_group("leases")
         keeper = LeaseKeeper(
             self.running, self.lease_sessions, self.instance_id, self.settings, self.metrics
@@ -297,7 +300,7 @@ class Runtime:
         leases.start("lease-keeper", keeper.run_forever)
         self.workers = WorkerPool(
             self.queue,
-            run_executor(
+            builders.run_executor(
                 self._storage,
                 self.graphs,
                 self.encryption,
@@ -331,20 +334,17 @@ class Runtime:
         sweep_threads = self.services.retention.sweep_expired_threads
         threads_sweeper = ThreadTTLSweeper(self.thread_ttl, sweep_threads)
         background.start("thread-ttl-sweeper", threads_sweeper.run_forever)
-        self.cron_scheduler = CronScheduler(
-            self.sessions,
-            self.autocommit,
-            self.services.runs.create_run,
-            self.instance_id,
-            self.settings.cron_interval_seconds,
-            self.encryption,
+        db, runs = self._storage.databases, self.services.runs.create_run
+        self.cron_scheduler = builders.cron_scheduler(
+            db, runs, self.instance_id, self.settings, self.encryption, background
         )
-        background.start("cron-scheduler", self.cron_scheduler.run_forever)
         kind = self.settings.queue_kind
         self.metrics.describe_instance(instance=self.instance_id, database=self.dialect, queue=kind)
 
     def _reaper(self) -> Reaper:
-        return reaper(self.lifecycle, self.queue, self.autocommit, self.settings, self.liveness)
+        return builders.reaper(
+            self.lifecycle, self.queue, self.autocommit, self.settings, self.liveness
+        )
 
     def _loop_group(self, name: str, grace: float = 5.0) -> LoopGroup:
         """A group of loops whose stop is pushed now: after what was pushed before it (the

@@ -1,6 +1,6 @@
-"""The parts of the workers phase: the run executor with its finalizer, the instance's
-liveness lock (a fleet), the reaper, and the recovery of a single-process instance's runs
-after a restart."""
+"""The parts of the workers and background phases: the run executor with its finalizer, the
+instance's liveness lock (a fleet), the reaper, the cron scheduler, and the recovery of a
+single-process instance's runs after a restart."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from collections.abc import Callable
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING
 
+from runyard.background.cron_scheduler import CreateRun, CronScheduler
 from runyard.background.liveness import InstanceLiveness
 from runyard.background.reaper import LivenessCheck, Reaper, ReaperSettings
 from runyard.db import run_recovery as recovery_db
@@ -18,7 +19,7 @@ from runyard.lifecycle.machine import RunLifecycle
 from runyard.loops import LoopGroup
 from runyard.queue.run_queue import RunQueue
 from runyard.settings import Settings
-from runyard.wiring.storage import Storage
+from runyard.wiring.storage import Databases, Storage
 from runyard.worker.execute import ExecutorParts, RunExecutor
 from runyard.worker.finalize import RunFinalizer
 
@@ -103,6 +104,29 @@ def reaper(
             liveness=check,
         ),
     )
+
+
+def cron_scheduler(
+    databases: Databases,
+    create_run: CreateRun,
+    instance_id: str,
+    settings: Settings,
+    encryption: CustomEncryption | None,
+    background: LoopGroup,
+) -> CronScheduler:
+    """The cron scheduler, started in `background` unless FF_CRONS_ENABLED=false (this
+    instance then fires none; it still answers the crons API and wakes no one)."""
+    scheduler = CronScheduler(
+        databases.sessions,
+        databases.autocommit,
+        create_run,
+        instance_id,
+        settings.cron_interval_seconds,
+        encryption,
+    )
+    if settings.crons_enabled:
+        background.start("cron-scheduler", scheduler.run_forever)
+    return scheduler
 
 
 async def hold_liveness(

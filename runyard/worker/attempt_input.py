@@ -18,11 +18,14 @@ from runyard.domain.user import user_from_config
 log = logging.getLogger("runyard.worker")
 
 
-def attempt_config(run: RunRecord) -> dict[str, Any]:
+def attempt_config(run: RunRecord, recursion_limit: int | None = None) -> dict[str, Any]:
     """The graph config of the run's attempt: the run's own config, the caller's identity,
-    the ids LangGraph and the graph read, the checkpoint asked for, and run metadata."""
+    the ids LangGraph and the graph read, the checkpoint asked for, and run metadata;
+    `recursion_limit` (LANGGRAPH_DEFAULT_RECURSION_LIMIT) where the run's config sets none."""
     kwargs = run.kwargs
     config: dict[str, Any] = copy.deepcopy(kwargs.get("config") or {})
+    if recursion_limit is not None:
+        config.setdefault("recursion_limit", recursion_limit)
     configurable = config.setdefault("configurable", {})
     user = user_from_config(configurable)
     if user is not None:

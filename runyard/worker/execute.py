@@ -299,7 +299,7 @@ class RunExecutor:
                 # and command in plain text; the stored row goes on to the run's end.
                 plain = await parts.encryption.open_run(run) if parts.encryption else run
                 kwargs = plain.kwargs
-                config = attempt_config(plain)
+                config = attempt_config(plain, parts.settings.default_recursion_limit)
                 graph = await self._graph(kwargs, config, entry, resources)
                 graph_input = await attempt_input(self._parts.checkpointer, plain, config)
                 await self._stream(graph, graph_input, config, kwargs, final, events)

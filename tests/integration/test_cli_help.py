@@ -23,8 +23,20 @@ COMMANDS = (
     "down",
     "k8s",
     "base-images",
+    "validate",
+    "new",
 )
-CONFIG_COMMANDS = ("dev", "serve", "build-ui", "dockerfile", "build", "up", "down", "k8s")
+CONFIG_COMMANDS = (
+    "dev",
+    "serve",
+    "build-ui",
+    "dockerfile",
+    "build",
+    "up",
+    "down",
+    "k8s",
+    "validate",
+)
 
 
 def help_of(*args: str) -> str:
@@ -65,7 +77,7 @@ def test_every_command_with_a_config_takes_both_spellings(command: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("command", "default"), [("dev", "2024"), ("serve", "8000"), ("up", "8000")]
+    ("command", "default"), [("dev", "2024"), ("serve", "8000"), ("up", "8123")]
 )
 def test_port_help_states_the_default(command: str, default: str) -> None:
     text = " ".join(help_of(command).split())

@@ -177,7 +177,7 @@ def test_the_job_then_the_pods_as_the_kubelet_runs_them(
     # Before the Job: the instance refuses the database, in one line saying what to run.
     early = Pod(server, secret, project).run(timeout=120)
     assert early.returncode != 0
-    assert "Run `runyard migrate` first" in early.stdout + early.stderr
+    assert "run `runyard migrate` first" in early.stdout + early.stderr
 
     job = Pod(migrate, secret, project).run(timeout=180)
     assert job.returncode == 0, job.stdout + job.stderr

@@ -86,9 +86,9 @@ NO_SUCH_THREAD = "9c3e5a7b-1d2f-4e6a-8b0c-4d6f8a2c3e5b"
     ("method", "path", "allowed"),
     [
         ("PATCH", "/threads/search", "POST"),
-        ("OPTIONS", f"/threads/{NO_SUCH_THREAD}", "DELETE, GET, PATCH"),
+        ("OPTIONS", f"/threads/{NO_SUCH_THREAD}", "DELETE, GET, HEAD, PATCH"),
         ("GET", f"/threads/{NO_SUCH_THREAD}/runs/crons", "POST"),
-        ("DELETE", f"/threads/{NO_SUCH_THREAD}/history", "GET, POST"),
+        ("DELETE", f"/threads/{NO_SUCH_THREAD}/history", "GET, HEAD, POST"),
     ],
 )
 def test_a_method_the_path_does_not_take_is_405_listing_the_path_methods(

@@ -224,11 +224,16 @@ async def test_search_pages_with_limit_and_offset(client: Sdk) -> None:
     assert sorted(keys) == [f"k{i}" for i in range(5)]
 
 
-async def test_semantic_query_without_index_says_how_to_configure_it(client: Sdk) -> None:
-    status, detail = await status_error(client.store.search_items(space(), query="cats"))
-    assert status == 422
-    assert "semantic search is not configured" in detail
-    assert "store.index" in detail and "langgraph.json" in detail
+async def test_a_query_without_an_index_ranks_nothing_as_on_langgraphs_server(
+    client: Sdk,
+) -> None:
+    """langgraph-api 0.16.7 (langgraph dev, no store.index) answers 200: the items as
+    without `query`, each with `score: null`."""
+    root = space()
+    await client.store.put_item(root, "k", {"text": "dogs"})
+    found = (await client.store.search_items(root, query="cats"))["items"]
+    assert [(item["key"], item["score"]) for item in found] == [("k", None)]
+    assert found == (await client.store.search_items(root))["items"]
 
 
 async def test_search_with_an_unknown_filter_operator_is_422(client: Sdk) -> None:

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -100,13 +101,18 @@ class ThrowawayPostgres:
             command = ["runuser", "-u", "postgres", "--", *command]
         subprocess.run(command, check=True, capture_output=True, timeout=60)
 
-    def init(self) -> ThrowawayPostgres:
-        """Create the cluster and start it."""
+    def init(self, configure: Callable[[Path], None] | None = None) -> ThrowawayPostgres:
+        """Create the cluster and start it; `configure(data_dir)` may change its files first
+        (postgresql.conf, pg_hba.conf, certificates), which then belong to postgres."""
         if os.geteuid() == 0:
             shutil.chown(self.root, "postgres", "postgres")
-        self._run(
-            "initdb", "-D", str(self.root / "data"), "-A", "trust", "-U", "postgres", "--no-sync"
-        )
+        data = self.root / "data"
+        self._run("initdb", "-D", str(data), "-A", "trust", "-U", "postgres", "--no-sync")
+        if configure is not None:
+            configure(data)
+            if os.geteuid() == 0:
+                for path in data.iterdir():
+                    shutil.chown(path, "postgres", "postgres")
         return self.start()
 
     def start(self) -> ThrowawayPostgres:

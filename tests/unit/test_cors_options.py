@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from runyard.api.cors import EXPOSED_HEADERS, cors_options
+from runyard.api.cors import EXPOSED_HEADERS, allowed_origins, cors_options, private_network_allowed
 from runyard.domain.errors import ConfigError
 from runyard.settings import Settings
 
@@ -21,11 +21,11 @@ def test_defaults_are_langgraphs_every_origin_without_credentials() -> None:
 
 def test_the_environment_lists_origins_that_may_send_credentials() -> None:
     settings = Settings(CORS_ALLOW_ORIGINS=" https://a.example , https://b.example,")
-    assert settings.resolved_cors_origins == ["https://a.example", "https://b.example"]
-    options = cors_options(settings.resolved_cors_origins)
+    assert allowed_origins(settings) == ["https://a.example", "https://b.example"]
+    options = cors_options(allowed_origins(settings))
     assert options["allow_origins"] == ["https://a.example", "https://b.example"]
     assert options["allow_credentials"] is True
-    assert Settings(CORS_ALLOW_ORIGINS="").resolved_cors_origins is None
+    assert allowed_origins(Settings(CORS_ALLOW_ORIGINS="")) is None
 
 
 def test_http_cors_overrides_key_by_key() -> None:
@@ -44,12 +44,12 @@ def test_a_regex_alone_restricts_origins_unless_the_environment_lists_some() -> 
 
 def test_private_network_follows_dev_mode_unless_set() -> None:
     """`runyard dev` alone allows it by default: `serve` on the embedded store is production."""
-    assert Settings(DATABASE_URL="").enable_dev_mode().resolved_allow_private_network is True
-    assert Settings(DATABASE_URL="").resolved_allow_private_network is False
+    assert private_network_allowed(Settings(DATABASE_URL="").enable_dev_mode()) is True
+    assert private_network_allowed(Settings(DATABASE_URL="")) is False
     production = Settings(DATABASE_URL="postgresql://u@h/db")
-    assert production.resolved_allow_private_network is False
+    assert private_network_allowed(production) is False
     dev = Settings(ALLOW_PRIVATE_NETWORK="false").enable_dev_mode()
-    assert dev.resolved_allow_private_network is False
+    assert private_network_allowed(dev) is False
 
 
 @pytest.mark.parametrize(

@@ -203,7 +203,7 @@ def test_bridge_network_compose_publishes_nginx_only() -> None:
     deployment = Deployment(image="runyard-x:latest", instances=2, port=8100)
     services = yaml.safe_load(render_compose(deployment))["services"]
     assert [name for name, s in services.items() if "ports" in s] == ["lb"]
-    assert services["lb"]["ports"] == ["8100:8000"]  # every address of the machine
+    assert services["lb"]["ports"] == ["127.0.0.1:8100:8000"]  # loopback, as `serve` binds
     assert not any("network_mode" in s or "expose" in s for s in services.values())
     for name in ("runyard-1", "runyard-2"):
         instance = services[name]

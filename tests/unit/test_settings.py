@@ -225,6 +225,7 @@ def test_runyards_name_wins_when_both_are_set(
         "RUNYARD_DB_POOL_SIZE": ("3", "30"),
         "WORKER_DRAIN_TIMEOUT": ("4", "40"),
         "RUNYARD_EVENT_RETENTION_SECONDS": ("5", "50"),
+        "RUNYARD_MAX_BODY_BYTES": ("2048", "4096"),
     }
     mine, theirs = samples[runyard]
     monkeypatch.setenv(runyard, mine)
