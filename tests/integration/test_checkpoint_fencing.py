@@ -18,7 +18,6 @@ from runyard.db import run_attempts as attempts_db
 from runyard.db import run_claims as claims_db
 from runyard.db import runs as runs_db
 from runyard.db import threads as threads_db
-from runyard.db.driver import StatementPool
 from runyard.domain.errors import StaleAttemptError
 from tests.support.databases import migrated_engine, open_statement_pool
 from tests.support.rows import run_row, thread_row
@@ -43,15 +42,9 @@ async def _storage(kind: str, data_dir: Path) -> AsyncIterator[tuple[AsyncEngine
     """A migrated database and the checkpointer a server would open on it."""
     async with migrated_engine(kind, data_dir) as engine:
         url = engine.url.render_as_string(hide_password=False)
-        pools = open_statement_pool(engine) if kind == "postgres" else _none()
-        async with pools as pool:
+        async with open_statement_pool(engine) as pool:
             async with open_checkpointer(url, data_dir, None, 2, pool) as saver:
                 yield engine, saver
-
-
-@asynccontextmanager
-async def _none() -> AsyncIterator[StatementPool | None]:
-    yield None
 
 
 async def _claim(engine: AsyncEngine, run_id: str, owner: str) -> int:

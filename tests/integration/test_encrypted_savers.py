@@ -39,8 +39,7 @@ async def test_encrypting_savers_pass_the_conformance_suite(
     engine = create_engine(database_url, 4, at_rest.json)
     try:
         await migrate(engine)
-        async with open_statement_pool(engine, 4) as statements:
-            pool = statements if database_url.startswith("postgresql") else None
+        async with open_statement_pool(engine, 4) as pool:
 
             @checkpointer_test(name="encrypting saver")
             async def saver() -> AsyncIterator[BaseCheckpointSaver]:

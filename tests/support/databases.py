@@ -147,10 +147,16 @@ def fresh_database(prefix: str = "runyard_test", migrated: bool = False) -> Iter
 
 
 @asynccontextmanager
-async def open_statement_pool(engine: AsyncEngine, size: int = 2) -> AsyncIterator[StatementPool]:
-    """Runyard's statement pool on the engine's database, open for the block."""
+async def open_statement_pool(
+    engine: AsyncEngine, size: int = 2
+) -> AsyncIterator[StatementPool | None]:
+    """Runyard's statement pool on the engine's database, open for the block; None on
+    SQLite, which has none (as wiring/storage.py opens it)."""
     from runyard.db.driver import StatementPool
 
+    if engine.dialect.name != "postgresql":
+        yield None
+        return
     pool = StatementPool(engine, size)
     await pool.open()
     try:
