@@ -30,6 +30,10 @@ DEFAULT_MAX_CONNECTIONS = 25_000
 # Past the bound: how long a connection has to say what it asks (a probe says it at once).
 OVER_BOUND_GRACE = 1.0
 # Served past the bound: the liveness probes, so that a full server is not restarted.
+# After a refusal the server stops sending but reads (and drops) what still comes for this long
+# before it closes: closing on input it has not read would make the kernel reset the connection
+# and throw the answer away before the client reads it.
+LINGER_SECONDS = 2.0
 PROBE_PATHS = frozenset({b"/ok", b"/livez"})
 REASONS = {
     408: b"Request Timeout",
@@ -114,6 +118,7 @@ class HeadBoundedProtocol(HttpToolsProtocol):
         "_head_received",
         "_head_timeout",
         "_in_head",
+        "_linger",
         "_max_head_bytes",
         "_over_bound",
         "_refused",
@@ -133,6 +138,7 @@ class HeadBoundedProtocol(HttpToolsProtocol):
         self._head_received = 0
         self._head_parsed = 0
         self._refused = False
+        self._linger: asyncio.TimerHandle | None = None
         # Opened past the connection bound: only a probe is served on it.
         self._over_bound = False
 
@@ -148,6 +154,9 @@ class HeadBoundedProtocol(HttpToolsProtocol):
         """Stop the clocks with the connection."""
         self._end_head()
         self._end_body()
+        if self._linger is not None:
+            self._linger.cancel()
+            self._linger = None
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
@@ -327,4 +336,10 @@ class HeadBoundedProtocol(HttpToolsProtocol):
         head.append(b"content-type: application/json\r\n")
         head.append(b"content-length: %d\r\nconnection: close\r\n\r\n" % len(body))
         self.transport.write(b"".join(head) + body)
-        self.transport.close()
+        if not self.transport.can_write_eof():
+            self.transport.close()
+            return
+        # The answer, then the end of what this side sends; what the client still sends is
+        # read and dropped (data_received) until it closes or LINGER_SECONDS pass.
+        self.transport.write_eof()
+        self._linger = self.loop.call_later(LINGER_SECONDS, self.transport.close)

@@ -133,6 +133,23 @@ def test_a_client_trickling_header_lines_is_closed_after_the_bound(
         assert "RUNYARD_HEAD_TIMEOUT_SECONDS" in detail
 
 
+def test_input_still_arriving_as_the_server_refuses_does_not_reset_the_connection(
+    short_head_server: ServerProcess,
+) -> None:
+    """A client still sending its (oversized) head when the server answers 431 reads the
+    whole answer and then the server's end of the connection, not a reset: the server does
+    not close on input it has not read, which would make its kernel reset the connection."""
+    line = b"x-more: " + b"a" * 1000 + b"\r\n"
+    with connect(short_head_server) as sock:
+        # Several of the server's reads and well over the bound, yet within what the kernel
+        # buffers: sent in full before the server reads it, so that input the server has not
+        # read is waiting when it refuses the head.
+        sock.sendall(b"GET /ok HTTP/1.1\r\nhost: localhost\r\n" + line * 512)
+        status, detail = status_and_detail(read_until_closed(sock))
+    assert status == 431
+    assert "RUNYARD_MAX_HEAD_BYTES" in detail
+
+
 def test_a_connection_that_sends_nothing_is_closed_after_the_bound(
     short_head_server: ServerProcess,
 ) -> None:
