@@ -139,9 +139,12 @@ def json_filter(session: AsyncConnection, column: Any, spec: dict[str, Any]) -> 
 
 def _json_field_equals(session: AsyncConnection, column: Any, key: str, value: Any) -> Any:
     if dialect_name(session) == "postgresql":
-        # Equality, not containment (`@>`): {"$eq": ["x"]} must not match ["x", "y"].
+        # Equality, not containment (`@>`): {"$eq": ["x"]} must not match ["x", "y"]. But an
+        # equal field is also contained, and containment is what the metadata's GIN index
+        # answers (ix_threads_metadata): it finds the few candidates, equality decides.
         field = column.op("->", return_type=postgresql.JSONB)(literal(key, String()))
-        return field == cast(literal(json.dumps(value)), postgresql.JSONB)
+        contained = column.op("@>")(cast(literal(json.dumps({key: value})), postgresql.JSONB))
+        return and_(contained, field == cast(literal(json.dumps(value)), postgresql.JSONB))
     # SQLite's per-key comparison in json_contains is already exact.
     (condition,) = json_contains(session, column, {key: value})
     return condition
