@@ -61,6 +61,20 @@ def _now() -> Any:
     return func.now()
 
 
+# A GIN index of a JSONB column's key/value paths: it answers containment (`@>`) alone, and
+# is a third the size of the default operator class's.
+_JSONB_CONTAINMENT: dict[str, Any] = {
+    "postgresql_using": "gin",
+    "postgresql_ops": {"metadata": "jsonb_path_ops"},
+}
+
+
+def postgres_only(index: Index) -> Index:
+    """An index only PostgreSQL builds: SQLite could not use it (it compares JSON fields
+    with json_extract, one key at a time) and would only pay for it on every write."""
+    return index.ddl_if(dialect="postgresql")
+
+
 assistants = Table(
     "assistants",
     metadata,
@@ -75,6 +89,7 @@ assistants = Table(
     Column("created_at", UTCDateTime, nullable=False, server_default=_now()),
     Column("updated_at", UTCDateTime, nullable=False, server_default=_now()),
     Index("ix_assistants_graph_id", "graph_id"),
+    postgres_only(Index("ix_assistants_metadata", "metadata", **_JSONB_CONTAINMENT)),
 )
 
 assistant_versions = Table(
@@ -122,6 +137,11 @@ threads = Table(
     Index("ix_threads_status", "status"),
     Index("ix_threads_created_at", "created_at"),
     Index("ix_threads_expires_at", "expires_at"),
+    # Every documented metadata filter (a search's `metadata`, the owner an auth handler
+    # stamps) is a containment (`@>`), which this answers without reading the table.
+    postgres_only(Index("ix_threads_metadata", "metadata", **_JSONB_CONTAINMENT)),
+    # In the order of a search sorted by updated_at (the id breaks ties).
+    Index("ix_threads_updated_at", "updated_at", "thread_id"),
 )
 
 runs = Table(
@@ -206,6 +226,7 @@ crons = Table(
     Index("ix_crons_enabled_next_run_date", "enabled", "next_run_date"),
     Index("ix_crons_assistant_id", "assistant_id"),
     Index("ix_crons_thread_id", "thread_id"),
+    postgres_only(Index("ix_crons_metadata", "metadata", **_JSONB_CONTAINMENT)),
 )
 
 # One row per occurrence of a cron that an instance claimed: the primary key is the

@@ -22,12 +22,16 @@ from runyard.db.engine import create_engine
 from runyard.domain.auth_filters import AuthFilterError, check_filter
 from tests.support.databases import create_database, drop_database, postgres_available
 
+ODD = "o'k \\' \\\\ \" é ☃ '); DROP TABLE rows; --"
 ROWS = {
     "a": {"owner": "user-a", "tags": ["x", "y"]},
     "b": {"owner": "user-b", "tags": ["y"]},
     "c": {"tags": "x"},
     "s": {"created_by": "system"},
     "f": {"flag": True, "level": {"n": 1, "m": 2}},
+    # Quotes, backslashes and SQL in a value: PostgreSQL gets containment operands written
+    # into the statement (runyard/db/dialect.py, jsonb_constant), quoted.
+    "q": {"owner": ODD, "tags": [ODD]},
 }
 HAS_X = {"tags": {"$contains": "x"}}
 OWN_OR_SYSTEM = {"$or": [{"owner": "user-a"}, {"created_by": "system"}]}
@@ -53,6 +57,9 @@ FILTERS: list[tuple[dict[str, Any], set[str]]] = [
     ({"$or": [{"owner": "user-b"}, {"$and": [{"owner": "user-a"}, HAS_X]}]}, {"a", "b"}),
     ({"$and": [OWN_OR_SYSTEM, {"$or": [{"tags": {"$contains": "x"}}, {"flag": True}]}]}, {"a"}),
     ({"$or": [{"owner": "user-a"}]}, {"a"}),
+    ({"owner": ODD}, {"q"}),
+    ({"owner": {"$eq": ODD}, "tags": {"$contains": ODD}}, {"q"}),
+    ({"tags": {"$contains": ODD + "x"}}, set()),
 ]
 # Filters Runyard cannot read: each must fail, never match nothing or everything.
 INVALID: list[tuple[Any, str]] = [
