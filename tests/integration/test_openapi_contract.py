@@ -57,6 +57,10 @@ def test_schemathesis_checks_all_find_nothing(
         # and an unknown assistant's agent card (404) as a resource that vanished.
         "--exclude-checks",
         "ensure_resource_availability",
+        # The console's live stream sends snapshots until its client leaves: a generated
+        # request to it would never end (its access rules: tests/integration/test_console.py).
+        "--exclude-path",
+        "/console/api/live",
         "--max-examples",
         str(MAX_EXAMPLES),
         "--generation-deterministic",
