@@ -51,6 +51,23 @@ class InstanceRecord:
         self._started_at = datetime.now(UTC)
         self._host = socket.gethostname()
         self._beats = 0
+        self._failing = False
+
+    async def _write_quietly(self) -> None:
+        """A beat whose failure (the database unreachable, say) is one warning line when it
+        starts failing, not a traceback every beat: the console's view only."""
+        try:
+            await self.write()
+        except Exception as exc:
+            if not self._failing:
+                log.warning(
+                    "instance_record_failed instance=%s error=%s",
+                    self.instance_id,
+                    type(exc).__name__,
+                )
+            self._failing = True
+        else:
+            self._failing = False
 
     async def write(self) -> None:
         """One beat: write the row; start draining if an operator asked."""
@@ -75,7 +92,7 @@ class InstanceRecord:
 
     async def run_forever(self, stop: asyncio.Event) -> None:
         """Write the row every beat until `stop` is set, then remove it."""
-        await every(self._beat, stop, self.write, log, "instance_record_failed")
+        await every(self._beat, stop, self._write_quietly, log, "instance_record_failed")
         try:
             async with asyncio.timeout(self._beat * 2):
                 async with self._autocommit() as session:
