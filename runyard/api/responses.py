@@ -50,6 +50,8 @@ CONFLICTS = frozenset(
         ("POST", "/threads/{thread_id}/runs/{run_id}/cancel"),
         ("POST", "/runs/cancel"),
         ("POST", "/threads/{thread_id}/state"),
+        ("POST", "/console/api/runs/{run_id}/cancel"),
+        ("POST", "/console/api/webhooks/{delivery_id}/retry"),
     }
 )
 # Where a plain RunyardError (400) can come from: state updates LangGraph refuses.

@@ -35,6 +35,9 @@ from runyard.api.routing import (
 )
 from runyard.api.thread_session import router as session_router
 from runyard.api.thread_session_ws import thread_socket
+from runyard.console import api as console_api
+from runyard.console import page as console_page
+from runyard.console.access import TURN_ON, console_enabled, require_operator
 from runyard.domain.errors import ConfigError
 from runyard.domain.langgraph_env import CONFIG_ENV_NAMES, unsupported_names
 from runyard.observability.logs import configure_logging, drop_startup_traceback
@@ -87,6 +90,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     install_error_handlers(app)
     _add_system_routes(app, settings, http, bool(project and (project.auth or {}).get("path")))
+    _add_console(app, settings)
     system_routes = list(app.router.routes)
     _add_resource_routes(app, http)
     protected = app.router.routes[len(system_routes) :]
@@ -140,6 +144,17 @@ def _add_system_routes(
     if http.enabled("ui"):
         # Open, as on LangGraph Platform: a `<script src>` cannot send credentials.
         add_routes(app, ui.assets_router)
+
+
+def _add_console(app: FastAPI, settings: Settings) -> None:
+    """The operator console and its API, when this instance has a way to let operators in
+    (always under `runyard dev`); otherwise one line saying how to turn it on."""
+    if not console_enabled(settings, settings.dev_mode):
+        log.info("console_off reason=%s", f"no operator credential is configured; {TURN_ON}")
+        return
+    add_routes(app, console_page.router)
+    add_routes(app, console_api.router, dependencies=[Depends(require_operator)])
+    log.info("console_on path=/console")
 
 
 def _add_resource_routes(app: FastAPI, http: HttpConfig) -> None:

@@ -110,6 +110,7 @@ def _claim_statements(dialect: str) -> tuple[Any, Update | None]:
         .values(
             status=RunStatus.RUNNING,
             owner=bindparam("p_owner"),
+            last_owner=bindparam("p_owner"),
             attempt=runs.c.attempt + 1,
             lease_expires_at=clock_plus(dialect, "p_lease"),
             started_at=func.coalesce(runs.c.started_at, now),

@@ -187,10 +187,13 @@ runs = Table(
     Column("fairness_group", String(256), nullable=False, server_default="default"),
     # Why a pending run was not claimed (its group at a cap); cleared when it is claimed.
     Column("held_back", Text, nullable=True),
+    # The instance that last claimed the run, kept after it ends (the console's charts).
+    Column("last_owner", String(128), nullable=True),
     Index("ix_runs_thread_status_created", "thread_id", "status", "created_at"),
     Index("ix_runs_status_lease", "status", "lease_expires_at"),
     Index("ix_runs_group_status", "fairness_group", "status"),
     Index("ix_runs_group_started", "fairness_group", "started_at"),
+    Index("ix_runs_ended_at", "ended_at"),
 )
 
 crons = Table(
@@ -311,4 +314,21 @@ tool_calls = Table(
     Column("result_bytes", Integer, nullable=True),
     Column("created_at", UTCDateTime, nullable=False, server_default=_now()),
     Column("updated_at", UTCDateTime, nullable=False, server_default=_now()),
+)
+
+# Each instance's own record (runyard/background/instance_record.py), written every heartbeat
+# and removed when it stops: what the console shows of the fleet. A drain an operator asks of
+# an instance is recorded here (`drain_requested_by`) and carried out at its next heartbeat.
+instances = Table(
+    "instances",
+    metadata,
+    Column("instance_id", String(128), primary_key=True),
+    Column("host", String(255), nullable=False),
+    Column("version", String(64), nullable=False),
+    Column("started_at", UTCDateTime, nullable=False),
+    Column("heartbeat_at", UTCDateTime, nullable=False),
+    Column("slots", Integer, nullable=False),
+    Column("slots_used", Integer, nullable=False),
+    Column("draining", Boolean, nullable=False),
+    Column("drain_requested_by", String(255), nullable=True),
 )

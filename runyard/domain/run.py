@@ -53,6 +53,8 @@ class RunRecord(StoredRow):
     priority: int
     fairness_group: str
     held_back: str | None
+    # The instance that last claimed it, kept after it ends (the console's charts).
+    last_owner: str | None
 
     TYPED_COLUMNS: ClassVar[Mapping[str, Callable[[Any], Any]]] = {"status": RunStatus}
     JSON_COLUMNS: ClassVar[tuple[str, ...]] = ("metadata", "kwargs", "output", "error")

@@ -23,6 +23,7 @@ from runyard.outbound.guard import WebhookGuard
 from runyard.project.priority import PriorityAssigner
 from runyard.queue.run_queue import RunQueue
 from runyard.services.assistants import AssistantService
+from runyard.services.console import ConsoleService
 from runyard.services.crons import CronService
 from runyard.services.health import HealthChecks, InstanceInfo
 from runyard.services.metrics_report import MetricsReport
@@ -65,6 +66,7 @@ class Services:
     health: HealthChecks
     metrics: MetricsReport
     info: InstanceInfo
+    console: ConsoleService
 
 
 @dataclass(frozen=True)
@@ -177,6 +179,17 @@ def build_services(
         health=HealthChecks(storage.engine, redis, instance.dead_parts, instance.draining),
         metrics=MetricsReport(storage.sessions, metrics, queue, instance.active, instance.capacity),
         info=info,
+        console=_console(storage, settings, info, runs),
+    )
+
+
+def _console(
+    storage: Storage, settings: Settings, info: InstanceInfo, runs: RunService
+) -> ConsoleService:
+    # Liveness from advisory locks where instances hold them (PostgreSQL with Redis).
+    locks = settings.resolved_database_url().startswith("postgresql") and bool(settings.redis_url)
+    return ConsoleService(
+        storage.autocommit, locks, settings.heartbeat_interval_seconds, info.instance_id, runs
     )
 
 

@@ -82,8 +82,7 @@ class Runtime:
         self._spawned: set[asyncio.Task[Any]] = set()
         self._given_project = project
         self.project: ProjectConfig
-        # What `http` in langgraph.json asks (header selection, webhooks); the routes it
-        # shapes are built with the app.
+        # What `http` in langgraph.json asks (headers, webhooks); its routes are the app's.
         self.http: HttpConfig = project.http_config if project else HttpConfig()
         self.graphs: GraphRegistry
         self.auth: AuthHandlers | None = None
@@ -92,8 +91,7 @@ class Runtime:
         self.engine: AsyncEngine
         self.sessions: Sessions
         self.lease_sessions: Sessions
-        # Each statement commits on its own: for reads and for single-statement writes,
-        # which then cost no BEGIN and COMMIT/ROLLBACK round trips.
+        # Each statement commits on its own (no BEGIN and COMMIT/ROLLBACK round trips).
         self.autocommit: Sessions
         self.checkpointer: BaseCheckpointSaver
         self.store: BaseStore
@@ -125,10 +123,9 @@ class Runtime:
 
         The phases are storage (engines, migrations, checkpointer, store), transport (Redis
         or in-process broker, queue and cancel bus, and the loops that read them), services
-        (built from the parts before them; nothing to stop), workers
-        (lease renewal and the worker pool) and background (reaper, sweeps, crons, webhook
-        outbox). Each phase pushes the stop of its loops right after the connections they
-        use, so at shutdown, in reverse, every loop stops before its connections close.
+        (built from the parts before them), workers (leases, the pool) and background (reaper,
+        sweeps, crons, webhooks, the instance's record). Each phase pushes the stop of its
+        loops after the connections they use: in reverse, loops stop before connections close.
         """
         self._stack.push_async_callback(self.tracing.shutdown)
         try:
@@ -138,8 +135,7 @@ class Runtime:
                 log.debug("runtime_phase_started phase=%s", name)
             settle_heap(self._stack)
         except BaseException:
-            # What started before the failure (connections, their threads, loops) stops
-            # now, so a failed start leaves nothing running.
+            # What started before the failure stops now: a failed start leaves nothing running.
             await self.stop()
             raise
         log.info(
@@ -218,8 +214,7 @@ class Runtime:
             caps,
         )
         self.broker = self.metrics.counting_subscribers(transport.broker)
-        # A thread's live streams share one reader of its runs' events: stopped before the
-        # broker it reads from.
+        # A thread's live streams share one reader of its runs' events (stopped before it).
         self.thread_fanouts: Fanouts[Any] = Fanouts()
         self._stack.push_async_callback(self.thread_fanouts.stop)
         self.queue, self.cancel_bus = transport.queue, transport.cancel_bus
@@ -335,6 +330,11 @@ class Runtime:
         threads_sweeper = ThreadTTLSweeper(self.thread_ttl, sweep_threads)
         background.start("thread-ttl-sweeper", threads_sweeper.run_forever)
         db, runs = self._storage.databases, self.services.runs.create_run
+        used, slots = (lambda: len(self.running)), (lambda: self.workers.capacity)
+        await builders.record_instance(
+            db, self.instance_id, self.settings, used, slots, lambda: self.draining,
+            self.begin_drain, background,
+        )  # fmt: skip
         self.cron_scheduler = builders.cron_scheduler(
             db, runs, self.instance_id, self.settings, self.encryption, background
         )

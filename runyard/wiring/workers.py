@@ -10,6 +10,7 @@ from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING
 
 from runyard.background.cron_scheduler import CreateRun, CronScheduler
+from runyard.background.instance_record import InstanceRecord
 from runyard.background.liveness import InstanceLiveness
 from runyard.background.reaper import LivenessCheck, Reaper, ReaperSettings
 from runyard.db import run_recovery as recovery_db
@@ -167,3 +168,33 @@ async def recover_after_restart(reaper: Reaper, autocommit: Sessions, queue: Run
         await queue.push(place.run_id, 0.0, place.priority, place.fairness_group)
     if recovered or pending:
         log.info("runs_recovered running=%s pending=%s", recovered, len(pending))
+
+
+async def record_instance(
+    databases: Databases,
+    instance_id: str,
+    settings: Settings,
+    used: Callable[[], int],
+    slots: Callable[[], int],
+    draining: Callable[[], bool],
+    drain: Callable[[], None],
+    background: LoopGroup,
+) -> InstanceRecord:
+    """This instance's row for the console: written now, then every heartbeat in
+    `background` (which also carries out a drain an operator asks), removed at stop."""
+    record = InstanceRecord(
+        databases.autocommit,
+        instance_id,
+        settings.heartbeat_interval_seconds,
+        slots,
+        used,
+        draining,
+        drain,
+    )
+    try:
+        await record.write()
+    except Exception:
+        # The console's view only: never a reason not to start.
+        log.exception("instance_record_failed")
+    background.start("instance-record", record.run_forever)
+    return record

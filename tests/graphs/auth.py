@@ -12,6 +12,8 @@ USERS: dict[str, dict[str, Any]] = {
     "user-a": {"identity": "user-a", "permissions": ["write"]},
     "user-b": {"identity": "user-b", "permissions": ["write"]},
     "reader": {"identity": "reader", "permissions": []},
+    # An operator of the console (docs/console.md), with RUNYARD_CONSOLE_OPERATORS=true.
+    "operator": {"identity": "operator", "permissions": ["runyard:operator"]},
 }
 
 

@@ -126,6 +126,9 @@ def test_fuzzing_the_openapi_spec_finds_no_server_error(fuzz_server: ServerProce
     schema = schemathesis.openapi.from_url(f"{fuzz_server.url}/openapi.json")
     operations = [result.ok() for result in schema.get_all_operations()]
     assert len(operations) > 30, "the spec lists fewer operations than the API has"
+    # The console's live stream sends snapshots until its client leaves: a generated request
+    # to it would never end (its access rules: tests/integration/test_console.py).
+    operations = [op for op in operations if op.path != "/console/api/live"]
     report = FuzzReport()
     with requests.Session() as session:
         for operation in operations:

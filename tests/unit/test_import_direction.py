@@ -20,6 +20,8 @@ LAYERS: dict[str, int] = {
     "loops": 0,
     # Calls into the event loop from the threads LangGraph runs synchronous code on.
     "loop_calls": 0,
+    # The console's part of the settings.
+    "console_settings": 0,
     "db": 1,
     # Settings parse with domain code (the group caps of RUNYARD_GROUP_LIMITS).
     "settings": 1,
@@ -51,6 +53,8 @@ LAYERS: dict[str, int] = {
     "worker": 7,
     "background": 7,
     "api": 8,
+    # The operator console's page and JSON API, an entry layer beside api/.
+    "console": 8,
     # The composition root: the runtime, its phases' builders and the transport it opens.
     "wiring": 9,
     # The entry points: the app factory and the uvicorn server.
