@@ -24,7 +24,7 @@ Sessions = Callable[[], AsyncConnection]
 # The newest migration of migrations/versions (a test keeps the two in step). Knowing it
 # here lets an instance whose database is current start without importing Alembic
 # (runyard/db/schema.py reads the database's revision).
-SCHEMA_REVISION = "0011"
+SCHEMA_REVISION = "0012"
 
 
 class JsonCodec(Protocol):

@@ -6,16 +6,16 @@ instance that last claimed a run (`runs.last_owner`, kept after the run ends, fo
 per-instance charts), and an index on `runs.ended_at` that bounds the charts' read to the
 last hour.
 
-Revision ID: 0011
-Revises: 0010
+Revision ID: 0012
+Revises: 0011
 Create Date: 2026-12-13 09:00:00.000000
 """
 
 from alembic import op
 import sqlalchemy as sa
 
-revision = '0011'
-down_revision = '0010'
+revision = '0012'
+down_revision = '0011'
 branch_labels = None
 depends_on = None
 # A new table, a nullable column and an index: code from 0009 on serves on it.
