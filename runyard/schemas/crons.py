@@ -7,7 +7,16 @@ from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from runyard.schemas.common import IsoDatetime, JsonBool, Limit, Metadata, Offset, SortOrder
+from runyard.domain.status import MultitaskStrategy
+from runyard.schemas.common import (
+    IsoDatetime,
+    JsonBool,
+    Limit,
+    Metadata,
+    Offset,
+    SortOrder,
+    StrategyName,
+)
 from runyard.schemas.runs import StreamModeName
 
 CronSortBy = Literal[
@@ -94,7 +103,7 @@ class ThreadCronCreate(CronRunFields):
     end_time: datetime | None = None
     metadata: Metadata | None = None
     enabled: JsonBool = True
-    multitask_strategy: Literal["reject", "enqueue", "interrupt", "rollback"] = "enqueue"
+    multitask_strategy: StrategyName = MultitaskStrategy.ENQUEUE
 
 
 class CronCreate(ThreadCronCreate):

@@ -6,8 +6,9 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from runyard.domain.status import MultitaskStrategy
 from runyard.domain.stream_modes import StreamModeName
-from runyard.schemas.common import IsoDatetime, JsonBool, MetadataIn, NotBool
+from runyard.schemas.common import IsoDatetime, JsonBool, MetadataIn, NotBool, StrategyName
 
 
 class CommandBody(BaseModel):
@@ -42,7 +43,7 @@ class RunCreate(BaseModel):
     webhook: str | None = Field(
         default=None, max_length=65536, json_schema_extra={"pattern": "^https?://"}
     )
-    multitask_strategy: Literal["reject", "enqueue", "interrupt", "rollback"] = "enqueue"
+    multitask_strategy: StrategyName = MultitaskStrategy.ENQUEUE
     if_not_exists: Literal["create", "reject"] = "reject"
     on_disconnect: Literal["cancel", "continue"] = "continue"
     on_completion: Literal["delete", "keep"] | None = None

@@ -6,6 +6,8 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Protocol
 
+from runyard.domain.status import StandDown
+
 if TYPE_CHECKING:
     from runyard.queue.run_queue import RunQueue
     from runyard.worker.execute import RunExecutor
@@ -117,7 +119,7 @@ class WorkerPool:
         if self._runs and drain_timeout > 0:
             await asyncio.wait(set(self._runs), timeout=drain_timeout)
         for entry in self._running.all():
-            self._running.stop(entry.run_id, "release")
+            self._running.stop(entry.run_id, StandDown.RELEASE)
         if self._runs:
             await asyncio.wait(set(self._runs), timeout=10)
         log.info("worker_pool_stopped")
