@@ -10,6 +10,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from runyard.domain.group_caps import parse_group_limits
 from runyard.domain.postgres_url import is_postgres_url, parse_postgres_url
+from runyard.domain.shutdown_bounds import ShutdownBounds
 
 # Runyard's name of a setting -> LangGraph's server's name for it.
 OFFICIAL_NAMES = {
@@ -38,7 +39,7 @@ def setting_names() -> list[str]:
     return names + official_names + [OLDER_NAMES[name] for name in names if name in OLDER_NAMES]
 
 
-class Settings(BaseSettings):
+class Settings(ShutdownBounds, BaseSettings):
     """Every knob of a Runyard instance; see `.env.example` for the documented list."""
 
     model_config = SettingsConfigDict(env_file=".env", extra="ignore", populate_by_name=True)
