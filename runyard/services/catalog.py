@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -24,7 +24,7 @@ from runyard.project.priority import PriorityAssigner
 from runyard.queue.run_queue import RunQueue
 from runyard.services.assistants import AssistantService
 from runyard.services.crons import CronService
-from runyard.services.health import HealthChecks, InstanceInfo
+from runyard.services.health import HealthChecks, InstanceInfo, Probe
 from runyard.services.metrics_report import MetricsReport
 from runyard.services.new_runs import NewRuns
 from runyard.services.retention import ThreadRetention
@@ -130,7 +130,7 @@ def build_services(
     lifecycle: RunLifecycle,
     broker: EventBroker,
     streams: Streams,
-    redis: Any,
+    probes: Sequence[Probe],
     queue: RunQueue,
     metrics: Metrics,
     tracing: Tracing,
@@ -174,7 +174,7 @@ def build_services(
         thread_streams=thread_streams,
         session=session,
         commands=commands,
-        health=HealthChecks(storage.engine, redis, instance.dead_parts, instance.draining),
+        health=HealthChecks(storage.engine, probes, instance.dead_parts, instance.draining),
         metrics=MetricsReport(storage.sessions, metrics, queue, instance.active, instance.capacity),
         info=info,
     )

@@ -60,6 +60,7 @@ from runyard.wiring.shutdown import (
 )
 from runyard.wiring.storage import Storage, open_storage, services_storage
 from runyard.wiring.transport import open_transport
+from runyard.wiring.transport_contract import Transport, TransportNeeds
 from runyard.wiring.webhooks import webhook_guard, webhook_sender
 from runyard.worker.lease import LeaseKeeper
 from runyard.worker.pool import WorkerPool
@@ -121,7 +122,7 @@ class Runtime:
         self.lifecycle: RunLifecycle
         self.workers: WorkerPool
         self.liveness: InstanceLiveness | None = None
-        self.redis: Any = None
+        self.transport: Transport
 
     @property
     def dialect(self) -> str:
@@ -215,22 +216,15 @@ class Runtime:
             settings.group_limit_overrides,
         )
         closing = self._shutdown.stack(Phase.CLOSE_TRANSPORT)
-        transport = await open_transport(
-            settings,
-            closing,
-            partial(self._loop_group, phase=Phase.CLOSE_TRANSPORT),
-            self.running.stop,
-            self.sessions,
-            self.instance_id,
-            caps,
-        )
+        groups = partial(self._loop_group, phase=Phase.CLOSE_TRANSPORT)
+        needs = (settings, closing, groups, self.running.stop, self.sessions, self.instance_id)
+        self.transport = transport = await open_transport(TransportNeeds(*needs, caps))
         self.broker = self.metrics.counting_subscribers(transport.broker)
         # A thread's live streams share one reader of its runs' events: stopped before the
         # broker it reads from.
         self.thread_fanouts: Fanouts[Any] = Fanouts()
         closing.push_async_callback(self.thread_fanouts.stop)
         self.queue, self.cancel_bus = transport.queue, transport.cancel_bus
-        self.redis = transport.redis
         self.webhooks = webhook_sender(
             settings,
             self.project,
@@ -272,7 +266,7 @@ class Runtime:
             lifecycle=self.lifecycle,
             broker=self.broker,
             streams=Streams(self.run_arrivals, self.thread_fanouts),
-            redis=self.redis,
+            probes=self.transport.probes,
             queue=self.queue,
             metrics=self.metrics,
             tracing=self.tracing,
@@ -296,12 +290,12 @@ class Runtime:
     async def _start_workers(self) -> None:
         """Phase 3: liveness lock (a fleet), lease renewal, then the pool; at shutdown the
         pool stops claiming, drains and hands back before leases and liveness go."""
-        if not self.settings.redis_url:
+        if not self.transport.shared:
             await builders.recover_after_restart(self._reaper(), self.autocommit, self.queue)
         hand_back = self._shutdown.stack(Phase.HAND_BACK)
         groups = partial(self._loop_group, phase=Phase.HAND_BACK)
         self.liveness = live = await builders.hold_liveness(
-            self.settings, self.instance_id, hand_back, groups
+            self.settings, self.instance_id, hand_back, groups, self.transport.shared
         )
         leases = groups("leases")
         keeper = LeaseKeeper(
