@@ -96,3 +96,25 @@ def _wire_enum(enum: type[StrEnum]) -> tuple[PlainValidator, PlainSerializer, Wi
 # enum (runyard/domain/status.py), so a new one is accepted without touching the schemas.
 StrategyName = Annotated[MultitaskStrategy, *_wire_enum(MultitaskStrategy)]
 StopName = Annotated[CancelAction, *_wire_enum(CancelAction)]
+
+
+def _http_url(value: str) -> str:
+    if not value.startswith(("http://", "https://")):
+        raise ValueError("webhook must be an http:// or https:// URL")
+    return value
+
+
+# A webhook URL as a run or a cron names it: http(s) here; the URL policy (webhooks.url in
+# langgraph.json) checks the rest, max_url_length included.
+WebhookUrl = Annotated[str, AfterValidator(_http_url)]
+Durability = Literal["sync", "async", "exit"]
+
+
+def durability_of(
+    durability: Durability | None, checkpoint_during: bool | None
+) -> Durability | None:
+    """`durability`, or what LangGraph Platform reads the deprecated `checkpoint_during` as
+    when it is not given."""
+    if durability is None and checkpoint_during is not None:
+        return "async" if checkpoint_during else "exit"
+    return durability

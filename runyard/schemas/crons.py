@@ -5,10 +5,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from runyard.domain.status import MultitaskStrategy
 from runyard.schemas.common import (
+    Durability,
     IsoDatetime,
     JsonBool,
     Limit,
@@ -16,6 +17,8 @@ from runyard.schemas.common import (
     Offset,
     SortOrder,
     StrategyName,
+    WebhookUrl,
+    durability_of,
 )
 from runyard.schemas.runs import StreamModeName
 
@@ -70,28 +73,22 @@ class CronRunFields(BaseModel):
     interrupt_before: Interrupts = None
     interrupt_after: Interrupts = None
     # The URL policy (webhooks.url in langgraph.json) checks the rest, max_url_length included.
-    webhook: str | None = Field(
+    webhook: WebhookUrl | None = Field(
         default=None, max_length=65536, json_schema_extra={"pattern": "^https?://"}
     )
     stream_mode: StreamModeName | list[StreamModeName] | None = None
     stream_subgraphs: JsonBool | None = None
     stream_resumable: JsonBool | None = None
-    durability: Literal["sync", "async", "exit"] | None = None
+    durability: Durability | None = None
     checkpoint_during: JsonBool | None = None
 
     @model_validator(mode="after")
     def _checkpoint_during_is_durability(self) -> Self:
-        # The deprecated flag, read as LangGraph Platform reads it: only without durability.
-        if self.durability is None and self.checkpoint_during is not None:
-            self.durability = "async" if self.checkpoint_during else "exit"
+        durability = durability_of(self.durability, self.checkpoint_during)
+        if durability != self.durability:
+            # Only then: a field assigned counts as sent (a PATCH sending nothing is refused).
+            self.durability = durability
         return self
-
-    @field_validator("webhook")
-    @classmethod
-    def _webhook_is_http(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith(("http://", "https://")):
-            raise ValueError("webhook must be an http:// or https:// URL")
-        return value
 
 
 class ThreadCronCreate(CronRunFields):

@@ -4,11 +4,20 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from runyard.domain.status import MultitaskStrategy
 from runyard.domain.stream_modes import StreamModeName
-from runyard.schemas.common import IsoDatetime, JsonBool, MetadataIn, NotBool, StrategyName
+from runyard.schemas.common import (
+    Durability,
+    IsoDatetime,
+    JsonBool,
+    MetadataIn,
+    NotBool,
+    StrategyName,
+    WebhookUrl,
+    durability_of,
+)
 
 
 class CommandBody(BaseModel):
@@ -40,7 +49,7 @@ class RunCreate(BaseModel):
     stream_subgraphs: JsonBool = False
     stream_resumable: JsonBool = False
     # The URL policy (webhooks.url in langgraph.json) checks the rest, max_url_length included.
-    webhook: str | None = Field(
+    webhook: WebhookUrl | None = Field(
         default=None, max_length=65536, json_schema_extra={"pattern": "^https?://"}
     )
     multitask_strategy: StrategyName = MultitaskStrategy.ENQUEUE
@@ -48,23 +57,17 @@ class RunCreate(BaseModel):
     on_disconnect: Literal["cancel", "continue"] = "continue"
     on_completion: Literal["delete", "keep"] | None = None
     after_seconds: Annotated[float, Field(ge=0, le=30 * 24 * 3600), NotBool] | None = None
-    durability: Literal["sync", "async", "exit"] | None = None
+    durability: Durability | None = None
     feedback_keys: list[str] | None = None
     checkpoint_during: JsonBool | None = None
 
     @model_validator(mode="after")
     def _checkpoint_during_is_durability(self) -> Self:
-        # The deprecated flag, read as LangGraph Platform reads it: only without durability.
-        if self.durability is None and self.checkpoint_during is not None:
-            self.durability = "async" if self.checkpoint_during else "exit"
+        durability = durability_of(self.durability, self.checkpoint_during)
+        if durability != self.durability:
+            # Only then: a field assigned counts as sent (a PATCH sending nothing is refused).
+            self.durability = durability
         return self
-
-    @field_validator("webhook")
-    @classmethod
-    def _webhook_is_http(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith(("http://", "https://")):
-            raise ValueError("webhook must be an http:// or https:// URL")
-        return value
 
     def stream_modes(self) -> list[str]:
         """The requested stream modes as a list (default: values)."""
