@@ -5,16 +5,18 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
     AfterValidator,
+    BaseModel,
     BeforeValidator,
     Field,
     PlainSerializer,
     PlainValidator,
     StrictBool,
     WithJsonSchema,
+    model_validator,
 )
 from pydantic_core import PydanticCustomError
 
@@ -110,11 +112,16 @@ WebhookUrl = Annotated[str, AfterValidator(_http_url)]
 Durability = Literal["sync", "async", "exit"]
 
 
-def durability_of(
-    durability: Durability | None, checkpoint_during: bool | None
-) -> Durability | None:
-    """`durability`, or what LangGraph Platform reads the deprecated `checkpoint_during` as
-    when it is not given."""
-    if durability is None and checkpoint_during is not None:
-        return "async" if checkpoint_during else "exit"
-    return durability
+class DurabilityFields(BaseModel):
+    """`durability`, and LangGraph Platform's deprecated `checkpoint_during`, which stands for
+    it when it is not given, as the platform reads it: runs and crons take both."""
+
+    durability: Durability | None = None
+    checkpoint_during: JsonBool | None = None
+
+    @model_validator(mode="after")
+    def _checkpoint_during_is_durability(self) -> Self:
+        if self.durability is None and self.checkpoint_during is not None:
+            # Only then: a field assigned counts as sent (a PATCH sending nothing is refused).
+            self.durability = "async" if self.checkpoint_during else "exit"
+        return self

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal, Self
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from runyard.domain.status import MultitaskStrategy
 from runyard.schemas.common import (
-    Durability,
+    DurabilityFields,
     IsoDatetime,
     JsonBool,
     Limit,
@@ -18,7 +18,6 @@ from runyard.schemas.common import (
     SortOrder,
     StrategyName,
     WebhookUrl,
-    durability_of,
 )
 from runyard.schemas.runs import StreamModeName
 
@@ -62,7 +61,7 @@ RUN_FIELDS = (
 )
 
 
-class CronRunFields(BaseModel):
+class CronRunFields(DurabilityFields):
     """What every run of the cron is created with."""
 
     model_config = ConfigDict(extra="ignore")
@@ -79,16 +78,6 @@ class CronRunFields(BaseModel):
     stream_mode: StreamModeName | list[StreamModeName] | None = None
     stream_subgraphs: JsonBool | None = None
     stream_resumable: JsonBool | None = None
-    durability: Durability | None = None
-    checkpoint_during: JsonBool | None = None
-
-    @model_validator(mode="after")
-    def _checkpoint_during_is_durability(self) -> Self:
-        durability = durability_of(self.durability, self.checkpoint_during)
-        if durability != self.durability:
-            # Only then: a field assigned counts as sent (a PATCH sending nothing is refused).
-            self.durability = durability
-        return self
 
 
 class ThreadCronCreate(CronRunFields):

@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from runyard.domain.status import MultitaskStrategy
 from runyard.domain.stream_modes import StreamModeName
 from runyard.schemas.common import (
-    Durability,
+    DurabilityFields,
     IsoDatetime,
     JsonBool,
     MetadataIn,
     NotBool,
     StrategyName,
     WebhookUrl,
-    durability_of,
 )
 
 
@@ -30,7 +29,7 @@ class CommandBody(BaseModel):
     goto: Any = None
 
 
-class RunCreate(BaseModel):
+class RunCreate(DurabilityFields):
     """Body of every run-creating call (stateful and stateless)."""
 
     model_config = ConfigDict(extra="ignore")
@@ -57,17 +56,7 @@ class RunCreate(BaseModel):
     on_disconnect: Literal["cancel", "continue"] = "continue"
     on_completion: Literal["delete", "keep"] | None = None
     after_seconds: Annotated[float, Field(ge=0, le=30 * 24 * 3600), NotBool] | None = None
-    durability: Durability | None = None
     feedback_keys: list[str] | None = None
-    checkpoint_during: JsonBool | None = None
-
-    @model_validator(mode="after")
-    def _checkpoint_during_is_durability(self) -> Self:
-        durability = durability_of(self.durability, self.checkpoint_during)
-        if durability != self.durability:
-            # Only then: a field assigned counts as sent (a PATCH sending nothing is refused).
-            self.durability = durability
-        return self
 
     def stream_modes(self) -> list[str]:
         """The requested stream modes as a list (default: values)."""
