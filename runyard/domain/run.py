@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar
 
+from runyard.domain.run_request import RunRequest
 from runyard.domain.status import CancelAction, MultitaskStrategy, RunStatus
 from runyard.domain.stored import StoredRow, column_names
 
@@ -65,6 +66,11 @@ class RunRecord(StoredRow):
         "cancel_action": _stop_of,
     }
     JSON_COLUMNS: ClassVar[tuple[str, ...]] = ("metadata", "kwargs", "output", "error")
+
+    @property
+    def request(self) -> RunRequest:
+        """What the run asks for: its `kwargs`, read by name."""
+        return RunRequest.of(self.kwargs)
 
     @property
     def deletes_thread(self) -> bool:

@@ -110,7 +110,7 @@ class RunFinalizer:
         if outcome.rollback:
             return await self._finalize_rolled_back(run, attempt, outcome)
         snapshot = outcome.snapshot or await self.read_snapshot(
-            run.kwargs["graph_id"], run.thread_id, outcome.graph
+            run.request.graph_id, run.thread_id, outcome.graph
         )
         written = await self._finish(run, attempt, outcome, snapshot)
         while written.stop is not None:
@@ -174,7 +174,7 @@ class RunFinalizer:
             log.warning("run_finalize_refused run_id=%s attempt=%s", run_id, attempt)
             return None
         await delete_run_checkpoints(self._checkpointer, thread_id, run_id)
-        return await self.read_snapshot(run.kwargs["graph_id"], thread_id, outcome.graph)
+        return await self.read_snapshot(run.request.graph_id, thread_id, outcome.graph)
 
 
 def cancelled(
