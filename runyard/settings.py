@@ -8,9 +8,10 @@ from typing import Literal
 from pydantic import AliasChoices, Field, PrivateAttr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from runyard.console_settings import ConsoleSettings
+from runyard.domain.console_settings import ConsoleSettings
 from runyard.domain.group_caps import parse_group_limits
 from runyard.domain.postgres_url import is_postgres_url, parse_postgres_url
+from runyard.domain.shutdown_bounds import ShutdownBounds
 
 # Runyard's name of a setting -> LangGraph's server's name for it.
 OFFICIAL_NAMES = {
@@ -39,7 +40,7 @@ def setting_names() -> list[str]:
     return names + official_names + [OLDER_NAMES[name] for name in names if name in OLDER_NAMES]
 
 
-class Settings(ConsoleSettings, BaseSettings):
+class Settings(ConsoleSettings, ShutdownBounds, BaseSettings):
     """Every knob of a Runyard instance; see `.env.example` for the documented list."""
 
     model_config = SettingsConfigDict(env_file=".env", extra="ignore", populate_by_name=True)

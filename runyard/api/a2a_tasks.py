@@ -44,7 +44,7 @@ from runyard.auth.handlers import Caller
 from runyard.domain.assistant import AssistantRecord
 from runyard.domain.errors import NotFoundError, RunyardError
 from runyard.domain.run import RunRecord
-from runyard.domain.status import RunStatus, ThreadStatus
+from runyard.domain.status import CancelAction, RunStatus, ThreadStatus
 from runyard.schemas import a2a as wire
 from runyard.schemas.runs import CommandBody, RunCreate
 from runyard.services import run_waits
@@ -215,7 +215,7 @@ class AssistantTasks(UnofferedOperations):
             raise TaskNotCancelableError(
                 message=f"task {params.id} has already ended ({run.status}); nothing to cancel"
             )
-        await self.services.runs.cancel_run(run.thread_id, run.run_id, "interrupt")
+        await self.services.runs.cancel_run(run.thread_id, run.run_id, CancelAction.INTERRUPT)
         await self.services.waits.wait_until_done_or_gone(run.run_id)
         task = Task(id=params.id, context_id=run.thread_id)
         message = wire.agent_message("Task was canceled", run.thread_id, params.id)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
@@ -22,6 +21,7 @@ from runyard.domain.errors import ConfigError
 from runyard.project.config import ProjectConfig, is_module_path
 from runyard.project.http_config import HttpConfig
 from runyard.project.modules import import_attribute, import_module_attribute
+from runyard.project.path_objects import project_file
 
 # Where the route-level authentication leaves the caller for the API's dependency to reuse.
 CALLER_SCOPE_KEY = "runyard.caller"
@@ -41,8 +41,8 @@ def load_custom_app(project: ProjectConfig, http: HttpConfig) -> Starlette | Non
     if is_module_path(target):
         app = import_module_attribute(target, attribute, "http.app")
     else:
-        base = project.path.parent if project.path else Path.cwd()
-        app = import_attribute((base / target).resolve(), attribute, "runyard_http", "http.app")
+        file = project_file(project, target)
+        app = import_attribute(file, attribute, "runyard_http", "http.app")
     if not isinstance(app, Starlette):
         raise ConfigError(
             f"http.app: {http.app} is a {type(app).__name__}; it must be a Starlette or "

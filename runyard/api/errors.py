@@ -8,14 +8,13 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from runyard.db.faults import store_unavailable
 from runyard.domain.errors import UNSTORABLE_TEXT_MESSAGE, UNSTORABLE_TEXT_SQLSTATES, RunyardError
+from runyard.domain.outages import is_outage_error
 
 log = logging.getLogger("runyard.api")
 
@@ -108,8 +107,8 @@ def is_store_outage(exc: BaseException) -> bool:
         return bool(exc.connection_invalidated) or isinstance(
             exc, OperationalError | InterfaceError
         )
-    redis_or_socket = RedisConnectionError | RedisTimeoutError | ConnectionError
-    return isinstance(exc, redis_or_socket) or store_unavailable(exc)
+    # The transport's own (Redis's connection and timeout errors), as it declared them.
+    return is_outage_error(exc) or store_unavailable(exc)
 
 
 def _json_problem(error: Any) -> str:

@@ -23,8 +23,9 @@ from runyard.auth.guards import require_thread
 from runyard.auth.handlers import Caller
 from runyard.domain.errors import ForbiddenError, InvalidInputError
 from runyard.domain.run import RunRecord
+from runyard.domain.status import CancelAction
 from runyard.domain.stream_modes import STREAM_MODES
-from runyard.schemas.common import MAX_OFFSET
+from runyard.schemas.common import MAX_OFFSET, StopName
 from runyard.schemas.runs import CancelMany, Run, RunCreate, RunField
 from runyard.services.run_waits import LIVE_ONLY
 from runyard.services.runs import to_wire
@@ -217,7 +218,7 @@ async def cancel_runs(
     body: CancelMany,
     svc: RunServicesDep,
     caller: CallerDep,
-    action: Literal["interrupt", "rollback"] = "interrupt",
+    action: StopName = CancelAction.INTERRUPT,
 ) -> Response:
     """Cancel several runs: by ids within a thread, or every run with a status."""
     if not body.run_ids and not body.status:
@@ -282,7 +283,7 @@ async def cancel_run(
     svc: RunServicesDep,
     caller: CallerDep,
     wait: bool = False,
-    action: Literal["interrupt", "rollback"] = "interrupt",
+    action: StopName = CancelAction.INTERRUPT,
 ) -> Response | dict[str, Any]:
     """Cancel a run; with wait=true, answer only once it has stopped."""
     await require_thread(svc.threads, caller, str(thread_id), "update")

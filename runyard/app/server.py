@@ -6,6 +6,8 @@ import asyncio
 import json
 import logging
 import socket
+from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 import uvicorn
@@ -68,6 +70,21 @@ class AnnouncingServer(uvicorn.Server):
         every request in flight, and a stream has no end of its own)."""
         self.streams_closing.close()
         await super().shutdown(sockets=sockets)
+
+
+class DrainingServer(AnnouncingServer):
+    """The production server: the first exit signal (SIGTERM, SIGINT) also begins the
+    instance's handover at once (stop claiming, drain, hand back: runyard/wiring/shutdown.py),
+    beside uvicorn's HTTP shutdown, instead of after it."""
+
+    def __init__(self, config: uvicorn.Config, begin_drain: Callable[[], None]) -> None:
+        super().__init__(config)
+        self._begin_drain = begin_drain
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        """Begin the handover (idempotent), then shut HTTP down as uvicorn does."""
+        self._begin_drain()
+        super().handle_exit(sig, frame)
 
 
 class ServerConfig(uvicorn.Config):

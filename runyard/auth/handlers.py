@@ -7,7 +7,6 @@ import inspect
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TypeVar
 
 from langgraph_sdk import Auth
@@ -18,7 +17,7 @@ from runyard.domain.auth_filters import AuthFilterError, check_filter
 from runyard.domain.errors import ConfigError, ForbiddenError, RunyardError, UnauthorizedError
 from runyard.domain.user import AuthUser
 from runyard.project.config import ProjectConfig
-from runyard.project.modules import import_attribute
+from runyard.project.path_objects import load_path_object
 from runyard.sdk_handlers import AuthHandlers, auth_handlers
 
 log = logging.getLogger("runyard.auth")
@@ -144,21 +143,8 @@ def load_auth(project: ProjectConfig) -> AuthHandlers | None:
 
 def declared_handlers(project: ProjectConfig) -> AuthHandlers | None:
     """The handlers of the `Auth` object `auth.path` names (imported), None without one."""
-    path = (project.auth or {}).get("path")
-    if not path:
-        return None
-    if not isinstance(path, str) or ":" not in path:
-        raise ConfigError(f"auth.path must be 'path/to/file.py:attribute', got {path!r}")
-    file_part, attribute = path.rsplit(":", 1)
-    base = project.path.parent if project.path else Path.cwd()
-    file = (base / file_part).resolve()
-    auth = import_attribute(file, attribute, "runyard_auth", "auth.path")
-    if not isinstance(auth, Auth):
-        raise ConfigError(
-            f"auth.path: {file}:{attribute} must be a langgraph_sdk.Auth instance, "
-            f"got {type(auth).__name__}"
-        )
-    return auth_handlers(auth)
+    loaded = load_path_object(project, "auth", Auth)
+    return auth_handlers(loaded[0]) if loaded is not None else None
 
 
 async def authenticate(auth: AuthHandlers | None, request: Request) -> Caller:

@@ -29,7 +29,6 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mappin
 from typing import TYPE_CHECKING, Any
 
 from langgraph.checkpoint.base import (
-    WRITES_IDX_MAP,
     BaseCheckpointSaver,
     ChannelVersions,
     Checkpoint,
@@ -50,6 +49,7 @@ from runyard.checkpoints.pg_rows import (
     older_format,
     to_json,
 )
+from runyard.checkpoints.saved_rows import saved_config, write_rows
 from runyard.db import checkpoints as sql
 from runyard.domain.errors import StaleAttemptError
 from runyard.loop_calls import from_thread
@@ -173,13 +173,7 @@ class PostgresSaver(BaseCheckpointSaver[str]):
             await self._execute(sql.UPSERT_CHECKPOINT, params)
         else:
             await self._fenced(sql.FENCED_UPSERT_CHECKPOINT, params)
-        return {
-            "configurable": {
-                "thread_id": thread_id,
-                "checkpoint_ns": checkpoint_ns,
-                "checkpoint_id": checkpoint["id"],
-            }
-        }
+        return saved_config(thread_id, checkpoint_ns, checkpoint["id"])
 
     async def aput_writes(
         self,
@@ -192,14 +186,7 @@ class PostgresSaver(BaseCheckpointSaver[str]):
         trip."""
         if not writes:
             return
-        conf = config["configurable"]
-        special = all(channel in WRITES_IDX_MAP for channel, _ in writes)
-        head = (conf["thread_id"], conf["checkpoint_ns"], conf["checkpoint_id"], task_id, task_path)
-        dumps = self.serde.dumps_typed
-        rows = [
-            (*head, WRITES_IDX_MAP.get(channel, idx), channel, *dumps(value))
-            for idx, (channel, value) in enumerate(writes)
-        ]
+        special, rows = write_rows(config, writes, task_id, task_path, self.serde.dumps_typed)
         if self.fence is not None:
             await self._fenced_writes(rows, special)
             return

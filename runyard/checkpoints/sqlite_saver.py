@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from langgraph.checkpoint.base import (
-    WRITES_IDX_MAP,
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
@@ -26,6 +25,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from runyard.checkpoints.encrypted_checkpoints import naming_checkpoint
+from runyard.checkpoints.saved_rows import saved_config, write_rows
 from runyard.db import checkpoints as sql
 from runyard.db.sqlite_checkpoints import (
     attach_runs,
@@ -134,13 +134,7 @@ class SqliteSaver(AsyncSqliteSaver):
             await self._write_unfenced(sql.SQLITE_CHECKPOINT, row)
         else:
             await self._write(sql.SQLITE_FENCED_CHECKPOINT, [row])
-        return {
-            "configurable": {
-                "thread_id": thread_id,
-                "checkpoint_ns": checkpoint_ns,
-                "checkpoint_id": checkpoint["id"],
-            }
-        }
+        return saved_config(thread_id, checkpoint_ns, checkpoint["id"])
 
     async def aput_writes(
         self,
@@ -155,19 +149,7 @@ class SqliteSaver(AsyncSqliteSaver):
             return
         if not writes:
             return
-        conf = config["configurable"]
-        special = all(channel in WRITES_IDX_MAP for channel, _ in writes)
-        head = (
-            str(conf["thread_id"]),
-            str(conf["checkpoint_ns"]),
-            str(conf["checkpoint_id"]),
-            task_id,
-            task_path,
-        )
-        rows = [
-            (*head, WRITES_IDX_MAP.get(channel, idx), channel, *self.serde.dumps_typed(value))
-            for idx, (channel, value) in enumerate(writes)
-        ]
+        special, rows = write_rows(config, writes, task_id, task_path, self.serde.dumps_typed)
         query = sql.SQLITE_FENCED_REPLACE_WRITES if special else sql.SQLITE_FENCED_KEEP_WRITES
         await self._write(query, rows)
 

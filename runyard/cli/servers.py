@@ -175,7 +175,7 @@ def _run_production_server(args: argparse.Namespace, port: int) -> None:
     from uvicorn.main import STARTUP_FAILURE
 
     from runyard.app.factory import create_app
-    from runyard.app.server import AnnouncingServer, ServerConfig
+    from runyard.app.server import DrainingServer, ServerConfig
     from runyard.settings import Settings
 
     settings = load_settings(Settings)
@@ -183,13 +183,6 @@ def _run_production_server(args: argparse.Namespace, port: int) -> None:
         keep_data_beside_project(settings)
         settings = load_settings(Settings)
     app = create_app(settings)
-    runtime = app.state.runtime
-
-    class DrainingServer(AnnouncingServer):
-        def handle_exit(self, sig: int, frame: object) -> None:
-            if runtime.workers_started:
-                runtime.begin_drain()
-            super().handle_exit(sig, frame)  # type: ignore[arg-type]
 
     config = ServerConfig(
         app,
@@ -203,7 +196,7 @@ def _run_production_server(args: argparse.Namespace, port: int) -> None:
         access_log=bool(settings.access_log),
         timeout_graceful_shutdown=int(settings.worker_drain_timeout) + 5,
     )
-    server = DrainingServer(config)
+    server = DrainingServer(config, app.state.runtime.begin_drain)
     server.run()
     if not server.started:
         raise SystemExit(STARTUP_FAILURE)

@@ -14,7 +14,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from runyard.auth.handlers import authenticate, require_one_authorization
-from runyard.console_settings import OPERATOR_PERMISSION, ConsoleSettings
+from runyard.domain.console_settings import OPERATOR_PERMISSION, ConsoleSettings
 from runyard.domain.errors import ForbiddenError, UnauthorizedError
 
 log = logging.getLogger("runyard.console")

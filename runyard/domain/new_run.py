@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from runyard.domain.priority import PrioritySettings
+from runyard.domain.status import MultitaskStrategy
 from runyard.domain.thread import ThreadRecord
 
 
@@ -62,7 +63,7 @@ class NewRun:
     creates_thread: bool
     # `if_not_exists="create"`: a thread deleted meanwhile is created again.
     recreates_thread: bool
-    strategy: str
+    strategy: MultitaskStrategy
     after_seconds: float | None
     idempotency_key: str | None
     request_hash: str | None

@@ -9,8 +9,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar
 
-from runyard.domain.status import RunStatus
+from runyard.domain.run_request import RunRequest
+from runyard.domain.status import CancelAction, MultitaskStrategy, RunStatus
 from runyard.domain.stored import StoredRow, column_names
+
+
+def _stop_of(value: str | None) -> CancelAction | None:
+    return CancelAction(value) if value else None
 
 
 def deletes_thread(temporary: bool, on_completion: str | None) -> bool:
@@ -30,7 +35,7 @@ class RunRecord(StoredRow):
     metadata: Any
     # Everything an attempt needs: input, command, config, context, stream modes...
     kwargs: Any
-    multitask_strategy: str
+    multitask_strategy: MultitaskStrategy
     created_at: datetime
     updated_at: datetime
     scheduled_at: datetime | None
@@ -41,7 +46,8 @@ class RunRecord(StoredRow):
     lease_expires_at: datetime | None
     attempt: int
     handovers: int
-    cancel_action: str | None
+    # The strongest stop asked of the run while it runs (runyard/lifecycle/stops.py).
+    cancel_action: CancelAction | None
     output: Any
     error: Any
     idempotency_key: str | None
@@ -56,8 +62,17 @@ class RunRecord(StoredRow):
     # The instance that last claimed it, kept after it ends (the console's charts).
     last_owner: str | None
 
-    TYPED_COLUMNS: ClassVar[Mapping[str, Callable[[Any], Any]]] = {"status": RunStatus}
+    TYPED_COLUMNS: ClassVar[Mapping[str, Callable[[Any], Any]]] = {
+        "status": RunStatus,
+        "multitask_strategy": MultitaskStrategy,
+        "cancel_action": _stop_of,
+    }
     JSON_COLUMNS: ClassVar[tuple[str, ...]] = ("metadata", "kwargs", "output", "error")
+
+    @property
+    def request(self) -> RunRequest:
+        """What the run asks for: its `kwargs`, read by name."""
+        return RunRequest.of(self.kwargs)
 
     @property
     def deletes_thread(self) -> bool:
@@ -87,13 +102,17 @@ class UnreadRun(StoredRow):
     run_id: str
     thread_id: str
     assistant_id: str
-    multitask_strategy: str
+    multitask_strategy: MultitaskStrategy
     created_at: datetime
     updated_at: datetime
     temporary: bool
     on_completion: str | None
     webhook: str | None
     fairness_group: str
+
+    TYPED_COLUMNS: ClassVar[Mapping[str, Callable[[Any], Any]]] = {
+        "multitask_strategy": MultitaskStrategy
+    }
 
     @property
     def deletes_thread(self) -> bool:

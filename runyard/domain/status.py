@@ -49,14 +49,21 @@ class MultitaskStrategy(StrEnum):
     INTERRUPT = "interrupt"
     ROLLBACK = "rollback"
 
-    @property
-    def stop(self) -> CancelAction | None:
-        """The stop this strategy puts to the thread's active runs (None: it stops none)."""
-        if self is MultitaskStrategy.ROLLBACK:
-            return CancelAction.ROLLBACK
-        if self is MultitaskStrategy.INTERRUPT:
-            return CancelAction.INTERRUPT
-        return None
+    # What each strategy does to the thread's active runs is the lifecycle's rule
+    # (`STRATEGY_STOPS`, runyard/lifecycle/stops.py), the one place that knows it.
+
+
+class StandDown(StrEnum):
+    """Why an instance stops an attempt of its own that no cancel asked to stop."""
+
+    # Shutdown: the run goes back to pending for another instance.
+    RELEASE = "release"
+    # The attempt lost the run (its lease, or a newer attempt): it writes nothing more.
+    STALE = "stale"
+
+
+# Why an attempt executing here was stopped: a cancel's action, or the instance's own reason.
+StopReason = CancelAction | StandDown
 
 
 ACTIVE_RUN_STATUSES: frozenset[RunStatus] = frozenset({RunStatus.PENDING, RunStatus.RUNNING})

@@ -25,8 +25,9 @@ from runyard.db.engine import Sessions
 from runyard.domain.errors import ConflictError, NotFoundError
 from runyard.domain.new_run import NewRun, NewThread, TargetThread
 from runyard.domain.run import RunRecord
-from runyard.domain.status import RunStatus, ThreadStatus
+from runyard.domain.status import CancelAction, MultitaskStrategy, RunStatus, ThreadStatus
 from runyard.domain.thread import LockedThread, ThreadRecord
+from runyard.lifecycle.strategies import strategy_stop
 from runyard.lifecycle.transactions import Transactions
 
 # How often a create that may make its thread finds it deleted, then created by another
@@ -38,7 +39,7 @@ THREAD_CHURN_ROUNDS = 8
 class StrategyEffects:
     """What a multitask strategy leaves to do once the creating transaction committed."""
 
-    cancel_running: list[tuple[str, str]] = field(default_factory=list)
+    cancel_running: list[tuple[str, CancelAction]] = field(default_factory=list)
     # Pending runs the strategy ended (interrupted, or deleted by a rollback).
     ended: list[RunRecord] = field(default_factory=list)
 
@@ -54,7 +55,7 @@ class Created:
 
 # Makes room for a new run under its thread's multitask strategy, inside the creating
 # transaction (`RunStops.apply_strategy`, runyard/lifecycle/stops.py).
-MakeRoom = Callable[[AsyncConnection, str, str, StrategyEffects], Awaitable[None]]
+MakeRoom = Callable[[AsyncConnection, str, MultitaskStrategy, StrategyEffects], Awaitable[None]]
 
 
 def thread_row(thread: NewThread, status: ThreadStatus) -> dict[str, Any]:
@@ -200,7 +201,7 @@ class RunCreation:
     async def _run_row(new_run: NewRun, thread: TargetThread, scheduled_at: Any) -> dict[str, Any]:
         return {**await new_run.rows.row(thread, scheduled_at), "status": RunStatus.PENDING.value}
 
-    async def _roll_back_checkpoints(self, thread_id: str, strategy: str) -> None:
+    async def _roll_back_checkpoints(self, thread_id: str, strategy: MultitaskStrategy) -> None:
         """Before a rollback deletes the thread's pending runs: remove the checkpoints of
         those that already ran (handed back or reaped, attempt >= 1), so the next run starts
         from the state before them.
@@ -210,7 +211,7 @@ class RunCreation:
         request can be retried. A run claimed meanwhile is rolled back by its own attempt,
         which removes the same checkpoints.
         """
-        if strategy != "rollback":
+        if strategy_stop(strategy) is not CancelAction.ROLLBACK:
             return
         async with self._autocommit() as session:
             active = await runs_db.active_runs(session, thread_id)

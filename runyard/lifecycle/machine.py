@@ -86,6 +86,7 @@ from runyard.domain.status import CancelAction, RunStatus, ThreadStatus
 from runyard.domain.thread import ThreadRecord
 from runyard.lifecycle.creation import Created, RunCreation, StrategyEffects, thread_row
 from runyard.lifecycle.endings import RunEndings, WebhookSink
+from runyard.lifecycle.final_writes import DONE, REFUSED, FinalWrite, overruled
 from runyard.lifecycle.stops import RunStops, Stopped
 from runyard.lifecycle.transactions import Transactions
 from runyard.observability.metrics import Metrics
@@ -95,7 +96,6 @@ from runyard.streaming.broker import EventBroker
 
 log = logging.getLogger("runyard.lifecycle")
 
-# What the reaper ends a run as (cancelled while its worker was lost; out of retries).
 # What a thread's status can be when none of its runs is active.
 _RESTING_THREAD = {status.value for status in ThreadStatus if status is not ThreadStatus.BUSY}
 
@@ -191,7 +191,7 @@ class RunLifecycle:
         async def work(session: AsyncConnection) -> UnreadRun | None:
             row = await runs_db.fail_unclaimed_run(session, run_id, owner, error)
             if row is not None:
-                await threads_db.settle_status(session, thread_id, "error")
+                await threads_db.settle_status(session, thread_id, ThreadStatus.ERROR)
             return row
 
         ended = await self._transactions.transaction(work, thread_id)
@@ -209,16 +209,17 @@ class RunLifecycle:
         *,
         stored_error: Any = None,
         stop: CancelAction | None = None,
-    ) -> bool | CancelAction:
-        """Record an attempt's outcome and the thread's state, then end the run. False when
-        `attempt` no longer holds the run. `stored_error`: `error` as the run row and its
+    ) -> FinalWrite:
+        """Record an attempt's outcome and the thread's state, then end the run; REFUSED
+        when `attempt` no longer holds the run. `stored_error`: `error` as the run row and its
         webhook store it (encrypted by encryption.path), when it differs; the run's last
         event carries `error`. `stop`: the stop this end carries out (an interrupt).
 
         A stop recorded first and stronger than `stop` wins (a strategy or a cancel already
         answered as though it stopped the run): nothing is written, and that stop is
         returned for the attempt to end the run as it asks. The finish statement checks the
-        flag itself, under the thread's lock, so there is no window between.
+        flag itself, under the thread's lock, so there is no window between (OVERRULED,
+        with that stop).
 
         A retry of a final write whose commit went through but whose reply was lost finds
         its own end recorded: that is done, and the run is ended (its events published).
@@ -251,22 +252,20 @@ class RunLifecycle:
                     session, state, busy_if_pending=True, ending_run=run_id
                 )
         await self.end(run, status, error=error, attempt=attempt, finished=finished)
-        return True
+        return DONE
 
-    async def _not_held(
-        self, run_id: str, attempt: int, status: RunStatus
-    ) -> bool | CancelAction | None:
-        """Why an attempt's finish wrote nothing: a stronger stop, False when another
+    async def _not_held(self, run_id: str, attempt: int, status: RunStatus) -> FinalWrite | None:
+        """Why an attempt's finish wrote nothing: a stronger stop, REFUSED when another
         attempt holds the run, None when this attempt's own end was committed already."""
         async with self._autocommit() as session:
             action = await attempts_db.cancel_requested(session, run_id, attempt)
             own = None if action else await attempts_db.ended_by(session, run_id, attempt, status)
         if action:
             log.info("run_end_cancelled run_id=%s attempt=%s action=%s", run_id, attempt, action)
-            return action
+            return overruled(action)
         if own is None:
             log.warning("run_finalize_refused run_id=%s attempt=%s", run_id, attempt)
-            return False
+            return REFUSED
         log.info("run_end_found_committed run_id=%s attempt=%s", run_id, attempt)
         return None
 
@@ -296,16 +295,16 @@ class RunLifecycle:
 
         return await self._transactions.transaction(work, run.thread_id)
 
-    async def release(
-        self, run_id: str, attempt: int, counted: bool = False
-    ) -> bool | CancelAction:
-        """Hand a running run back to pending, if `attempt` still holds it and no cancel was
-        requested; returns that cancel's action instead, for the attempt to end the run."""
+    async def release(self, run_id: str, attempt: int, counted: bool = False) -> FinalWrite:
+        """Hand a running run back to pending, if `attempt` still holds it (REFUSED when it
+        does not) and no cancel was requested (OVERRULED by that cancel's stop, for the
+        attempt to end the run as it asks)."""
 
-        async def work(session: AsyncConnection) -> bool | CancelAction:
+        async def work(session: AsyncConnection) -> FinalWrite:
             if await attempts_db.release_run(session, run_id, attempt, counted):
-                return True
-            return await attempts_db.cancel_requested(session, run_id, attempt) or False
+                return DONE
+            action = await attempts_db.cancel_requested(session, run_id, attempt)
+            return overruled(action) if action else REFUSED
 
         return await self._transactions.atomic(work)
 

@@ -30,9 +30,16 @@ from runyard.db import runs as runs_db
 from runyard.db import threads as threads_db
 from runyard.domain.errors import ConflictError, NotFoundError, RunEndedError
 from runyard.domain.run import RunRecord
-from runyard.domain.status import ACTIVE_RUN_STATUSES, CancelAction, MultitaskStrategy, RunStatus
+from runyard.domain.status import (
+    ACTIVE_RUN_STATUSES,
+    CancelAction,
+    MultitaskStrategy,
+    RunStatus,
+    ThreadStatus,
+)
 from runyard.lifecycle.creation import StrategyEffects
 from runyard.lifecycle.endings import RunEndings
+from runyard.lifecycle.strategies import STRATEGY_RULES, accepting_strategies
 from runyard.lifecycle.transactions import Transactions
 from runyard.queue.cancel_bus import CancelBus
 
@@ -74,28 +81,34 @@ class RunStops:
         self._checkpointer = checkpointer
 
     async def apply_strategy(
-        self, session: AsyncConnection, thread_id: str, strategy: str, effects: StrategyEffects
+        self,
+        session: AsyncConnection,
+        thread_id: str,
+        strategy: MultitaskStrategy,
+        effects: StrategyEffects,
     ) -> None:
         """Inside the creating transaction (the thread row locked): make room for a new run
-        under `strategy`; ConflictError for `reject` on a busy thread."""
+        under `strategy` (its rule in STRATEGY_RULES); ConflictError when it refuses a new
+        run on a busy thread."""
         active = await runs_db.active_runs(session, thread_id)
-        chosen = MultitaskStrategy(strategy)
-        if not active or chosen is MultitaskStrategy.ENQUEUE:
+        rule = STRATEGY_RULES[strategy]
+        if not active:
             return
-        stop = chosen.stop
-        if stop is None:
+        if rule.refuses:
             raise ConflictError(
                 f"thread {thread_id} is busy with run {active[0].run_id} "
                 f"({active[0].status.value}); wait for it to finish, cancel it, or create the run "
-                "with multitask_strategy 'enqueue', 'interrupt' or 'rollback'"
+                f"with multitask_strategy {accepting_strategies()}"
             )
+        stop = rule.stop
+        if stop is None:
+            return
         for run in active:
             if run.status == RunStatus.PENDING and await self._end_pending(session, run, stop):
                 effects.ended.append(run)
                 continue
             # Running (or claimed since it was read): its executor stops it.
-            recorded = CancelAction(run.cancel_action) if run.cancel_action else None
-            standing = await self._record(session, run.run_id, recorded, stop)
+            standing = await self._record(session, run.run_id, run.cancel_action, stop)
             if standing is not None:
                 effects.cancel_running.append((run.run_id, standing))
 
@@ -121,7 +134,7 @@ class RunStops:
                 raise NotFoundError(f"run {run_id} not found in thread {thread_id}")
             status, recorded = found
             if status == RunStatus.PENDING and await self._end_pending(session, run, action):
-                await threads_db.settle_status(session, thread_id, "idle")
+                await threads_db.settle_status(session, thread_id, ThreadStatus.IDLE)
                 return Stopped(status, action, changed=True, delivered=True)
             standing = None
             if status == RunStatus.RUNNING:
@@ -180,7 +193,7 @@ class RunStops:
                 raise NotFoundError(f"run {run_id} not found in thread {thread_id}")
             await runs_db.delete_run(session, run_id)
             if current.status in ACTIVE_RUN_STATUSES:
-                await threads_db.settle_status(session, thread_id, "idle")
+                await threads_db.settle_status(session, thread_id, ThreadStatus.IDLE)
             return current
 
         deleted = await self._transactions.transaction(work, thread_id)

@@ -335,9 +335,8 @@ def _optional_object(path: Path, raw: dict[str, Any], key: str) -> dict[str, Any
 
 def apply_environment(config: ProjectConfig) -> None:
     """Make local dependencies importable and export the config's env (never overriding)."""
-    base = config.path.parent if config.path else Path.cwd()
     for dep in config.dependencies:
-        candidate = (base / dep).resolve()
+        candidate = (config.project_dir / dep).resolve()
         if candidate.is_dir() and str(candidate) not in sys.path:
             sys.path.insert(0, str(candidate))
     for key, value in config.env.items():

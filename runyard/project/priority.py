@@ -17,7 +17,8 @@ from runyard.domain.errors import ConfigError
 from runyard.domain.priority import PriorityAssignError, PrioritySettings, settings_from
 from runyard.domain.user import AuthUser
 from runyard.project.config import ProjectConfig
-from runyard.project.modules import import_attribute, one_line
+from runyard.project.modules import one_line
+from runyard.project.path_objects import load_path_object, project_file
 from runyard.sdk_handlers import assign_function
 
 log = logging.getLogger("runyard.priority")
@@ -50,19 +51,12 @@ class PriorityAssigner:
     @classmethod
     def load(cls, project: ProjectConfig) -> PriorityAssigner | None:
         """The assigner `priority.path` names, or None when the config names none."""
-        path = (project.priority or {}).get("path")
-        if not path:
+        loaded = load_path_object(project, "priority", Priority)
+        if loaded is None:
             return None
-        if not isinstance(path, str) or ":" not in path:
-            raise ConfigError(f"priority.path must be 'path/to/file.py:attribute', got {path!r}")
+        priority, path = loaded
         file_part, attribute = path.rsplit(":", 1)
-        file = (project.project_dir / file_part).resolve()
-        priority = import_attribute(file, attribute, "runyard_priority", "priority.path")
-        if not isinstance(priority, Priority):
-            raise ConfigError(
-                f"priority.path: {file}:{attribute} must be a langgraph_sdk.Priority instance, "
-                f"got {type(priority).__name__}"
-            )
+        file = project_file(project, file_part)
         handler = assign_function(priority)
         if handler is None:
             raise ConfigError(

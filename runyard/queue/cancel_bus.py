@@ -5,13 +5,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-CancelHandler = Callable[[str, str], bool]
+from runyard.domain.status import CancelAction
+
+# Stops a run executing here (run id, the stop): True when it did.
+CancelHandler = Callable[[str, CancelAction], bool]
 
 
 class CancelBus(Protocol):
     """Delivers cancel requests (run id, action) to every instance."""
 
-    async def publish(self, run_id: str, action: str) -> bool:
+    async def publish(self, run_id: str, action: CancelAction) -> bool:
         """Send a cancel; True only when the instance executing the run (this one or, over
         Redis, another that acknowledged it) stopped it. False leaves the run to the cancel
         flag in the database: no instance executes it, or none answered in time."""
@@ -28,7 +31,7 @@ class InProcessCancelBus:
     def __init__(self, handler: CancelHandler) -> None:
         self._handler = handler
 
-    async def publish(self, run_id: str, action: str) -> bool:
+    async def publish(self, run_id: str, action: CancelAction) -> bool:
         """Cancel the run if it executes here."""
         return self._handler(run_id, action)
 

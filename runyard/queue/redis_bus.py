@@ -8,6 +8,7 @@ import logging
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from runyard.domain.status import CancelAction
 from runyard.queue.cancel_bus import CancelHandler
 from runyard.streaming.redis_broker import CompletionSignals
 
@@ -42,7 +43,7 @@ class RedisCancelBus:
         self._local = local
         self._ack_seconds = ack_seconds
 
-    async def publish(self, run_id: str, action: str) -> bool:
+    async def publish(self, run_id: str, action: CancelAction) -> bool:
         """Stop the run here if it executes here, else tell every instance and wait for the
         one that executes it to acknowledge; True only when an executor stopped it.
 
@@ -55,7 +56,7 @@ class RedisCancelBus:
         try:
             pipe = self._redis.pipeline(transaction=False)
             pipe.delete(ack)
-            pipe.publish(self.channel, f"{run_id} {action}")
+            pipe.publish(self.channel, f"{run_id} {action.value}")
             _, receivers = await pipe.execute()
             if not receivers:
                 return False
@@ -102,6 +103,19 @@ class NotificationListener:
                     pass
                 delay = min(delay * 2, 5.0)
 
+    async def _cancel(self, data: str) -> None:
+        """A cancel message ("run_id action"): stop the run if it executes here, and say so."""
+        run_id, _, word = data.partition(" ")
+        try:
+            action = CancelAction(word) if word else CancelAction.INTERRUPT
+        except ValueError:
+            # Not a stop this version knows: the run's cancel flag in the database, which
+            # its lease renewal reads, still reaches it.
+            log.warning("cancel_message_unknown run_id=%s action=%s", run_id, word)
+            return
+        if self._local_cancel(run_id, action):
+            await self._acknowledge(run_id)
+
     async def _listen(self, stop: asyncio.Event) -> None:
         pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
         try:
@@ -116,9 +130,7 @@ class NotificationListener:
                 channel = _text(message["channel"])
                 data = _text(message["data"])
                 if channel == self._cancel_channel:
-                    run_id, _, action = data.partition(" ")
-                    if self._local_cancel(run_id, action or "interrupt"):
-                        await self._acknowledge(run_id)
+                    await self._cancel(data)
                 else:
                     self._signals.resolve(data)
         finally:

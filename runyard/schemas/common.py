@@ -4,9 +4,23 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from enum import StrEnum
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import AfterValidator, BeforeValidator, Field, PlainSerializer, StrictBool
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    Field,
+    PlainSerializer,
+    PlainValidator,
+    StrictBool,
+    WithJsonSchema,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from runyard.domain.status import CancelAction, MultitaskStrategy
 
 
 def _not_a_boolean(value: Any) -> Any:
@@ -57,3 +71,57 @@ Offset = Annotated[
 ]
 
 SortOrder = Literal["asc", "desc"]
+
+
+def _wire_enum(enum: type[StrEnum]) -> tuple[PlainValidator, PlainSerializer, WithJsonSchema]:
+    """A field of `enum` on the wire: any member's value is accepted and parsed into the
+    member, anything else refused as pydantic refuses a Literal; the values stand inline in
+    the OpenAPI document, as LangGraph's document has them (no component of their own)."""
+    values = [member.value for member in enum]
+    expected = " or ".join(
+        filter(None, [", ".join(repr(v) for v in values[:-1]), repr(values[-1])])
+    )
+
+    def parse(value: Any) -> StrEnum:
+        if isinstance(value, str) and value in values:
+            return enum(value)
+        raise PydanticCustomError("enum", "Input should be {expected}", {"expected": expected})
+
+    return (
+        PlainValidator(parse),
+        PlainSerializer(str, return_type=str),
+        WithJsonSchema({"type": "string", "enum": values}),
+    )
+
+
+# A multitask strategy and a cancel's action as the wire names them: every member of the
+# enum (runyard/domain/status.py), so a new one is accepted without touching the schemas.
+StrategyName = Annotated[MultitaskStrategy, *_wire_enum(MultitaskStrategy)]
+StopName = Annotated[CancelAction, *_wire_enum(CancelAction)]
+
+
+def _http_url(value: str) -> str:
+    if not value.startswith(("http://", "https://")):
+        raise ValueError("webhook must be an http:// or https:// URL")
+    return value
+
+
+# A webhook URL as a run or a cron names it: http(s) here; the URL policy (webhooks.url in
+# langgraph.json) checks the rest, max_url_length included.
+WebhookUrl = Annotated[str, AfterValidator(_http_url)]
+Durability = Literal["sync", "async", "exit"]
+
+
+class DurabilityFields(BaseModel):
+    """`durability`, and LangGraph Platform's deprecated `checkpoint_during`, which stands for
+    it when it is not given, as the platform reads it: runs and crons take both."""
+
+    durability: Durability | None = None
+    checkpoint_during: JsonBool | None = None
+
+    @model_validator(mode="after")
+    def _checkpoint_during_is_durability(self) -> Self:
+        if self.durability is None and self.checkpoint_during is not None:
+            # Only then: a field assigned counts as sent (a PATCH sending nothing is refused).
+            self.durability = "async" if self.checkpoint_during else "exit"
+        return self

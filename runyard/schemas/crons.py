@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal, Self
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
-from runyard.schemas.common import IsoDatetime, JsonBool, Limit, Metadata, Offset, SortOrder
+from runyard.domain.status import MultitaskStrategy
+from runyard.schemas.common import (
+    DurabilityFields,
+    IsoDatetime,
+    JsonBool,
+    Limit,
+    Metadata,
+    Offset,
+    SortOrder,
+    StrategyName,
+    WebhookUrl,
+)
 from runyard.schemas.runs import StreamModeName
 
 CronSortBy = Literal[
@@ -50,7 +61,7 @@ RUN_FIELDS = (
 )
 
 
-class CronRunFields(BaseModel):
+class CronRunFields(DurabilityFields):
     """What every run of the cron is created with."""
 
     model_config = ConfigDict(extra="ignore")
@@ -61,28 +72,12 @@ class CronRunFields(BaseModel):
     interrupt_before: Interrupts = None
     interrupt_after: Interrupts = None
     # The URL policy (webhooks.url in langgraph.json) checks the rest, max_url_length included.
-    webhook: str | None = Field(
+    webhook: WebhookUrl | None = Field(
         default=None, max_length=65536, json_schema_extra={"pattern": "^https?://"}
     )
     stream_mode: StreamModeName | list[StreamModeName] | None = None
     stream_subgraphs: JsonBool | None = None
     stream_resumable: JsonBool | None = None
-    durability: Literal["sync", "async", "exit"] | None = None
-    checkpoint_during: JsonBool | None = None
-
-    @model_validator(mode="after")
-    def _checkpoint_during_is_durability(self) -> Self:
-        # The deprecated flag, read as LangGraph Platform reads it: only without durability.
-        if self.durability is None and self.checkpoint_during is not None:
-            self.durability = "async" if self.checkpoint_during else "exit"
-        return self
-
-    @field_validator("webhook")
-    @classmethod
-    def _webhook_is_http(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith(("http://", "https://")):
-            raise ValueError("webhook must be an http:// or https:// URL")
-        return value
 
 
 class ThreadCronCreate(CronRunFields):
@@ -94,7 +89,7 @@ class ThreadCronCreate(CronRunFields):
     end_time: datetime | None = None
     metadata: Metadata | None = None
     enabled: JsonBool = True
-    multitask_strategy: Literal["reject", "enqueue", "interrupt", "rollback"] = "enqueue"
+    multitask_strategy: StrategyName = MultitaskStrategy.ENQUEUE
 
 
 class CronCreate(ThreadCronCreate):

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
+from runyard.domain.status import MultitaskStrategy
 from runyard.domain.stream_modes import StreamModeName
-from runyard.schemas.common import IsoDatetime, JsonBool, MetadataIn, NotBool
+from runyard.schemas.common import (
+    DurabilityFields,
+    IsoDatetime,
+    JsonBool,
+    MetadataIn,
+    NotBool,
+    StrategyName,
+    WebhookUrl,
+)
 
 
 class CommandBody(BaseModel):
@@ -20,7 +29,7 @@ class CommandBody(BaseModel):
     goto: Any = None
 
 
-class RunCreate(BaseModel):
+class RunCreate(DurabilityFields):
     """Body of every run-creating call (stateful and stateless)."""
 
     model_config = ConfigDict(extra="ignore")
@@ -39,31 +48,15 @@ class RunCreate(BaseModel):
     stream_subgraphs: JsonBool = False
     stream_resumable: JsonBool = False
     # The URL policy (webhooks.url in langgraph.json) checks the rest, max_url_length included.
-    webhook: str | None = Field(
+    webhook: WebhookUrl | None = Field(
         default=None, max_length=65536, json_schema_extra={"pattern": "^https?://"}
     )
-    multitask_strategy: Literal["reject", "enqueue", "interrupt", "rollback"] = "enqueue"
+    multitask_strategy: StrategyName = MultitaskStrategy.ENQUEUE
     if_not_exists: Literal["create", "reject"] = "reject"
     on_disconnect: Literal["cancel", "continue"] = "continue"
     on_completion: Literal["delete", "keep"] | None = None
     after_seconds: Annotated[float, Field(ge=0, le=30 * 24 * 3600), NotBool] | None = None
-    durability: Literal["sync", "async", "exit"] | None = None
     feedback_keys: list[str] | None = None
-    checkpoint_during: JsonBool | None = None
-
-    @model_validator(mode="after")
-    def _checkpoint_during_is_durability(self) -> Self:
-        # The deprecated flag, read as LangGraph Platform reads it: only without durability.
-        if self.durability is None and self.checkpoint_during is not None:
-            self.durability = "async" if self.checkpoint_during else "exit"
-        return self
-
-    @field_validator("webhook")
-    @classmethod
-    def _webhook_is_http(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith(("http://", "https://")):
-            raise ValueError("webhook must be an http:// or https:// URL")
-        return value
 
     def stream_modes(self) -> list[str]:
         """The requested stream modes as a list (default: values)."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -25,7 +25,7 @@ from runyard.queue.run_queue import RunQueue
 from runyard.services.assistants import AssistantService
 from runyard.services.console import ConsoleService
 from runyard.services.crons import CronService
-from runyard.services.health import HealthChecks, InstanceInfo
+from runyard.services.health import HealthChecks, InstanceInfo, Probe
 from runyard.services.metrics_report import MetricsReport
 from runyard.services.new_runs import NewRuns
 from runyard.services.retention import ThreadRetention
@@ -132,7 +132,7 @@ def build_services(
     lifecycle: RunLifecycle,
     broker: EventBroker,
     streams: Streams,
-    redis: Any,
+    probes: Sequence[Probe],
     queue: RunQueue,
     metrics: Metrics,
     tracing: Tracing,
@@ -176,7 +176,7 @@ def build_services(
         thread_streams=thread_streams,
         session=session,
         commands=commands,
-        health=HealthChecks(storage.engine, redis, instance.dead_parts, instance.draining),
+        health=HealthChecks(storage.engine, probes, instance.dead_parts, instance.draining),
         metrics=MetricsReport(storage.sessions, metrics, queue, instance.active, instance.capacity),
         info=info,
         console=_console(storage, settings, info, runs),

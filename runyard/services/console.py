@@ -24,6 +24,7 @@ from runyard.db.dialect import database_now
 from runyard.db.engine import Sessions
 from runyard.domain import console_charts
 from runyard.domain.errors import ConflictError, NotFoundError
+from runyard.domain.status import CancelAction
 from runyard.domain.urls import masked_url
 from runyard.schemas import console as wire
 from runyard.services.runs import RunService
@@ -151,7 +152,7 @@ class ConsoleService:
 
     async def cancel(self, run_id: str, action: str, by: str) -> wire.ActionResult:
         """Cancel a run as POST /runs/cancel does (the same service), logged with `by`."""
-        done = await self._runs.cancel_run(None, run_id, action)
+        done = await self._runs.cancel_run(None, run_id, CancelAction(action))
         log.info("console_action action=cancel_%s run_id=%s by=%s", action, run_id, by)
         return wire.ActionResult(action=f"cancel_{action}", target=run_id, by=by, detail=done)
 

@@ -1,11 +1,12 @@
-"""Liveness and readiness checks: background loops, database, Redis, migrations, draining."""
+"""Liveness and readiness checks: background loops, database, the transport's probes
+(Redis), migrations, draining."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -17,19 +18,32 @@ CHECK_TIMEOUT = 2.0
 OK = "ok"
 
 
+class Probe(Protocol):
+    """A dependency checked beside the database, named in the reports: what the transport
+    connects to (runyard/wiring/transport.py; Redis), none in process."""
+
+    @property
+    def name(self) -> str:
+        """The report's key (`redis`)."""
+        ...
+
+    async def ping(self) -> None:
+        """Return when the dependency answers; raise when it does not."""
+        ...
+
+
 class HealthChecks:
     """What the probes report of this instance: its loops, its stores, whether it drains."""
 
     def __init__(
         self,
         engine: AsyncEngine,
-        redis: Any,
+        probes: Sequence[Probe],
         dead_parts: Callable[[], list[str]],
         draining: Callable[[], bool],
     ) -> None:
         self.engine = engine
-        # None without Redis (in-process transport).
-        self.redis = redis
+        self.probes = tuple(probes)
         self.dead_parts = dead_parts
         self.draining = draining
 
@@ -57,17 +71,17 @@ class HealthChecks:
                 report["migrations"] = f"unknown: {_unreachable(exc)}"
         else:
             report["migrations"] = "unknown: database unreachable"
-        if self.redis is not None:
-            report["redis"] = await self._redis_state()
+        for probe in self.probes:
+            report[probe.name] = await _probe_state(probe)
         report["draining"] = "draining: not accepting new work" if self.draining() else OK
         return report
 
     async def dependency_health(self) -> dict[str, str]:
-        """`healthy` or `unhealthy` per data dependency (database, Redis when configured), as
-        LangGraph's server names them in `GET /ok?check_db=1`."""
+        """`healthy` or `unhealthy` per data dependency (database, the transport's: Redis when
+        configured), as LangGraph's server names them in `GET /ok?check_db=1`."""
         states = {"database": await self._database_state()}
-        if self.redis is not None:
-            states["redis"] = await self._redis_state()
+        for probe in self.probes:
+            states[probe.name] = await _probe_state(probe)
         return {name: "healthy" if state == OK else "unhealthy" for name, state in states.items()}
 
     async def _database_state(self) -> str:
@@ -78,14 +92,14 @@ class HealthChecks:
         except Exception as exc:
             return _unreachable(exc)
 
-    async def _redis_state(self) -> str:
-        assert self.redis is not None
-        try:
-            async with asyncio.timeout(CHECK_TIMEOUT):
-                await self.redis.ping()
-            return OK
-        except Exception as exc:
-            return _unreachable(exc)
+
+async def _probe_state(probe: Probe) -> str:
+    try:
+        async with asyncio.timeout(CHECK_TIMEOUT):
+            await probe.ping()
+        return OK
+    except Exception as exc:
+        return _unreachable(exc)
 
 
 def is_ready(report: dict[str, str]) -> bool:

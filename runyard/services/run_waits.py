@@ -14,7 +14,7 @@ from runyard.db.engine import Sessions
 from runyard.domain.errors import NotFoundError
 from runyard.domain.results import with_interrupts
 from runyard.domain.run import RunRecord
-from runyard.domain.status import TERMINAL_RUN_STATUSES, RunStatus, ThreadStatus
+from runyard.domain.status import TERMINAL_RUN_STATUSES, CancelAction, RunStatus, ThreadStatus
 from runyard.domain.stream_modes import event_in_modes
 from runyard.encryption.encrypted_json import opened, opened_thread
 from runyard.schemas.runs import RunCreate
@@ -369,7 +369,7 @@ class RunWaits:
 
     async def _cancel_quietly(self, run_id: str) -> None:
         try:
-            await self.runs.cancel_run(None, run_id, "interrupt")
+            await self.runs.cancel_run(None, run_id, CancelAction.INTERRUPT)
             log.info("run_cancelled_on_disconnect run_id=%s", run_id)
         except Exception as exc:
             log.info("run_cancel_on_disconnect_skipped run_id=%s reason=%s", run_id, exc)

@@ -299,7 +299,9 @@ class RunService:
         """Delete a run; one still executing is stopped first and records nothing more."""
         await self.lifecycle.delete_run(thread_id, run_id)
 
-    async def cancel_run(self, thread_id: str | None, run_id: str, action: str) -> dict[str, Any]:
+    async def cancel_run(
+        self, thread_id: str | None, run_id: str, action: CancelAction
+    ) -> dict[str, Any]:
         """Record a cancel durably, then deliver it to the executing instance.
 
         Returns what happened: `stopping_with` is the stop the run ends by (a rollback
@@ -315,7 +317,7 @@ class RunService:
                 "nothing to cancel",
                 run.status.value,
             )
-        stopped = await self.lifecycle.cancel(run, CancelAction(action))
+        stopped = await self.lifecycle.cancel(run, action)
         log.info(
             "run_cancel_requested run_id=%s action=%s stopping_with=%s changed=%s delivered=%s",
             run_id,
@@ -327,14 +329,14 @@ class RunService:
         return {
             "run_id": run_id,
             "thread_id": run.thread_id,
-            "action": action,
+            "action": action.value,
             "was": stopped.was.value,
             "stopping_with": stopped.stopping_with.value,
             "delivered": stopped.delivered,
             "detail": self._cancel_detail(action, stopped),
         }
 
-    def _cancel_detail(self, action: str, stopped: Stopped) -> str:
+    def _cancel_detail(self, action: CancelAction, stopped: Stopped) -> str:
         """What a cancel's answer says it did, in words."""
         standing = stopped.stopping_with.value
         if stopped.was == RunStatus.PENDING:
@@ -359,7 +361,7 @@ class RunService:
         thread_id: str | None,
         run_ids: list[str] | None,
         status: str | None,
-        action: str,
+        action: CancelAction,
     ) -> int:
         """Cancel the chosen active runs; returns how many were cancelled."""
         async with self.autocommit() as session:

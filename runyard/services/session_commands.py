@@ -20,7 +20,7 @@ from runyard.db import threads as threads_db
 from runyard.db.engine import Sessions
 from runyard.domain.errors import ConflictError, InvalidInputError, NotFoundError
 from runyard.domain.run import RunRecord
-from runyard.domain.status import TERMINAL_RUN_STATUSES, ThreadStatus
+from runyard.domain.status import TERMINAL_RUN_STATUSES, MultitaskStrategy, ThreadStatus
 from runyard.domain.thread import ThreadRecord
 from runyard.encryption.encrypted_json import opened_thread
 from runyard.graphs.streaming import PROTOCOL_MODE
@@ -33,7 +33,7 @@ from runyard.streaming.session_events import RunTranslator
 if TYPE_CHECKING:
     from runyard.encryption.custom import CustomEncryption
 
-_STRATEGIES = ("reject", "enqueue", "interrupt", "rollback")
+_STRATEGIES = tuple(MultitaskStrategy)
 # How long an answer waits for the interrupted run to finish stopping.
 SETTLE_SECONDS = 5.0
 SETTLE_POLL_SECONDS = 0.1
@@ -72,7 +72,7 @@ def run_body(params: dict[str, Any]) -> RunCreate:
         "if_not_exists": "create",
     }
     if strategy is not None:
-        if strategy not in _STRATEGIES:
+        if strategy not in {name.value for name in _STRATEGIES}:
             raise CommandError(
                 "invalid_argument", f"multitaskStrategy must be one of {', '.join(_STRATEGIES)}"
             )
@@ -188,7 +188,7 @@ class SessionCommands:
             "command": command,
             "config": params.get("config"),
             "metadata": params.get("metadata"),
-            "multitask_strategy": "reject",
+            "multitask_strategy": MultitaskStrategy.REJECT,
         }
         return _validated(fields)
 

@@ -8,7 +8,7 @@ import os
 import socket
 import uuid
 from collections.abc import Callable, Coroutine
-from contextlib import AsyncExitStack
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -50,8 +50,17 @@ from runyard.streaming.broker import EventBroker
 from runyard.streaming.fanout import Fanouts
 from runyard.wiring import workers as builders
 from runyard.wiring.heap import settle_heap
+from runyard.wiring.shutdown import (
+    Phase,
+    ShortJobs,
+    ShutdownPhases,
+    WorkerHandover,
+    hand_over_workers,
+    phase_bounds,
+)
 from runyard.wiring.storage import Storage, open_storage, services_storage
 from runyard.wiring.transport import open_transport
+from runyard.wiring.transport_contract import Transport, TransportNeeds
 from runyard.wiring.webhooks import webhook_guard, webhook_sender
 from runyard.worker.lease import LeaseKeeper
 from runyard.worker.pool import WorkerPool
@@ -66,7 +75,8 @@ log = logging.getLogger("runyard.runtime")
 
 
 class Runtime:
-    """The one root of an instance: parts are started in order and stopped in reverse."""
+    """The one root of an instance: parts are started in named phases and stopped in named
+    phases (runyard/wiring/shutdown.py)."""
 
     def __init__(self, settings: Settings, project: ProjectConfig | None = None) -> None:
         self.settings = settings
@@ -75,11 +85,11 @@ class Runtime:
         self.metrics = Metrics(in_flight=lambda: len(self.running))
         self.tracing = Tracing.from_settings(settings, self.instance_id)
         self.langsmith_project = langsmith_project()
-        self.draining = False
-        self._stack = AsyncExitStack()
-        # Each phase's loops, in the order they started (each stopped by the exit stack).
+        self._shutdown = ShutdownPhases(phase_bounds(settings))
+        self._handover: WorkerHandover | None = None
+        # Each phase's loops, in the order they started (each stopped by a shutdown phase).
         self._loop_groups: list[LoopGroup] = []
-        self._spawned: set[asyncio.Task[Any]] = set()
+        self.jobs = ShortJobs()
         self._given_project = project
         self.project: ProjectConfig
         # What `http` in langgraph.json asks (headers, webhooks); its routes are the app's.
@@ -110,8 +120,7 @@ class Runtime:
         self.lifecycle: RunLifecycle
         self.workers: WorkerPool
         self.liveness: InstanceLiveness | None = None
-        self.redis: Any = None
-        self._drain: asyncio.Task[None] | None = None
+        self.transport: Transport
 
     @property
     def dialect(self) -> str:
@@ -119,21 +128,19 @@ class Runtime:
         return self.engine.dialect.name
 
     async def start(self) -> None:
-        """Load the project, then start each phase in order; a failure unwinds them all.
+        """Load the project, then start each phase in order; a failure stops what started.
 
-        The phases are storage (engines, migrations, checkpointer, store), transport (Redis
-        or in-process broker, queue and cancel bus, and the loops that read them), services
-        (built from the parts before them), workers (leases, the pool) and background (reaper,
-        sweeps, crons, webhooks, the instance's record). Each phase pushes the stop of its
-        loops after the connections they use: in reverse, loops stop before connections close.
+        The phases: storage, transport, services, workers, background (each method below
+        says what it starts). Each registers how its parts stop in the shutdown phases
+        (runyard/wiring/shutdown.py), every loop before the connections it uses.
         """
-        self._stack.push_async_callback(self.tracing.shutdown)
+        self._shutdown.add(Phase.CLOSE_STORE, self.tracing.shutdown)
         try:
             await self._load_project()
             for name, phase in self._phases():
                 await phase()
                 log.debug("runtime_phase_started phase=%s", name)
-            settle_heap(self._stack)
+            settle_heap(self._shutdown.stack(Phase.CLOSE_STORE))
         except BaseException:
             # What started before the failure stops now: a failed start leaves nothing running.
             await self.stop()
@@ -180,8 +187,9 @@ class Runtime:
 
     async def _start_storage(self) -> None:
         """Phase 1: engines and pools, the schema, the checkpointer and the store."""
+        store = self._shutdown.stack(Phase.CLOSE_STORE)
         storage = await open_storage(
-            self.settings, self.project, self.encryption, self.metrics, self._stack
+            self.settings, self.project, self.encryption, self.metrics, store
         )
         self._storage = storage
         self.at_rest, databases = storage.at_rest, storage.databases
@@ -193,7 +201,7 @@ class Runtime:
         self.store_options = storage.store_options
         # The streams that follow a thread's runs share one look for its next run.
         self.run_arrivals = RunArrivals(self.autocommit)
-        self._stack.push_async_callback(self.run_arrivals.stop)
+        store.push_async_callback(self.run_arrivals.stop)
         await ensure_default_assistants(self.sessions, self.graphs)
 
     async def _start_transport(self) -> None:
@@ -204,21 +212,15 @@ class Runtime:
             settings.group_max_starts_per_minute,
             settings.group_limit_overrides,
         )
-        transport = await open_transport(
-            settings,
-            self._stack,
-            self._loop_group,
-            self.running.stop,
-            self.sessions,
-            self.instance_id,
-            caps,
-        )
+        closing = self._shutdown.stack(Phase.CLOSE_TRANSPORT)
+        groups = partial(self._loop_group, phase=Phase.CLOSE_TRANSPORT)
+        needs = (settings, closing, groups, self.running.stop, self.sessions, self.instance_id)
+        self.transport = transport = await open_transport(TransportNeeds(*needs, caps))
         self.broker = self.metrics.counting_subscribers(transport.broker)
         # A thread's live streams share one reader of its runs' events (stopped before it).
         self.thread_fanouts: Fanouts[Any] = Fanouts()
-        self._stack.push_async_callback(self.thread_fanouts.stop)
+        closing.push_async_callback(self.thread_fanouts.stop)
         self.queue, self.cancel_bus = transport.queue, transport.cancel_bus
-        self.redis = transport.redis
         self.webhooks = webhook_sender(
             settings,
             self.project,
@@ -229,7 +231,7 @@ class Runtime:
             self.instance_id,
             self.encryption,
         )
-        self._stack.push_async_callback(self.webhooks.stop)
+        closing.push_async_callback(self.webhooks.stop)
         self.lifecycle = RunLifecycle(
             self.sessions,
             self.autocommit,
@@ -242,7 +244,7 @@ class Runtime:
             self.checkpointer,
             caps=caps,
         )
-        self._stack.push_async_callback(self.queue.close)
+        closing.push_async_callback(self.queue.close)
 
     async def _start_services(self) -> None:
         """The services, each built from the parts it reads (nothing of theirs to stop)."""
@@ -260,7 +262,7 @@ class Runtime:
             lifecycle=self.lifecycle,
             broker=self.broker,
             streams=Streams(self.run_arrivals, self.thread_fanouts),
-            redis=self.redis,
+            probes=self.transport.probes,
             queue=self.queue,
             metrics=self.metrics,
             tracing=self.tracing,
@@ -270,7 +272,7 @@ class Runtime:
                 active=lambda: len(self.running),
                 capacity=lambda: self.workers.capacity if self.workers_started else None,
                 wake_crons=lambda: self.cron_scheduler.wake() if self.cron_scheduler else None,
-                spawn=self.spawn,
+                spawn=self.jobs.spawn,
             ),
             info=InstanceInfo(
                 self.dialect,
@@ -282,13 +284,16 @@ class Runtime:
         )
 
     async def _start_workers(self) -> None:
-        """Phase 3: liveness lock (a fleet), lease renewal, then the pool (stopped first)."""
-        if not self.settings.redis_url:
+        """Phase 3: liveness lock (a fleet), lease renewal, then the pool; at shutdown the
+        pool stops claiming, drains and hands back before leases and liveness go."""
+        if not self.transport.shared:
             await builders.recover_after_restart(self._reaper(), self.autocommit, self.queue)
+        hand_back = self._shutdown.stack(Phase.HAND_BACK)
+        groups = partial(self._loop_group, phase=Phase.HAND_BACK)
         self.liveness = live = await builders.hold_liveness(
-            self.settings, self.instance_id, self._stack, self._loop_group
+            self.settings, self.instance_id, hand_back, groups, self.transport.shared
         )
-        leases = self._loop_group("leases")
+        leases = groups("leases")
         keeper = LeaseKeeper(
             self.running, self.lease_sessions, self.instance_id, self.settings, self.metrics
         )
@@ -313,14 +318,17 @@ class Runtime:
             self.settings.n_jobs_per_worker,
             live,
         )
-        self._stack.push_async_callback(self._stop_workers)
+        # Registered after the leases: the pool hands back before their renewal stops.
+        self._handover = hand_over_workers(
+            self._shutdown, self.workers, self.running, self.settings, self.instance_id
+        )
         self.workers.start()
 
     async def _start_background(self) -> None:
         """Phase 4: the loops above services (reaper, sweeps, crons, webhook outbox)."""
         # The runtime's short jobs are awaited once these loops have stopped.
-        self._stack.push_async_callback(self._wait_spawned)
-        background = self._loop_group("background")
+        self._shutdown.add(Phase.STOP_INTAKE, self.jobs.wait)
+        background = self._loop_group("background", phase=Phase.STOP_INTAKE)
         background.start("reaper", self._reaper().run_forever)
         if self.http.enabled("webhooks"):
             background.start("webhook-outbox", self.webhooks.run_forever)
@@ -346,19 +354,13 @@ class Runtime:
             self.lifecycle, self.queue, self.autocommit, self.settings, self.liveness
         )
 
-    def _loop_group(self, name: str, grace: float = 5.0) -> LoopGroup:
-        """A group of loops whose stop is pushed now: after what was pushed before it (the
-        connections its loops use), before what is pushed after it."""
+    def _loop_group(self, name: str, grace: float = 5.0, *, phase: Phase) -> LoopGroup:
+        """A group of loops stopped in `phase`, whose stop is registered now: before what
+        was registered in that phase before it (the connections its loops use)."""
         group = LoopGroup(name, grace)
         self._loop_groups.append(group)
-        self._stack.push_async_callback(group.stop)
+        self._shutdown.add(phase, group.stop)
         return group
-
-    def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> None:
-        """Run a short background job owned by the runtime (awaited at shutdown)."""
-        task = asyncio.create_task(coro, name=name)
-        self._spawned.add(task)
-        task.add_done_callback(self._spawned.discard)
 
     def dead_parts(self) -> list[str]:
         """Names of the background parts that stopped while they should run (for /livez)."""
@@ -372,29 +374,21 @@ class Runtime:
         """True once the worker pool runs (drain has something to stop)."""
         return hasattr(self, "workers")
 
+    @property
+    def draining(self) -> bool:
+        """True once the worker pool's handover began (SIGTERM, or the stop)."""
+        return self._handover is not None and self._handover.begun
+
     def begin_drain(self) -> None:
-        """Stop claiming at once and start handing work over (SIGTERM); idempotent."""
-        if self.draining:
-            return
-        self.draining = True
-        log.info("instance_draining instance=%s running=%s", self.instance_id, len(self.running))
-        self._drain = asyncio.create_task(
-            self.workers.stop(self.settings.worker_drain_timeout), name="drain"
-        )
-
-    async def _stop_workers(self) -> None:
-        self.begin_drain()
-        if self._drain is not None:
-            await self._drain
-
-    async def _wait_spawned(self) -> None:
-        if self._spawned:
-            await asyncio.wait(set(self._spawned), timeout=5)
+        """Stop claiming at once and start handing work over (SIGTERM); idempotent, and
+        nothing to do before the workers started."""
+        if self._handover is not None:
+            self._handover.begin()
 
     async def stop(self) -> None:
-        """Stop every part in reverse order of start.
+        """Stop every part, in the named shutdown phases (runyard/wiring/shutdown.py).
 
-        Idempotent, and safe before `start` or after a failed one: the exit stack holds
-        only what was started, and is empty once closed.
+        Idempotent, and safe before `start` or after a failed one: each phase holds only
+        what was started, and nothing once it ran.
         """
-        await self._stack.aclose()
+        await self._shutdown.run()

@@ -135,12 +135,14 @@ async def hold_liveness(
     instance_id: str,
     stack: AsyncExitStack,
     loop_group: Callable[[str], LoopGroup],
+    shared: bool,
 ) -> InstanceLiveness | None:
-    """In a fleet (PostgreSQL with Redis): take this instance's liveness lock, check it
-    every beat, and release it at shutdown after the worker pool stopped (pushed before it).
-    None elsewhere: one process has no one to take its runs over."""
+    """In a fleet (PostgreSQL, and a transport the instances share): take this instance's
+    liveness lock, check it every beat, and release it at shutdown after the worker pool
+    stopped (pushed before it). None elsewhere: one process has no one to take its runs
+    over."""
     url = settings.resolved_database_url()
-    if not url.startswith("postgresql") or not settings.redis_url:
+    if not url.startswith("postgresql") or not shared:
         return None
     liveness = InstanceLiveness(
         "postgresql://" + url.split("://", 1)[1],

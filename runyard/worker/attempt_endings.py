@@ -14,7 +14,8 @@ from langgraph.pregel import Pregel
 from runyard.db.faults import retry_while_store_unavailable, store_fault, store_unavailable
 from runyard.domain.errors import DecryptionError
 from runyard.domain.run import RunRecord
-from runyard.domain.status import RunStatus
+from runyard.domain.status import CancelAction, RunStatus, StandDown, StopReason
+from runyard.lifecycle.final_writes import FinalWrite
 from runyard.lifecycle.machine import RunLifecycle
 from runyard.queue.run_queue import RunQueue
 from runyard.settings import Settings
@@ -74,13 +75,13 @@ class AttemptEndings:
         )
 
     async def stopped(
-        self, run: RunRecord, entry: RunningRun, reason: str, graph: Pregel | None
+        self, run: RunRecord, entry: RunningRun, reason: StopReason, graph: Pregel | None
     ) -> Outcome | None:
         """The outcome of an attempt stopped for `reason`: a cancel ends the run, a drain
         hands it back, any other stop stands the attempt down (None)."""
-        if reason in ("interrupt", "rollback"):
+        if isinstance(reason, CancelAction):
             return cancelled(reason, graph)
-        if reason == "release":
+        if reason is StandDown.RELEASE:
             return await self.hand_back(run, entry, "drain", graph)
         else:
             log.warning(
@@ -132,7 +133,7 @@ class AttemptEndings:
         """
         run_id = run.run_id
 
-        async def release() -> bool | str:
+        async def release() -> FinalWrite:
             return await self._lifecycle.release(run_id, entry.attempt, counted)
 
         try:
@@ -149,24 +150,24 @@ class AttemptEndings:
                 exc_info=True,
             )
             return None
-        if isinstance(released, str):
+        if released.stop is not None:
             log.info(
                 "run_hand_back_cancelled run_id=%s attempt=%s reason=%s action=%s",
                 run_id,
                 entry.attempt,
                 reason,
-                released,
+                released.stop,
             )
-            return await self.stopped(run, entry, released, graph)
+            return await self.stopped(run, entry, released.stop, graph)
         log.info(
             "run_handed_back run_id=%s attempt=%s reason=%s released=%s counted=%s",
             run_id,
             entry.attempt,
             reason,
-            released,
+            released.done,
             counted,
         )
-        if released:
+        if released.done:
             try:
                 push = self._queue.push(run_id, 0.0, run.priority, run.fairness_group)
                 await carry_through_stops(entry, push)

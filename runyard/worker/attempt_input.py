@@ -22,8 +22,8 @@ def attempt_config(run: RunRecord, recursion_limit: int | None = None) -> dict[s
     """The graph config of the run's attempt: the run's own config, the caller's identity,
     the ids LangGraph and the graph read, the checkpoint asked for, and run metadata;
     `recursion_limit` (LANGGRAPH_DEFAULT_RECURSION_LIMIT) where the run's config sets none."""
-    kwargs = run.kwargs
-    config: dict[str, Any] = copy.deepcopy(kwargs.get("config") or {})
+    request = run.request
+    config: dict[str, Any] = copy.deepcopy(dict(request.config or {}))
     if recursion_limit is not None:
         config.setdefault("recursion_limit", recursion_limit)
     configurable = config.setdefault("configurable", {})
@@ -34,21 +34,20 @@ def attempt_config(run: RunRecord, recursion_limit: int | None = None) -> dict[s
         thread_id=run.thread_id,
         run_id=run.run_id,
         assistant_id=run.assistant_id,
-        graph_id=kwargs["graph_id"],
+        graph_id=request.graph_id,
     )
-    checkpoint = kwargs.get("checkpoint") or {}
-    checkpoint_id = kwargs.get("checkpoint_id") or checkpoint.get("checkpoint_id")
+    checkpoint_id, checkpoint_ns = request.starting_checkpoint
     if checkpoint_id:
         configurable["checkpoint_id"] = checkpoint_id
-    if checkpoint.get("checkpoint_ns"):
-        configurable["checkpoint_ns"] = checkpoint["checkpoint_ns"]
+    if checkpoint_ns:
+        configurable["checkpoint_ns"] = checkpoint_ns
     config["metadata"] = {
         **(config.get("metadata") or {}),
         **(run.metadata or {}),
         "run_id": run.run_id,
         "thread_id": run.thread_id,
         "assistant_id": run.assistant_id,
-        "graph_id": kwargs["graph_id"],
+        "graph_id": request.graph_id,
         "run_attempt": run.attempt,
     }
     if run.attempt == 1:
@@ -60,7 +59,7 @@ async def attempt_input(
     checkpointer: BaseCheckpointSaver, run: RunRecord, config: dict[str, Any]
 ) -> Any:
     """The graph input; a retried run resumes from its own last checkpoint instead."""
-    kwargs = run.kwargs
+    request = run.request
     if run.attempt > 1:
         latest = await checkpointer.aget_tuple(
             {"configurable": {"thread_id": run.thread_id, "checkpoint_ns": ""}}
@@ -69,10 +68,9 @@ async def attempt_input(
             config["configurable"].pop("checkpoint_id", None)
             log.info("run_resumed run_id=%s attempt=%s", run.run_id, run.attempt)
             return None
-    command = kwargs.get("command")
-    if command:
-        return to_command(command)
-    return kwargs.get("input")
+    if request.command:
+        return to_command(request.command)
+    return request.input
 
 
 def to_command(raw: Mapping[str, Any]) -> Command[Any]:

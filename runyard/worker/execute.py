@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -22,6 +21,7 @@ from runyard.domain.encryption_context import CONTEXT_KEY, use_context
 from runyard.domain.errors import DecryptionError, StaleAttemptError
 from runyard.domain.group_caps import HeldBack
 from runyard.domain.run import ClaimedRun, RunRecord
+from runyard.domain.run_request import RunRequest
 from runyard.domain.status import RunStatus
 from runyard.domain.tool_calls import use_book
 from runyard.graphs.factories import GraphAccess
@@ -280,10 +280,9 @@ class RunExecutor:
     ) -> Outcome | None:
         parts = self._parts
         run_id = run.run_id
-        kwargs = run.kwargs
         attempt = entry.attempt
         # The checkpoints this run writes are encrypted under its creator's context.
-        use_context(kwargs.get(CONTEXT_KEY) or {})
+        use_context(run.kwargs.get(CONTEXT_KEY) or {})
         # Its at-most-once tool calls are recorded, fenced by this attempt (runyard/tools/).
         use_book(parts.tool_calls.for_attempt(run_id, attempt, run.thread_id))
         graph: Pregel | None = None
@@ -298,11 +297,11 @@ class RunExecutor:
                 # The graph reads the run's metadata (in its config), input, config, context
                 # and command in plain text; the stored row goes on to the run's end.
                 plain = await parts.encryption.open_run(run) if parts.encryption else run
-                kwargs = plain.kwargs
+                request = plain.request
                 config = attempt_config(plain, parts.settings.default_recursion_limit)
-                graph = await self._graph(kwargs, config, entry, resources)
+                graph = await self._graph(request, config, entry, resources)
                 graph_input = await attempt_input(self._parts.checkpointer, plain, config)
-                await self._stream(graph, graph_input, config, kwargs, final, events)
+                await self._stream(graph, graph_input, config, request, final, events)
         except asyncio.CancelledError:
             reason = absorb_stop(entry)
             if reason is None:
@@ -321,7 +320,7 @@ class RunExecutor:
         graph: Pregel,
         graph_input: Any,
         config: dict[str, Any],
-        kwargs: Mapping[str, Any],
+        request: RunRequest,
         final: FinalState,
         events: EventPublisher,
     ) -> None:
@@ -329,31 +328,31 @@ class RunExecutor:
             graph,
             graph_input,
             config,
-            kwargs.get("stream_mode") or ["values"],
-            subgraphs=bool(kwargs.get("stream_subgraphs")),
-            context=kwargs.get("context"),
-            interrupt_before=kwargs.get("interrupt_before"),
-            interrupt_after=kwargs.get("interrupt_after"),
-            durability=kwargs.get("durability"),
+            list(request.stream_mode),
+            subgraphs=request.stream_subgraphs,
+            context=request.context,
+            interrupt_before=request.interrupt_before,
+            interrupt_after=request.interrupt_after,
+            durability=request.durability,
             final=final,
         ):
             await events.send(name, dumps(data))
 
     async def _graph(
         self,
-        kwargs: Mapping[str, Any],
+        request: RunRequest,
         config: dict[str, Any],
         entry: RunningRun,
         resources: AsyncExitStack,
     ) -> Pregel:
         parts = self._parts
         run_id, attempt = entry.run_id, entry.attempt
-        loaded = parts.graphs.get(kwargs["graph_id"])
+        loaded = parts.graphs.get(request.graph_id)
         access = GraphAccess(
             access_context="threads.create_run",
             user=config["configurable"].get(AUTH_USER_KEY),
             store=parts.store,
-            context=kwargs.get("context") or None,
+            context=request.context or None,
         )
         graph = await resources.enter_async_context(loaded.open(config, access))
 

@@ -14,9 +14,10 @@ from runyard.db import run_attempts as attempts_db
 from runyard.db.threads import ThreadState
 from runyard.domain.results import with_interrupts
 from runyard.domain.run import RunRecord
-from runyard.domain.status import CancelAction, RunStatus, ThreadStatus
+from runyard.domain.status import CancelAction, RunStatus, thread_status_after
 from runyard.encryption.encrypted_json import sealed, sealed_state
 from runyard.graphs.serialize import to_jsonable
+from runyard.lifecycle.final_writes import FinalWrite
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -100,13 +101,30 @@ class RunFinalizer:
 
     async def finalize(self, run: RunRecord, attempt: int, outcome: Outcome) -> bool:
         """Record the outcome if `attempt` still holds the run, then end the run (wake-ups,
-        next run, webhook, temporary thread): both through the lifecycle."""
+        next run, webhook, temporary thread): both through the lifecycle.
+
+        A stop stronger than the one the outcome carries out, recorded first, overrules it:
+        the run ends as that stop asks instead. Each overruling stop is stronger than the
+        last, so this ends after at most one round per CancelAction.
+        """
         if outcome.rollback:
             return await self._finalize_rolled_back(run, attempt, outcome)
-        thread_id = run.thread_id
         snapshot = outcome.snapshot or await self.read_snapshot(
-            run.kwargs["graph_id"], thread_id, outcome.graph
+            run.request.graph_id, run.thread_id, outcome.graph
         )
+        written = await self._finish(run, attempt, outcome, snapshot)
+        while written.stop is not None:
+            outcome = cancelled(written.stop, outcome.graph, snapshot)
+            if outcome.rollback:
+                return await self._finalize_rolled_back(run, attempt, outcome)
+            written = await self._finish(run, attempt, outcome, snapshot)
+        return written.done
+
+    async def _finish(
+        self, run: RunRecord, attempt: int, outcome: Outcome, snapshot: ThreadSnapshot
+    ) -> FinalWrite:
+        """The outcome's final write (sealed as encryption.path asks), through the lifecycle."""
+        thread_id = run.thread_id
         output = _result(snapshot) if outcome.status == RunStatus.SUCCESS else None
         if isinstance(output, dict):
             output = await sealed(self, "run", "output", output)
@@ -114,7 +132,7 @@ class RunFinalizer:
         error = outcome.error
         if isinstance(error, dict):
             error = await sealed(self, "run", "error", error)
-        finished = await self._lifecycle.finish(
+        return await self._lifecycle.finish(
             run,
             attempt,
             outcome.status,
@@ -124,11 +142,6 @@ class RunFinalizer:
             stored_error=error,
             stop=outcome.stop,
         )
-        if isinstance(finished, CancelAction):
-            # A stronger stop landed before the end was written: the run ends as it asks.
-            stopped = cancelled(finished, outcome.graph, snapshot)
-            return await self.finalize(run, attempt, stopped)
-        return finished
 
     async def _finalize_rolled_back(self, run: RunRecord, attempt: int, outcome: Outcome) -> bool:
         snapshot = await self._rolled_back_snapshot(run, attempt, outcome)
@@ -161,12 +174,13 @@ class RunFinalizer:
             log.warning("run_finalize_refused run_id=%s attempt=%s", run_id, attempt)
             return None
         await delete_run_checkpoints(self._checkpointer, thread_id, run_id)
-        return await self.read_snapshot(run.kwargs["graph_id"], thread_id, outcome.graph)
+        return await self.read_snapshot(run.request.graph_id, thread_id, outcome.graph)
 
 
-def cancelled(action: str, graph: Pregel | None, snapshot: ThreadSnapshot | None = None) -> Outcome:
+def cancelled(
+    stop: CancelAction, graph: Pregel | None, snapshot: ThreadSnapshot | None = None
+) -> Outcome:
     """How a run stopped by a cancel ends: `interrupted`, its changes gone for `rollback`."""
-    stop = CancelAction(action)
     if stop is CancelAction.ROLLBACK:
         return Outcome(RunStatus.INTERRUPTED, graph=graph, stop=stop)
     return Outcome(RunStatus.INTERRUPTED, graph=graph, snapshot=snapshot, stop=stop)
@@ -174,9 +188,11 @@ def cancelled(action: str, graph: Pregel | None, snapshot: ThreadSnapshot | None
 
 def _thread_state(thread_id: str, outcome: Outcome, snapshot: ThreadSnapshot) -> ThreadState:
     failed = outcome.status in (RunStatus.ERROR, RunStatus.TIMEOUT)
+    # The thread's status after the run, unless another run is pending (then busy).
+    paused = bool(snapshot.interrupts or snapshot.has_next)
     return ThreadState(
         thread_id,
-        _thread_status(outcome, snapshot),
+        thread_status_after(outcome.status, paused),
         snapshot.values,
         snapshot.interrupts,
         outcome.error if failed else None,
@@ -187,12 +203,3 @@ def _result(snapshot: ThreadSnapshot) -> Any:
     """What /join and /wait answer for a successful run: the values, with its interrupts."""
     interrupts = [item for items in snapshot.interrupts.values() for item in items]
     return with_interrupts(snapshot.values, interrupts)
-
-
-def _thread_status(outcome: Outcome, snapshot: ThreadSnapshot) -> str:
-    """The thread's status after the run, unless another run is pending (then busy)."""
-    if outcome.status in (RunStatus.ERROR, RunStatus.TIMEOUT):
-        return ThreadStatus.ERROR.value
-    if snapshot.interrupts or snapshot.has_next:
-        return ThreadStatus.INTERRUPTED.value
-    return ThreadStatus.IDLE.value

@@ -8,6 +8,7 @@ import time
 from typing import TYPE_CHECKING
 
 from runyard.db import run_attempts as attempts_db
+from runyard.domain.status import CancelAction, StandDown
 
 if TYPE_CHECKING:
     from runyard.db.engine import Sessions
@@ -79,7 +80,7 @@ class LeaseKeeper:
             self._metrics.lease_renewal_failures.inc()
             if time.monotonic() - self._last_renewal > settings.lease_duration_seconds:
                 for entry in entries:
-                    self._running.stop_attempt(entry, "stale")
+                    self._running.stop_attempt(entry, StandDown.STALE)
             return
         self._last_renewal = time.monotonic()
         self._metrics.lease_renewals.inc(len(rows))
@@ -88,6 +89,6 @@ class LeaseKeeper:
             row = held.get((entry.run_id, entry.attempt))
             if row is None:
                 # Someone else holds the run now, or it ended or was deleted: stand down.
-                self._running.stop_attempt(entry, "stale")
+                self._running.stop_attempt(entry, StandDown.STALE)
             elif row["cancel_action"]:
-                self._running.stop_attempt(entry, row["cancel_action"])
+                self._running.stop_attempt(entry, CancelAction(row["cancel_action"]))

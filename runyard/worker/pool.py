@@ -6,6 +6,8 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Protocol
 
+from runyard.domain.status import StandDown
+
 if TYPE_CHECKING:
     from runyard.queue.run_queue import RunQueue
     from runyard.worker.execute import RunExecutor
@@ -108,16 +110,32 @@ class WorkerPool:
         except Exception:
             log.exception("run_execution_crashed run_id=%s", run_id)
 
-    async def stop(self, drain_timeout: float) -> None:
-        """Stop taking work, let runs finish up to the timeout, then hand the rest back."""
+    def stop_claiming(self) -> None:
+        """Take no run from now on (a loop waiting on the queue puts back what it pops)."""
         self._stopping.set()
+
+    async def stop_intake(self) -> None:
+        """Stop taking runs (idempotent): the loops end, the runs they took go on."""
+        self.stop_claiming()
         for loop in self._loops:
             loop.cancel()
         await asyncio.gather(*self._loops, return_exceptions=True)
-        if self._runs and drain_timeout > 0:
-            await asyncio.wait(set(self._runs), timeout=drain_timeout)
+
+    async def drain(self, timeout: float) -> None:
+        """Claim nothing more, and let the runs in flight finish for up to `timeout` s."""
+        await self.stop_intake()
+        if self._runs and timeout > 0:
+            await asyncio.wait(set(self._runs), timeout=timeout)
+
+    async def hand_back(self) -> None:
+        """Hand every run still executing here back to pending, at once, for another
+        instance to resume, and wait for their attempts to end (the caller bounds the wait:
+        RUNYARD_HANDBACK_TIMEOUT_SECONDS, runyard/wiring/shutdown.py)."""
+        await self.stop_intake()
         for entry in self._running.all():
-            self._running.stop(entry.run_id, "release")
-        if self._runs:
-            await asyncio.wait(set(self._runs), timeout=10)
-        log.info("worker_pool_stopped")
+            self._running.stop(entry.run_id, StandDown.RELEASE)
+        try:
+            if self._runs:
+                await asyncio.wait(set(self._runs))
+        finally:
+            log.info("worker_pool_stopped")

@@ -7,6 +7,8 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from runyard.domain.status import StopReason
+
 T = TypeVar("T")
 
 
@@ -19,7 +21,7 @@ class RunningRun:
     task: asyncio.Task[None]
     # The thread had no checkpoint when this first attempt claimed the run (PostgreSQL).
     thread_empty: bool = False
-    stop_reason: str | None = None
+    stop_reason: StopReason | None = None
     # The outcome is known and being written: a stop no longer cancels the task (the final
     # write is fenced, so a stale attempt's is refused anyway).
     finalizing: bool = False
@@ -51,7 +53,7 @@ class RunningRuns:
         """Forget an attempt that ended here."""
         self._runs.pop((run_id, attempt), None)
 
-    def stop(self, run_id: str, reason: str) -> bool:
+    def stop(self, run_id: str, reason: StopReason) -> bool:
         """Cancel the run's attempts here with a reason (interrupt, rollback, release...)."""
         stopped = False
         for entry in self.all():
@@ -59,7 +61,7 @@ class RunningRuns:
                 stopped = self.stop_attempt(entry, reason) or stopped
         return stopped
 
-    def stop_attempt(self, entry: RunningRun, reason: str) -> bool:
+    def stop_attempt(self, entry: RunningRun, reason: StopReason) -> bool:
         """Cancel one attempt's task with a reason, unless it ended or is finalizing."""
         if entry.task.done() or entry.finalizing:
             return False
@@ -92,7 +94,7 @@ async def carry_through_stops(entry: RunningRun, work: Awaitable[T]) -> T:
             task.uncancel()
 
 
-def absorb_stop(entry: RunningRun) -> str | None:
+def absorb_stop(entry: RunningRun) -> StopReason | None:
     """Why this instance stopped the attempt, its cancellation of the current task withdrawn;
     None for a cancellation from elsewhere (shutdown, say), which the caller re-raises."""
     reason = entry.stop_reason

@@ -13,6 +13,7 @@ import asyncio
 import pytest
 from redis.asyncio import Redis
 
+from runyard.domain.status import CancelAction
 from runyard.queue.redis_bus import RedisCancelBus
 from runyard.worker.registry import RunningRuns
 from tests.support.cancel_buses import CancelBuses
@@ -39,7 +40,7 @@ def _several_instances(buses: CancelBuses) -> None:
 async def test_a_cancel_stops_the_run_executing_where_it_is_sent(cancel_buses: CancelBuses) -> None:
     here = await cancel_buses.instance()
     task = here.execute("r1")
-    assert await here.bus.publish("r1", "rollback") is True
+    assert await here.bus.publish("r1", CancelAction.ROLLBACK) is True
     assert await _stopped(task)
     assert here.running.all()[0].stop_reason == "rollback"
 
@@ -49,7 +50,7 @@ async def test_a_cancel_of_a_run_executing_nowhere_is_not_delivered(
 ) -> None:
     here = await cancel_buses.instance()
     other = here.execute("busy")
-    assert await here.bus.publish("nowhere", "interrupt") is False
+    assert await here.bus.publish("nowhere", CancelAction.INTERRUPT) is False
     assert not other.done()
 
 
@@ -58,7 +59,7 @@ async def test_a_run_that_already_ended_is_not_reported_stopped(cancel_buses: Ca
     task = here.execute("ended")
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
-    assert await here.bus.publish("ended", "interrupt") is False
+    assert await here.bus.publish("ended", CancelAction.INTERRUPT) is False
 
 
 async def test_a_cancel_reaches_the_instance_that_executes_the_run(
@@ -67,7 +68,7 @@ async def test_a_cancel_reaches_the_instance_that_executes_the_run(
     _several_instances(cancel_buses)
     sender, executor = await cancel_buses.instance(), await cancel_buses.instance()
     task = executor.execute("r2")
-    assert await sender.bus.publish("r2", "interrupt") is True
+    assert await sender.bus.publish("r2", CancelAction.INTERRUPT) is True
     assert await _stopped(task)
     assert executor.running.all()[0].stop_reason == "interrupt"
 
@@ -78,7 +79,7 @@ async def test_a_cancel_leaves_the_runs_of_other_instances_alone(cancel_buses: C
     target = first.execute("r3")
     bystander = second.execute("r4")
     neighbour = first.execute("r5")
-    assert await sender.bus.publish("r3", "interrupt") is True
+    assert await sender.bus.publish("r3", CancelAction.INTERRUPT) is True
     assert await _stopped(target)
     await asyncio.sleep(0.1)  # anything else the message could have stopped has had its turn
     assert not bystander.done() and not neighbour.done()
@@ -87,13 +88,13 @@ async def test_a_cancel_leaves_the_runs_of_other_instances_alone(cancel_buses: C
 async def test_a_cancel_nobody_listens_to_is_not_delivered(redis: Redis) -> None:
     """Redis up, no instance subscribed (all gone): recorded in the database, not delivered."""
     bus = RedisCancelBus(redis, "contract-nobody:cancel", RunningRuns().stop)
-    assert await bus.publish("r6", "interrupt") is False
+    assert await bus.publish("r6", CancelAction.INTERRUPT) is False
 
 
 async def test_a_cancel_redis_refuses_is_not_delivered_and_not_an_error() -> None:
     unreachable = Redis.from_url("redis://127.0.0.1:1/0", socket_connect_timeout=1)
     try:
         bus = RedisCancelBus(unreachable, "contract-down:cancel", RunningRuns().stop)
-        assert await bus.publish("r7", "interrupt") is False
+        assert await bus.publish("r7", CancelAction.INTERRUPT) is False
     finally:
         await unreachable.aclose()

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from runyard.domain.errors import NotFoundError
-from runyard.domain.status import RunStatus, ThreadStatus
+from runyard.domain.status import CancelAction, RunStatus, ThreadStatus
 from runyard.domain.thread import ThreadRecord
 from runyard.schemas.runs import RunCreate
 from tests.support.instances import (
@@ -99,7 +99,9 @@ async def test_a_cancel_landing_at_the_final_write_stops_the_run(
 ) -> None:
     rt = instances
     thread_id, run_id, held = await _run_held_at_its_end(rt, monkeypatch)
-    answer = await _released_then(held, rt.api.services.runs.cancel_run(thread_id, run_id, action))
+    answer = await _released_then(
+        held, rt.api.services.runs.cancel_run(thread_id, run_id, CancelAction(action))
+    )
     assert answer["was"] == RunStatus.RUNNING.value
     ended = await asyncio.wait_for(rt.api.services.waits.wait_until_done_or_gone(run_id), 30)
     thread = await stored_thread(rt.api, thread_id)

@@ -72,7 +72,7 @@ async def _stop(rt: Instances, thread_id: str, run_id: str, action: str, source:
     multitask strategy, or a deletion of its thread."""
     runs = rt.api.services.runs
     if source == "cancel":
-        return await runs.cancel_run(thread_id, run_id, action)
+        return await runs.cancel_run(thread_id, run_id, CancelAction(action))
     if source == "strategy":
         body = RunCreate(assistant_id="slow", input={"seconds": 0.01}, multitask_strategy=action)
         return await runs.create_run(thread_id, body)
@@ -127,7 +127,7 @@ async def test_an_interrupt_after_a_rollback_changes_nothing(
     thread_id, run = await _running(rt)
     held = _held_rollback_message(rt, monkeypatch)
     rollback = asyncio.ensure_future(
-        rt.api.services.runs.cancel_run(thread_id, run.run_id, "rollback")
+        rt.api.services.runs.cancel_run(thread_id, run.run_id, CancelAction.ROLLBACK)
     )
     await held.wait()
     answer = await _stop(rt, thread_id, run.run_id, "interrupt", second)
@@ -147,7 +147,7 @@ async def test_a_stop_after_the_run_ended_is_refused_with_its_status(
     could act: 409, naming the status the run really has, never a 2xx."""
     rt = instances
     thread_id, seen_running = await _running(rt)
-    await rt.api.services.runs.cancel_run(thread_id, seen_running.run_id, "interrupt")
+    await rt.api.services.runs.cancel_run(thread_id, seen_running.run_id, CancelAction.INTERRUPT)
     ended = await asyncio.wait_for(
         rt.api.services.waits.wait_until_done(thread_id, seen_running.run_id), 30
     )

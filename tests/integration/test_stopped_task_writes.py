@@ -25,7 +25,7 @@ from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
 from runyard.domain.run import RunRecord
-from runyard.domain.status import TERMINAL_RUN_STATUSES
+from runyard.domain.status import TERMINAL_RUN_STATUSES, StandDown
 from runyard.schemas.runs import RunCreate
 from runyard.wiring.runtime import Runtime
 from tests.support.backends import backend_runtime
@@ -94,7 +94,7 @@ async def test_a_step_stopped_before_its_edge_runs_again_on_resume(runtime: Runt
     await asyncio.wait_for(GATE.entered.wait(), 30)
     # The first step's node has returned; its edge is being decided. A draining instance
     # stops the attempt now and hands the run back.
-    assert rt.running.stop(run.run_id, "release")
+    assert rt.running.stop(run.run_id, StandDown.RELEASE)
 
     ended = await _ended(rt, thread_id, run.run_id)
     assert ended.status == "success"

@@ -20,6 +20,7 @@ import pytest
 
 from runyard.db import runs as runs_db
 from runyard.db import webhooks as webhooks_db
+from runyard.domain.status import CancelAction
 from runyard.lifecycle.endings import RunEndings
 from runyard.schemas.runs import RunCreate
 from runyard.wiring.runtime import Runtime
@@ -104,7 +105,7 @@ async def test_a_cancelled_pending_runs_webhook_is_owed_when_its_end_commits(
 ) -> None:
     rt = runtime
     thread_id, run_id = await _pending_run_with_a_webhook(rt)
-    await rt.services.runs.cancel_run(thread_id, run_id, action="interrupt")
+    await rt.services.runs.cancel_run(thread_id, run_id, action=CancelAction.INTERRUPT)
     assert await _status(rt, run_id) == "interrupted"
     delivery = await _until_owed(rt, run_id)
     assert delivery["payload"]["status"] == "interrupted"

@@ -21,7 +21,6 @@ LAYERS: dict[str, int] = {
     # Calls into the event loop from the threads LangGraph runs synchronous code on.
     "loop_calls": 0,
     # The console's part of the settings.
-    "console_settings": 0,
     "db": 1,
     # Settings parse with domain code (the group caps of RUNYARD_GROUP_LIMITS).
     "settings": 1,

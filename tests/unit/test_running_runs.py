@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 
+from runyard.domain.status import CancelAction, StandDown
 from runyard.worker.registry import RunningRuns, carry_through_stops
 
 
@@ -19,7 +20,7 @@ async def test_an_attempt_unwinding_leaves_a_newer_attempt_of_the_same_run() -> 
         running.add("run-1", 2, second)
         running.remove("run-1", 1)
         assert [(e.run_id, e.attempt) for e in running.all()] == [("run-1", 2)]
-        assert running.stop("run-1", "interrupt")
+        assert running.stop("run-1", CancelAction.INTERRUPT)
         await asyncio.gather(second, return_exceptions=True)
         assert second.cancelled() and not first.done()
     finally:
@@ -47,9 +48,9 @@ async def test_work_carried_through_stops_ends_and_keeps_the_reason() -> None:
     task = asyncio.create_task(attempt())
     entry = running.add("run-1", 1, task)
     await asyncio.sleep(0)
-    assert running.stop("run-1", "release")
+    assert running.stop("run-1", StandDown.RELEASE)
     await asyncio.sleep(0)
-    assert running.stop("run-1", "interrupt")
+    assert running.stop("run-1", CancelAction.INTERRUPT)
     await asyncio.sleep(0)
     release.set()
     assert await task == "done"

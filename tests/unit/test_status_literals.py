@@ -11,7 +11,9 @@ not be written as a string literal where it stands for a status:
   `row.get("status")`, `runs.c.status`);
 - anywhere in the value of a `"status"` key of a dict literal or of a `status=` keyword
   (`case((busy, "busy"), else_="idle")` included);
-- anywhere in the value assigned to something that names a status.
+- anywhere in the value assigned to something that names a status;
+- an argument of a call of something that names a status (`threads_db.settle_status(s, id,
+  "idle")`).
 
 The same words mean other things too (an SSE event named "error", an "error" key, a log
 entry ending a run): compared with something that does not name a status, they are left
@@ -80,6 +82,13 @@ def compared(node: ast.Compare) -> Iterator[ast.Constant]:
                 yield left
 
 
+def called(node: ast.Call) -> str:
+    """The name a call calls (`settle_status` of `threads_db.settle_status(...)`), or ""."""
+    if isinstance(node.func, ast.Attribute):
+        return node.func.attr
+    return node.func.id if isinstance(node.func, ast.Name) else ""
+
+
 def status_literals(tree: ast.AST) -> set[ast.Constant]:
     """The status literals of a module, by the rule above."""
     found: set[ast.Constant] = set()
@@ -90,6 +99,9 @@ def status_literals(tree: ast.AST) -> set[ast.Constant]:
             if node.func.attr in {"in_", "not_in", "notin_"} and names_status(node.func.value):
                 for arg in node.args:
                     found.update(words_in(arg))
+        if isinstance(node, ast.Call) and STATUS_NAME.search(called(node)):
+            for arg in node.args:
+                found.update(words_in(arg))
         if isinstance(node, ast.Dict):
             for key, value in zip(node.keys, node.values, strict=True):
                 if isinstance(key, ast.Constant) and key.value == "status":
@@ -150,11 +162,13 @@ row = {"run_id": run_id, "status": "error"}
 update(threads).values(status=case((waiting, "busy"), else_="interrupted"))
 thread_status = "idle" if done else other
 row["status"] = "running"
+await threads_db.settle_status(session, thread_id, "idle")
 """
 LEFT_ALONE = """
 if event.event == "error": ...
 if command.get("type") == "error": ...
 if name in ("error", "end"): ...
+count = func.count().filter(runs.c.status == RunStatus.RUNNING).label("running")
 payload = {"error": "error", "status": RunStatus.ERROR}
 status = RunStatus.ERROR if failed else RunStatus.SUCCESS
 if status == RunStatus.PENDING: ...
@@ -175,6 +189,7 @@ def test_the_rule_finds_each_form_of_a_status_literal() -> None:
         (8, "interrupted"),
         (9, "idle"),
         (10, "running"),
+        (11, "idle"),
     ]
 
 
