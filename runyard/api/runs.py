@@ -48,6 +48,29 @@ def _sse(svc: RunServices, events: AsyncIterator[StreamEvent], run: RunRecord) -
     )
 
 
+async def _create_new_run(
+    svc: RunServices,
+    caller: Caller,
+    thread_id: str | None,
+    body: RunCreate,
+    key: str | None,
+    configurable: dict[str, Any],
+    response: Response,
+) -> dict[str, Any]:
+    """A background run, on the thread or (None) on a temporary one."""
+    grant = await grant_new_run(svc.threads, svc.assistants, caller, thread_id, body, key)
+    run = await svc.runs.create_run(
+        thread_id,
+        body,
+        idempotency_key=grant.idempotency_key,
+        new_thread_metadata=grant.thread_metadata,
+        configurable=configurable,
+    )
+    location = _run_path(run) if thread_id is not None else f"/runs/{run.run_id}"
+    response.headers["Content-Location"] = location
+    return to_wire(run)
+
+
 async def _stream_new_run(
     svc: RunServices,
     caller: Caller,
@@ -118,16 +141,7 @@ async def create_run(
     key: IdempotencyKey = None,
 ) -> dict[str, Any]:
     """Create a background run on a thread."""
-    grant = await grant_new_run(svc.threads, svc.assistants, caller, str(thread_id), body, key)
-    run = await svc.runs.create_run(
-        str(thread_id),
-        body,
-        idempotency_key=grant.idempotency_key,
-        new_thread_metadata=grant.thread_metadata,
-        configurable=configurable,
-    )
-    response.headers["Content-Location"] = _run_path(run)
-    return to_wire(run)
+    return await _create_new_run(svc, caller, str(thread_id), body, key, configurable, response)
 
 
 @router.post("/threads/{thread_id}/runs/stream", response_class=EventStream)
@@ -166,12 +180,7 @@ async def create_stateless_run(
     key: IdempotencyKey = None,
 ) -> dict[str, Any]:
     """Create a background run on a temporary thread."""
-    grant = await grant_new_run(svc.threads, svc.assistants, caller, None, body, key)
-    run = await svc.runs.create_run(
-        None, body, idempotency_key=grant.idempotency_key, configurable=configurable
-    )
-    response.headers["Content-Location"] = f"/runs/{run.run_id}"
-    return to_wire(run)
+    return await _create_new_run(svc, caller, None, body, key, configurable, response)
 
 
 @router.post("/runs/batch", response_model=list[Run])
