@@ -48,6 +48,28 @@ def _sse(svc: RunServices, events: AsyncIterator[StreamEvent], run: RunRecord) -
     )
 
 
+async def _new_run(
+    svc: RunServices,
+    caller: Caller,
+    thread_id: str | None,
+    body: RunCreate,
+    key: str | None,
+    configurable: dict[str, Any],
+    **options: Any,
+) -> RunRecord:
+    """Authorize, then create, a run on the thread or (None) on a temporary one; `options`
+    go to the service's create_run (stream modes, a hook once it is committed)."""
+    grant = await grant_new_run(svc.threads, svc.assistants, caller, thread_id, body, key)
+    return await svc.runs.create_run(
+        thread_id,
+        body,
+        idempotency_key=grant.idempotency_key,
+        new_thread_metadata=grant.thread_metadata,
+        configurable=configurable,
+        **options,
+    )
+
+
 async def _create_new_run(
     svc: RunServices,
     caller: Caller,
@@ -57,15 +79,8 @@ async def _create_new_run(
     configurable: dict[str, Any],
     response: Response,
 ) -> dict[str, Any]:
-    """A background run, on the thread or (None) on a temporary one."""
-    grant = await grant_new_run(svc.threads, svc.assistants, caller, thread_id, body, key)
-    run = await svc.runs.create_run(
-        thread_id,
-        body,
-        idempotency_key=grant.idempotency_key,
-        new_thread_metadata=grant.thread_metadata,
-        configurable=configurable,
-    )
+    """A background run: its record, and where it is."""
+    run = await _new_run(svc, caller, thread_id, body, key, configurable)
     location = _run_path(run) if thread_id is not None else f"/runs/{run.run_id}"
     response.headers["Content-Location"] = location
     return to_wire(run)
@@ -79,14 +94,7 @@ async def _stream_new_run(
     key: str | None,
     configurable: dict[str, Any],
 ) -> EventStream:
-    grant = await grant_new_run(svc.threads, svc.assistants, caller, thread_id, body, key)
-    run = await svc.runs.create_run(
-        thread_id,
-        body,
-        idempotency_key=grant.idempotency_key,
-        new_thread_metadata=grant.thread_metadata,
-        configurable=configurable,
-    )
+    run = await _new_run(svc, caller, thread_id, body, key, configurable)
     events = svc.waits.run_events(
         run, after=None, modes=None, cancel_on_disconnect=body.on_disconnect == "cancel"
     )
@@ -101,19 +109,13 @@ async def _wait_new_run(
     key: str | None,
     configurable: dict[str, Any],
 ) -> StreamingResponse:
-    grant = await grant_new_run(svc.threads, svc.assistants, caller, thread_id, body, key)
     modes = list(dict.fromkeys(["values", *body.stream_modes()]))
     watch = svc.waits.completion_watch()
     try:
-        run = await svc.runs.create_run(
-            thread_id,
-            body,
-            stream_modes=modes,
-            idempotency_key=grant.idempotency_key,
-            new_thread_metadata=grant.thread_metadata,
-            on_created=watch.register,
-            configurable=configurable,
-        )
+        run = await _new_run(
+            svc, caller, thread_id, body, key, configurable,
+            stream_modes=modes, on_created=watch.register,
+        )  # fmt: skip
     except BaseException:
         await watch.close()
         raise
