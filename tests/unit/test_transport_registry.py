@@ -57,5 +57,5 @@ async def test_an_unknown_kind_is_refused_naming_the_backends(
 ) -> None:
     monkeypatch.setattr(Settings, "queue_kind", property(lambda _self: "carrier-pigeon"))
     async with AsyncExitStack() as stack:
-        with pytest.raises(ConfigError, match="carrier-pigeon.*in-process, redis"):
+        with pytest.raises(ConfigError, match=r"carrier-pigeon.*in-process, redis"):
             await transport.open_transport(_needs(stack))
