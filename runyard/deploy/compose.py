@@ -111,9 +111,6 @@ class Deployment:
 # open-files limit it sets itself.
 NGINX_WORKER_CONNECTIONS = 32768
 NGINX_OPEN_FILES = 65536
-# The open-files limit of every container that holds clients' connections: one descriptor
-# each, and the instance raises its own soft limit only as far as the hard one.
-CONTAINER_OPEN_FILES = 65536
 
 
 def render_nginx_conf(upstreams: Sequence[str | int], listen: str, extra_main: str = "") -> str:
@@ -202,7 +199,6 @@ def render_compose(
         "volumes": [f"{nginx_conf}:/etc/nginx/nginx.conf:ro"],
         "depends_on": d.instance_names,
         "restart": "unless-stopped",
-        "ulimits": {"nofile": {"soft": CONTAINER_OPEN_FILES, "hard": CONTAINER_OPEN_FILES}},
     }
     if d.network == "bridge":
         host = f"[{d.bind_host}]" if ":" in d.bind_host else d.bind_host
@@ -313,7 +309,6 @@ def _instance(d: Deployment, name: str, port: int) -> dict[str, Any]:
         },
         "stop_grace_period": f"{stop_grace_seconds(d.drain_timeout)}s",
         "restart": "unless-stopped",
-        "ulimits": {"nofile": {"soft": CONTAINER_OPEN_FILES, "hard": CONTAINER_OPEN_FILES}},
     }
     return _network(d, service)
 

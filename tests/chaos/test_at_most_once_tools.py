@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import sqlite3
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -71,6 +72,30 @@ class Deployment(Protocol):
     def recorded(self, thread_id: str) -> list[tuple[str, str]]:
         """(tool, status) of the thread's recorded tool calls."""
         ...
+
+
+def _until_stopped(pid: int) -> None:
+    """Return once the process is stopped (SIGSTOP is delivered asynchronously)."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        with open(f"/proc/{pid}/stat") as stat:
+            if stat.read().rsplit(")", 1)[1].split()[0] == "T":
+                return
+        time.sleep(0.005)
+    raise AssertionError(f"process {pid} did not stop")
+
+
+def _write_lock_free(database: Path) -> bool:
+    """Whether a write transaction can begin on the SQLite file now."""
+    connection = sqlite3.connect(database, timeout=0.2)
+    try:
+        connection.execute("BEGIN IMMEDIATE")
+        connection.execute("ROLLBACK")
+        return True
+    except sqlite3.OperationalError:
+        return False
+    finally:
+        connection.close()
 
 
 class Serve:
@@ -134,7 +159,19 @@ class Dev:
 
     async def freeze_and_take_over(self, pid: int) -> None:
         self.frozen = next(s for s in self.servers if s.process and s.process.pid == pid)
-        self.frozen.signal(signal.SIGSTOP)
+        # Frozen inside the tool, not inside a write: a process stopped while it holds the
+        # SQLite file's write lock stops every other process on the file with it (one host,
+        # one writer), which is not what this test is about. Freeze again until it holds none.
+        database = self.workdir / "data" / "runyard.sqlite"
+        for _ in range(100):
+            self.frozen.signal(signal.SIGSTOP)
+            await asyncio.to_thread(_until_stopped, pid)
+            if await asyncio.to_thread(_write_lock_free, database):
+                break
+            self.frozen.signal(signal.SIGCONT)
+            await asyncio.sleep(0.02)
+        else:
+            pytest.fail("the server held the database's write lock at each of 100 freezes")
         # A process starting on the folder recovers the runs a previous one left running.
         self.servers.append(await asyncio.to_thread(self._server().start))
 
