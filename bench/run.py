@@ -19,7 +19,6 @@ from bench import cost, scenarios
 from bench.chaos import chaos
 from bench.client import HTTPError, open_client
 from bench.fairness import fairness
-from bench.idle_clients import idle_clients
 from bench.idle_readers import idle_readers
 from bench.joins import joins
 from bench.recovery import recovery
@@ -47,8 +46,6 @@ SCENARIOS: dict[str, tuple[ScenarioFn, int]] = {
     "streams": (streams, 0),
     # Ordinary runs on a thread beside 300 subscribers of it that never read.
     "idle_readers": (idle_readers, 50),
-    # Thousands of connected, mostly idle thread-stream clients (--runs: how many).
-    "idle_clients": (idle_clients, 2_000),
     # A small tenant's waits alone, then behind a big tenant's backlog (bench/fairness.py).
     "fairness": (fairness, 20),
     # Not in `all`: an at-most-once tool call's cost beside an ordinary one (bench/tools.py).

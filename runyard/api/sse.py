@@ -11,7 +11,6 @@ closed, releasing its subscriptions.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import random
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -80,7 +79,12 @@ class EventStream(Response):
         self.keepalive_seconds = keepalive_seconds
         self.keepalive = keepalive
         self.send_timeout = send_timeout
-        self.raw_headers = list(_encoded_headers(tuple((headers or {}).items())))
+        fields = MutableHeaders(headers=dict(headers or {}))
+        fields.setdefault("Cache-Control", "no-store")
+        fields["Connection"] = "keep-alive"
+        fields["X-Accel-Buffering"] = "no"
+        fields["Content-Type"] = "text/event-stream; charset=utf-8"
+        self.init_headers(fields)
         self._stopped = False
         # The client left or stopped reading: nothing more can be sent, not even the end.
         self._broken = False
@@ -170,19 +174,6 @@ class EventStream(Response):
                 self._broken = True
                 return False
         return True
-
-
-@functools.lru_cache(maxsize=256)
-def _encoded_headers(given: tuple[tuple[str, str], ...]) -> tuple[tuple[bytes, bytes], ...]:
-    """A stream's response headers, encoded once per set of given headers: thousands of
-    idle streams share the same (each answer gets a list of its own, which middleware may
-    extend)."""
-    fields = MutableHeaders(headers=dict(given))
-    fields.setdefault("Cache-Control", "no-store")
-    fields["Connection"] = "keep-alive"
-    fields["X-Accel-Buffering"] = "no"
-    fields["Content-Type"] = "text/event-stream; charset=utf-8"
-    return tuple(fields.raw)
 
 
 async def _cancelled(writer: asyncio.Task[None]) -> None:

@@ -29,9 +29,6 @@ DEFAULT_BODY_TIMEOUT_SECONDS = 60.0
 # Connections one server holds at once (RUNYARD_MAX_CONNECTIONS): room for ten thousand mostly
 # idle stream clients and the ordinary traffic beside them.
 DEFAULT_MAX_CONNECTIONS = 25_000
-# Connections the kernel queues for accept (uvicorn's default is 2,048): thousands of tabs
-# reconnecting at once after a restart. Linux caps it at net.core.somaxconn (4,096 since 5.4).
-DEFAULT_BACKLOG = 4096
 # Past the bound: how long a connection has to say what it asks (a probe says it at once).
 OVER_BOUND_GRACE = 1.0
 # Served past the bound: the liveness probes, so that a full server is not restarted.
@@ -104,7 +101,6 @@ class ServerConfig(uvicorn.Config):
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         **kwargs: Any,
     ) -> None:
-        kwargs.setdefault("backlog", DEFAULT_BACKLOG)
         super().__init__(app, http=HeadBoundedProtocol, **kwargs)
         self.head_timeout_seconds = head_timeout_seconds
         self.max_head_bytes = max_head_bytes

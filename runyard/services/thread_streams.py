@@ -30,7 +30,6 @@ from runyard.services.run_waits import LIVE_ONLY, RunWaits
 from runyard.services.thread_state import thread_not_found
 from runyard.streaming.broker import EventBroker, StreamEvent
 from runyard.streaming.fanout import BUSY, Fanout, Fanouts
-from runyard.streaming.handoff import Handoff
 from runyard.streaming.sse_frames import FramedEvent, framed
 from runyard.streaming.thread_log import state_log
 
@@ -124,7 +123,7 @@ def parse_thread_stream_modes(raw: list[str] | None) -> ThreadStreamModes:
 
 
 async def _guarded(
-    producer: Coroutine[Any, Any, None], thread_id: str, queue: Handoff[_Queued]
+    producer: Coroutine[Any, Any, None], thread_id: str, queue: asyncio.Queue[_Queued]
 ) -> None:
     """Run a producer; if it fails, end the stream instead of leaving the client waiting."""
     try:
@@ -191,7 +190,7 @@ class ThreadStreams:
         position = cursor or Cursor()
         # Small: it only joins the two producers. A client that stops reading stops them soon
         # after its socket fills, so it holds a few events and follows no further run.
-        queue: Handoff[_Queued] = Handoff(STREAM_QUEUE_EVENTS)
+        queue: asyncio.Queue[_Queued] = asyncio.Queue(maxsize=STREAM_QUEUE_EVENTS)
         producers: list[tuple[str, Coroutine[Any, Any, None]]] = []
         if modes.runs:
             producers.append(("runs", self._follow_runs(thread_id, start, position, queue, modes)))
@@ -229,7 +228,7 @@ class ThreadStreams:
         thread_id: str,
         after: str | None,
         position: Cursor,
-        queue: Handoff[_Queued],
+        queue: asyncio.Queue[_Queued],
     ) -> None:
         async def never_ends() -> bool:
             return False
@@ -243,7 +242,7 @@ class ThreadStreams:
         thread_id: str,
         start: _Start,
         position: Cursor,
-        queue: Handoff[_Queued],
+        queue: asyncio.Queue[_Queued],
         modes: ThreadStreamModes,
     ) -> None:
         """Each run of the thread in turn, then a run_done marker; None once the thread is gone.
@@ -314,7 +313,7 @@ class ThreadStreams:
         thread_id: str,
         start: _Start,
         position: Cursor,
-        queue: Handoff[_Queued],
+        queue: asyncio.Queue[_Queued],
         modes: ThreadStreamModes,
     ) -> None:
         """Each run of the thread in turn, read by this stream alone."""
@@ -358,7 +357,7 @@ class ThreadStreams:
         run: RunRecord,
         after: str | None,
         position: Cursor,
-        queue: Handoff[_Queued],
+        queue: asyncio.Queue[_Queued],
         modes: ThreadStreamModes,
     ) -> tuple[Any, str]:
         """Deliver one run's events after `after`, then its run_done; returns its anchor."""

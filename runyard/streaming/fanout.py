@@ -35,9 +35,7 @@ class Member(Generic[T]):
         self._limit = limit
         self._fanout = fanout
         self._items: list[T] = []
-        # Made only while `take` waits: an asyncio.Event holds a deque (about 0.7 KiB) for
-        # as long as the member lives, and an idle client's member lives for hours.
-        self._waiter: asyncio.Future[None] | None = None
+        self._ready = asyncio.Event()
         self.detached = False
         self.ended = False
 
@@ -46,16 +44,11 @@ class Member(Generic[T]):
         if len(self._items) + len(items) > self._limit:
             self._items = []
             self.detached = True
-            self._wake()
+            self._ready.set()
             return False
         self._items.extend(items)
-        self._wake()
+        self._ready.set()
         return True
-
-    def _wake(self) -> None:
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
 
     def sharing(self) -> int:
         """How many members the fan-out has now (this one included)."""
@@ -64,18 +57,15 @@ class Member(Generic[T]):
     def end(self) -> None:
         """The source ended: the member takes what is buffered, then goes on alone."""
         self.ended = True
-        self._wake()
+        self._ready.set()
 
     async def take(self) -> list[T] | None:
         """Everything buffered, waiting for something; None once detached or ended."""
         while not self._items:
             if self.detached or self.ended:
                 return None
-            self._waiter = asyncio.get_running_loop().create_future()
-            try:
-                await self._waiter
-            finally:
-                self._waiter = None
+            self._ready.clear()
+            await self._ready.wait()
         items, self._items = self._items, []
         return items
 
